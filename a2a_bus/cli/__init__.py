@@ -1,0 +1,23 @@
+"""The ``a2a-bus`` command line. Each sub-command lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="a2a-bus",
+    help="Actor-based multi-agent collaboration bus: JSON-RPC 2.0 and CloudEvents.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    # Sub-command modules attach themselves to ``app`` on import.
+    from a2a_bus.cli import convert  # noqa: F401
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _register()
+    app()

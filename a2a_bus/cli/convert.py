@@ -1,0 +1,1 @@
+"""``a2a-bus convert``: placeholder until the adaptor lands."""
