@@ -1,0 +1,124 @@
+"""The transport contract shared by the in-memory and the Kafka transports.
+
+A transport moves CloudEvents between topics and consumer groups. It knows
+nothing about agents or JSON-RPC semantics: the bus layer decides which topic
+an event goes to and what a handler does with it.
+
+Semantics both transports honour (one behavioural test suite runs on both):
+
+* ``publish`` writes an event to one topic once, whatever the number of
+  subscribing groups (fan-out is done by groups, not by copies).
+* Every consumer group receives every event of the topics it subscribes to;
+  members of one group share the partitions (load sharing).
+* Events with the same key keep their order (same partition).
+* A handler's completion acknowledges the delivery (at-least-once): offsets are
+  committed per partition in order, only up to the last contiguous finished one.
+* A record that cannot be decoded never reaches a handler: it goes to the
+  dead-letter topic with the reason, and is acknowledged.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from cloudevents.core.v1.event import CloudEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One event handed to a subscription handler."""
+
+    event: CloudEvent
+    topic: str
+    partition: int = 0
+    offset: int = -1
+    key: bytes | None = None
+    #: True when this record may have been handled before (crash, rebalance).
+    redelivered: bool = False
+    #: True when the record was raw JSON-RPC rather than a CloudEvent, so that
+    #: replies can be produced in the same raw form.
+    raw: bool = False
+    headers: tuple[tuple[str, bytes], ...] = field(default=())
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPattern:
+    """A regular expression over topic names, for wildcard subscriptions."""
+
+    regex: str
+
+
+class Subscription(abc.ABC):
+    """A running subscription; stop it to leave the consumer group."""
+
+    @abc.abstractmethod
+    def pause(self) -> None:
+        """Stop fetching new records (backpressure); in-flight work continues."""
+
+    @abc.abstractmethod
+    def resume(self) -> None:
+        """Fetch again after :meth:`pause`."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Drain in-flight handlers, commit what finished, and leave the group."""
+
+
+class Transport(abc.ABC):
+    """Moves CloudEvents between topics; see the module docstring for guarantees."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect; after this returns the transport is ready."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop every subscription (draining in-flight work) and disconnect."""
+
+    @abc.abstractmethod
+    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+        """Write ``event`` to ``topic`` once; returns when the write is acknowledged."""
+
+    @abc.abstractmethod
+    async def publish_raw(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        """Write raw bytes (raw JSON-RPC replies, dead letters) to ``topic``."""
+
+    @abc.abstractmethod
+    async def subscribe(
+        self,
+        topics: Sequence[str] | TopicPattern,
+        group: str,
+        handler: Handler,
+        *,
+        from_beginning: bool = False,
+        max_in_flight: int = 64,
+    ) -> Subscription:
+        """Join consumer ``group`` on ``topics`` and hand each event to ``handler``.
+
+        At most ``max_in_flight`` handlers run at once per subscription; events
+        with the same key are handed over one at a time, in order.
+        """
+
+    @property
+    @abc.abstractmethod
+    def ready(self) -> bool:
+        """True once started and connected."""
+
+    async def __aenter__(self) -> Transport:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
