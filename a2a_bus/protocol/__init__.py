@@ -1,0 +1,73 @@
+"""The wire contract in pure code: JSON-RPC 2.0, the A2A adaptor, CloudEvents codecs.
+
+Nothing here does I/O or starts threads, so all of it can be tested and fuzzed alone.
+"""
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol.adaptor import Adaptor, Converted
+from a2a_bus.protocol.constants import (
+    DEFAULT_SOURCE,
+    DEFAULT_TYPE_PREFIX,
+    ROUTING_PARAMS,
+    content_type,
+    ext,
+    mcptype,
+    params_key,
+)
+from a2a_bus.protocol.errors import (
+    ErrorCode,
+    Failure,
+    JsonRpcId,
+    ProtocolError,
+    error_object,
+    error_response,
+    result_response,
+)
+from a2a_bus.protocol.events import events_equal, new_event, new_id, validated_event
+from a2a_bus.protocol.formats import (
+    dump_structured,
+    from_structured,
+    load_structured,
+    to_structured,
+)
+from a2a_bus.protocol.http_codec import from_http, to_http, to_http_batch
+from a2a_bus.protocol.jsonrpc import Kind, classify
+from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, record_key, to_kafka
+
+__all__ = [
+    "DEFAULT_SOURCE",
+    "DEFAULT_TYPE_PREFIX",
+    "ROUTING_PARAMS",
+    "Adaptor",
+    "CloudEvent",
+    "Converted",
+    "ErrorCode",
+    "Failure",
+    "JsonRpcId",
+    "KafkaRecord",
+    "Kind",
+    "ProtocolError",
+    "classify",
+    "content_type",
+    "dump_structured",
+    "error_object",
+    "error_response",
+    "events_equal",
+    "ext",
+    "from_http",
+    "from_kafka",
+    "from_structured",
+    "load_structured",
+    "mcptype",
+    "new_event",
+    "new_id",
+    "params_key",
+    "record_key",
+    "result_response",
+    "to_http",
+    "to_http_batch",
+    "to_kafka",
+    "to_structured",
+    "validated_event",
+]

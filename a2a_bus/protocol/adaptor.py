@@ -1,0 +1,344 @@
+"""The A2A protocol adaptor: JSON-RPC 2.0 <-> CloudEvents, and detection of what arrived.
+
+The mapping is the one in protocol/PROTOCOL.md (wire-compatible with the Apache
+EventMesh A2A adaptor). Conversion is total: every input element yields either a
+CloudEvent or a :class:`Failure` holding the JSON-RPC error to answer with.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol import http_codec, kafka_codec
+from a2a_bus.protocol.constants import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_SOURCE,
+    DEFAULT_TYPE_PREFIX,
+    PROTOCOL_NAME,
+    REQUEST_SUFFIX,
+    RESPONSE_TYPE_SUFFIX,
+    SPECVERSION,
+    STREAM_METHOD,
+    STREAM_SUFFIX,
+    ext,
+    mcptype,
+    params_key,
+)
+from a2a_bus.protocol.constants import content_type as media_types
+from a2a_bus.protocol.errors import ErrorCode, Failure, JsonRpcId, ProtocolError
+from a2a_bus.protocol.events import new_event, new_id
+from a2a_bus.protocol.formats import from_structured
+from a2a_bus.protocol.jsonrpc import Kind, classify
+
+Converted = CloudEvent | Failure
+Headers = Mapping[str, str | bytes] | Sequence[tuple[str, str | bytes]]
+
+# Routing members of params and the attribute each is promoted to.
+_ROUTING: tuple[tuple[str, str], ...] = (
+    (params_key.AGENT, ext.TARGET_AGENT),
+    (params_key.TOPIC, ext.SUBJECT),
+    (params_key.SEQ, ext.SEQ),
+    (params_key.SESSION, ext.SESSION),
+)
+
+
+def _routing_failure(name: str, id: JsonRpcId) -> Failure:
+    want = "a non-negative integer" if name == params_key.SEQ else "a non-empty string"
+    return Failure(ErrorCode.INVALID_PARAMS, "Invalid params", id, f"params.{name} must be {want}")
+
+
+def _text_headers(headers: Headers | None) -> list[tuple[str, str]]:
+    if headers is None:
+        return []
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for name, value in pairs:
+        if isinstance(value, bytes):
+            try:
+                value = value.decode()
+            except UnicodeDecodeError:
+                continue
+        out.append((name.lower(), value))
+    return out
+
+
+class Adaptor:
+    """Converts between JSON-RPC 2.0 messages and CloudEvents.
+
+    ``prefix`` starts every event type; ``source`` is the ``source`` attribute of the
+    events it creates. ``max_message_bytes`` and ``max_batch`` bound what one call
+    accepts; larger input is answered with an Invalid Request error, not parsed.
+    """
+
+    def __init__(
+        self,
+        prefix: str = DEFAULT_TYPE_PREFIX,
+        source: str = DEFAULT_SOURCE,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_batch: int = DEFAULT_MAX_BATCH,
+    ) -> None:
+        self.prefix = prefix
+        self.source = source
+        self.max_message_bytes = max_message_bytes
+        self.max_batch = max_batch
+        self.response_type = prefix + RESPONSE_TYPE_SUFFIX
+        self._types: dict[tuple[str, bool], str] = {}
+
+    # -- detection ------------------------------------------------------------------
+
+    def from_bytes(
+        self, body: bytes, content_type: str | None = None, headers: Headers | None = None
+    ) -> list[Converted]:
+        """Detect what ``body`` is and convert it; never raises.
+
+        JSON-RPC (single or batch), a structured CloudEvent, a CloudEvents batch, or
+        a binary-mode CloudEvent (``ce-``/``ce_`` headers beside the body).
+        """
+        if len(body) > self.max_message_bytes:
+            return [self._too_large(len(body))]
+        if content_type is None and not headers:
+            return self._from_json_bytes(body)
+        text_headers = _text_headers(headers)
+        if content_type is None:
+            content_type = kafka_codec.header_value(text_headers, "content-type")
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        try:
+            if media == media_types.CLOUDEVENT_BATCH:
+                return self._limit_batch(http_codec.decode_batch(body))
+            if media.startswith("application/cloudevents"):
+                return [http_codec.from_http({"content-type": media}, body)[0]]
+            binary = _binary_prefix(text_headers)
+            if binary is not None:
+                return [self._binary(text_headers, body, binary)]
+        except ProtocolError as exc:
+            return [exc.failure]
+        return self._from_json_bytes(body)
+
+    def _from_json_bytes(self, body: bytes) -> list[Converted]:
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return [Failure(ErrorCode.PARSE_ERROR, "Parse error", None, str(exc))]
+        return self.from_json(message)
+
+    def from_json(self, message: Any) -> list[Converted]:
+        """Convert an already parsed JSON value (object or array)."""
+        if type(message) is list:
+            if not message:
+                return [Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, "empty batch")]
+            if len(message) > self.max_batch:
+                return [self._batch_too_long(len(message))]
+            return [self._one(item) for item in message]
+        return [self._one(message)]
+
+    def from_jsonrpc(self, message: Any) -> list[Converted]:
+        """Alias of :meth:`from_json` for callers that hold JSON-RPC."""
+        return self.from_json(message)
+
+    def _one(self, item: Any) -> Converted:
+        if type(item) is dict and "specversion" in item and "jsonrpc" not in item:
+            try:
+                return from_structured(item)
+            except ProtocolError as exc:
+                return exc.failure
+        kind = classify(item)
+        if isinstance(kind, Failure):
+            return kind
+        return self.event_from_message(item, kind)
+
+    def _binary(self, headers: list[tuple[str, str]], body: bytes, prefix: str) -> CloudEvent:
+        if prefix == http_codec.HEADER_PREFIX:
+            return http_codec.from_http(dict(headers), body)[0]
+        return kafka_codec.from_kafka(body, [(n, v.encode()) for n, v in headers])
+
+    def _limit_batch(self, items: list[Converted]) -> list[Converted]:
+        if not items:
+            return [Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, "empty batch")]
+        if len(items) > self.max_batch:
+            return [self._batch_too_long(len(items))]
+        return items
+
+    def _too_large(self, size: int) -> Failure:
+        detail = f"message is {size} bytes; the limit is {self.max_message_bytes}"
+        return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
+
+    def _batch_too_long(self, length: int) -> Failure:
+        detail = f"batch has {length} elements; the limit is {self.max_batch}"
+        return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
+
+    # -- JSON-RPC -> CloudEvent -----------------------------------------------------
+
+    def event_type(self, method: str, kind: Kind) -> str:
+        """``<prefix>.<method with / as .>`` plus ``.req``/``.stream`` for requests."""
+        if kind is Kind.RESPONSE:
+            return self.response_type
+        request = kind is Kind.REQUEST
+        cached = self._types.get((method, request))
+        if cached is None:
+            base = f"{self.prefix}.{method.replace('/', '.')}"
+            if request:
+                base += STREAM_SUFFIX if method == STREAM_METHOD else REQUEST_SUFFIX
+            if len(self._types) < 4096:
+                self._types[(method, request)] = base
+            cached = base
+        return cached
+
+    def event_from_message(self, message: dict[str, Any], kind: Kind) -> Converted:
+        """Map one valid JSON-RPC message (already classified) to its event."""
+        if kind is Kind.RESPONSE:
+            return self._response_from_message(message)
+        method: str = message["method"]
+        attributes: dict[str, Any] = {
+            "specversion": SPECVERSION,
+            "id": "",
+            "source": self.source,
+            "type": self.event_type(method, kind),
+            "datacontenttype": media_types.JSON,
+            ext.PROTOCOL: PROTOCOL_NAME,
+            ext.METHOD: method,
+        }
+        if kind is Kind.REQUEST:
+            id = message["id"]
+            attributes["id"] = id if type(id) is str and id else new_id() if id is None else str(id)
+            attributes[ext.MCPTYPE] = mcptype.REQUEST
+        else:
+            attributes["id"] = new_id()
+            attributes[ext.MCPTYPE] = mcptype.NOTIFICATION
+        params = message.get("params")
+        if type(params) is dict:
+            for member, attribute in _ROUTING:
+                if member in params:
+                    value = params[member]
+                    if member == params_key.SEQ:
+                        if type(value) is not int or value < 0:
+                            return _routing_failure(member, message.get("id"))
+                    elif type(value) is not str or not value:
+                        return _routing_failure(member, message.get("id"))
+                    attributes[attribute] = value
+        return new_event(attributes, message)
+
+    def _response_from_message(self, message: dict[str, Any]) -> CloudEvent:
+        attributes: dict[str, Any] = {
+            "specversion": SPECVERSION,
+            "id": new_id(),
+            "source": self.source,
+            "type": self.response_type,
+            "datacontenttype": media_types.JSON,
+            ext.PROTOCOL: PROTOCOL_NAME,
+            ext.MCPTYPE: mcptype.RESPONSE,
+        }
+        if message["id"] is not None:
+            attributes[ext.COLLABORATION] = str(message["id"])
+        return new_event(attributes, message)
+
+    def response_event(
+        self, request: CloudEvent, response: dict[str, Any], *, source: str | None = None
+    ) -> CloudEvent:
+        """The event answering ``request``: correlated by ``collaborationid``."""
+        attributes: dict[str, Any] = {
+            "specversion": SPECVERSION,
+            "id": new_id(),
+            "source": source or self.source,
+            "type": self.response_type,
+            "datacontenttype": media_types.JSON,
+            ext.PROTOCOL: PROTOCOL_NAME,
+            ext.MCPTYPE: mcptype.RESPONSE,
+            ext.COLLABORATION: request.get_id(),
+        }
+        method = request.get_extension(ext.METHOD)
+        if method is not None:
+            attributes[ext.METHOD] = method
+        return new_event(attributes, response)
+
+    # -- CloudEvent -> JSON-RPC -----------------------------------------------------
+
+    def to_jsonrpc(self, event: CloudEvent) -> dict[str, Any]:
+        """Rebuild a JSON-RPC message from the event's attributes and data.
+
+        Events converted from JSON-RPC come back as the same message. Native events
+        map by their attributes: ``mcptype`` says request, response or notification
+        (absent: a ``.req``/``.stream`` type is a request, anything else a
+        notification); the method is ``a2amethod`` or derived from ``type``; routing
+        attributes return to ``params`` as ``_agentId``, ``_topic``, ``_seq``, ``_sessionId``.
+        """
+        attributes = event.get_attributes()
+        data = event.get_data()
+        message = data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
+        kind = attributes.get(ext.MCPTYPE) or self._kind_from_type(attributes.get("type", ""))
+        if kind == mcptype.RESPONSE:
+            return self._response_to_jsonrpc(attributes, data, message)
+        method = attributes.get(ext.METHOD) or self._method_from_type(attributes.get("type", ""))
+        out: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        params = message.get("params") if message is not None else _params_from_data(data)
+        params = _with_routing(params, attributes)
+        if params is not None:
+            out["params"] = params
+        if kind == mcptype.REQUEST:
+            out["id"] = message["id"] if message is not None and "id" in message else event.get_id()
+        return out
+
+    def _response_to_jsonrpc(
+        self, attributes: dict[str, Any], data: Any, message: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if message is not None and "id" in message:
+            id = message["id"]
+        else:
+            id = attributes.get(ext.COLLABORATION)
+        if message is not None and "error" in message:
+            return {"jsonrpc": "2.0", "error": message["error"], "id": id}
+        result = message["result"] if message is not None and "result" in message else data
+        return {"jsonrpc": "2.0", "result": result, "id": id}
+
+    def _kind_from_type(self, type_: str) -> str:
+        if type_ == self.response_type:
+            return mcptype.RESPONSE
+        if type_.endswith((REQUEST_SUFFIX, STREAM_SUFFIX)):
+            return mcptype.REQUEST
+        return mcptype.NOTIFICATION
+
+    def _method_from_type(self, type_: str) -> str:
+        head = self.prefix + "."
+        if not type_.startswith(head):
+            return type_
+        name = type_[len(head) :]
+        for suffix in (REQUEST_SUFFIX, STREAM_SUFFIX):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+                break
+        return name.replace(".", "/")
+
+
+def _binary_prefix(headers: list[tuple[str, str]]) -> str | None:
+    for name, _ in headers:
+        if name == "ce-specversion":
+            return http_codec.HEADER_PREFIX
+        if name == "ce_specversion":
+            return kafka_codec.HEADER_PREFIX
+    return None
+
+
+def _params_from_data(data: Any) -> Any:
+    if data is None or type(data) in (dict, list):
+        return data
+    if isinstance(data, bytes | bytearray):
+        return {"data_base64": base64.b64encode(data).decode()}
+    return {"data": data}
+
+
+def _with_routing(params: Any, attributes: dict[str, Any]) -> Any:
+    """Put routing attributes back into ``params`` where the message lacks them."""
+    missing = {
+        member: attributes[attribute]
+        for member, attribute in _ROUTING
+        if attribute in attributes and (type(params) is not dict or member not in params)
+    }
+    if not missing or type(params) is list:
+        return params
+    return {**(params or {}), **missing}

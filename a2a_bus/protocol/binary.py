@@ -1,0 +1,76 @@
+"""Binary content mode, shared by the HTTP (``ce-``) and Kafka (``ce_``) bindings.
+
+Attributes travel as headers and the data as the message body. Header values are
+strings, so the few attributes with a non-string type are restored on the way in:
+``time`` becomes a timestamp and ``seq`` an integer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol.constants import ext
+from a2a_bus.protocol.errors import ProtocolError
+from a2a_bus.protocol.events import format_time, parse_time, validated_event
+from a2a_bus.protocol.formats import decode_data, encode_data
+
+CONTENT_TYPE_HEADER = "content-type"
+
+
+def attribute_text(value: Any) -> str:
+    """An attribute value as header text (booleans in the spec's lowercase)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return format_time(value)
+    return str(value)
+
+
+def _typed(name: str, text: str) -> Any:
+    if name == "time":
+        return parse_time(text)
+    if name == ext.SEQ and text.isdigit():
+        return int(text)
+    return text
+
+
+def encode_binary(
+    event: CloudEvent, prefix: str, quote: Callable[[str], str] = str
+) -> tuple[list[tuple[str, str]], bytes]:
+    """Headers (name, text) and body for ``event`` in binary mode."""
+    attributes = event.get_attributes()
+    headers: list[tuple[str, str]] = []
+    content_type = attributes.get("datacontenttype")
+    for name, value in attributes.items():
+        if value is None or name == "datacontenttype":
+            continue
+        headers.append((prefix + name, quote(attribute_text(value))))
+    if content_type is not None:
+        headers.append((CONTENT_TYPE_HEADER, content_type))
+    return headers, encode_data(event.get_data(), content_type)
+
+
+def decode_binary(
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    prefix: str,
+    unquote: Callable[[str], str] = str,
+) -> CloudEvent:
+    """Rebuild an event from binary-mode headers and body; raises :class:`ProtocolError`."""
+    attributes: dict[str, Any] = {}
+    cut = len(prefix)
+    for raw_name, raw_value in headers:
+        name = raw_name.lower()
+        if name.startswith(prefix):
+            attr = name[cut:]
+            attributes[attr] = _typed(attr, unquote(raw_value))
+        elif name == CONTENT_TYPE_HEADER:
+            attributes["datacontenttype"] = raw_value
+    if "specversion" not in attributes:
+        raise ProtocolError.invalid(f"binary-mode event without a {prefix}specversion header")
+    data = decode_data(body, attributes.get("datacontenttype"))
+    return validated_event(attributes, data)

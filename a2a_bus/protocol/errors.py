@@ -1,0 +1,99 @@
+"""JSON-RPC 2.0 error codes and error values.
+
+Errors in this package are values: conversion returns a :class:`Failure` in place
+of an event. Codecs that decode one message raise :class:`ProtocolError`, which
+carries the same value, so callers can turn any failure into a JSON-RPC error
+response or a dead-letter reason without guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+JsonRpcId = str | int | float | None
+
+
+class ErrorCode(IntEnum):
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    # Implementation-defined server errors (-32000 to -32099).
+    SERVER_ERROR = -32000
+    TIMEOUT = -32001
+    AGENT_UNAVAILABLE = -32002
+    FORBIDDEN = -32003
+    UNAUTHORIZED = -32004
+    TOO_LARGE = -32005
+    STREAM_BROKEN = -32006
+
+
+#: The specification's message for each standard code.
+STANDARD_MESSAGES: dict[int, str] = {
+    ErrorCode.PARSE_ERROR: "Parse error",
+    ErrorCode.INVALID_REQUEST: "Invalid Request",
+    ErrorCode.METHOD_NOT_FOUND: "Method not found",
+    ErrorCode.INVALID_PARAMS: "Invalid params",
+    ErrorCode.INTERNAL_ERROR: "Internal error",
+}
+
+
+def error_object(code: int, message: str | None = None, data: Any = None) -> dict[str, Any]:
+    """The ``error`` member of a response; ``message`` defaults to the spec's wording."""
+    error: dict[str, Any] = {
+        "code": int(code),
+        "message": message or STANDARD_MESSAGES.get(code, "Server error"),
+    }
+    if data is not None:
+        error["data"] = data
+    return error
+
+
+def error_response(
+    code: int, message: str | None = None, id: JsonRpcId = None, data: Any = None
+) -> dict[str, Any]:
+    """A complete JSON-RPC 2.0 error response."""
+    return {"jsonrpc": "2.0", "error": error_object(code, message, data), "id": id}
+
+
+def result_response(result: Any, id: JsonRpcId) -> dict[str, Any]:
+    """A complete JSON-RPC 2.0 success response."""
+    return {"jsonrpc": "2.0", "result": result, "id": id}
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why one message (or one batch element) could not be converted."""
+
+    code: int
+    message: str
+    id: JsonRpcId = None
+    data: Any = None
+
+    def response(self) -> dict[str, Any]:
+        """This failure as a JSON-RPC error response object."""
+        return error_response(self.code, self.message, self.id, self.data)
+
+    @property
+    def reason(self) -> str:
+        """One line for logs and dead-letter headers."""
+        return f"{self.code} {self.message}" + (f": {self.data}" if self.data else "")
+
+
+class ProtocolError(ValueError):
+    """Raised by the codecs on malformed input; ``failure`` says why."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+    @classmethod
+    def invalid(cls, detail: str) -> ProtocolError:
+        return cls(Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", data=detail))
+
+    @classmethod
+    def parse(cls, detail: str) -> ProtocolError:
+        return cls(Failure(ErrorCode.PARSE_ERROR, "Parse error", data=detail))

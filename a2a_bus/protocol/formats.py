@@ -1,0 +1,104 @@
+"""The CloudEvents JSON event format, and event data encoding by content type.
+
+orjson does the JSON work; the rules for ``data``/``data_base64`` and for
+attribute value types follow the CloudEvents JSON format specification.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import datetime
+from typing import Any
+
+import orjson
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol.errors import ProtocolError
+from a2a_bus.protocol.events import decode_base64, format_time, validated_event
+
+_JSON_CONTENT_TYPE = re.compile(r"^(application|text)/([A-Za-z0-9.+-]+\+)?json(\s*;.*)?$", re.I)
+_ATTRIBUTE_TYPES = (str, int, bool)
+
+
+def is_json_content_type(content_type: str | None) -> bool:
+    """Absent content type means JSON, as the event format specifies."""
+    return content_type is None or _JSON_CONTENT_TYPE.match(content_type) is not None
+
+
+def encode_data(data: Any, content_type: str | None) -> bytes:
+    """Event data as the bytes of a binary-mode message body."""
+    if data is None:
+        return b""
+    if isinstance(data, bytes | bytearray):
+        return bytes(data)
+    if isinstance(data, str) and not is_json_content_type(content_type):
+        return data.encode()
+    return orjson.dumps(data)
+
+
+def decode_data(body: bytes, content_type: str | None) -> Any:
+    """The inverse of :func:`encode_data`; JSON that does not parse is an error."""
+    if not body:
+        return None
+    if is_json_content_type(content_type):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError.parse(f"data is not valid JSON: {exc}") from None
+    if content_type is not None and content_type.lower().startswith("text/"):
+        try:
+            return body.decode()
+        except UnicodeDecodeError:
+            return body
+    return body
+
+
+def to_structured(event: CloudEvent) -> dict[str, Any]:
+    """The event as a JSON-format object (what structured mode puts on the wire)."""
+    out: dict[str, Any] = {}
+    for name, value in event.get_attributes().items():
+        if value is None:
+            continue
+        out[name] = format_time(value) if isinstance(value, datetime) else value
+    data = event.get_data()
+    if isinstance(data, bytes | bytearray):
+        out["data_base64"] = base64.b64encode(data).decode()
+    elif data is not None:
+        out["data"] = data
+    return out
+
+
+def dump_structured(event: CloudEvent) -> bytes:
+    return orjson.dumps(to_structured(event))
+
+
+def from_structured(obj: Any) -> CloudEvent:
+    """Validate a JSON-format object and build the event; raises :class:`ProtocolError`."""
+    if type(obj) is not dict:
+        raise ProtocolError.invalid("a structured CloudEvent must be a JSON object")
+    attributes = dict(obj)
+    has_data, has_base64 = "data" in attributes, "data_base64" in attributes
+    if has_data and has_base64:
+        raise ProtocolError.invalid("an event carries 'data' or 'data_base64', not both")
+    data = (
+        decode_base64(attributes.pop("data_base64")) if has_base64 else attributes.pop("data", None)
+    )
+    for name in list(attributes):
+        value = attributes[name]
+        if value is None:
+            del attributes[name]
+        elif not isinstance(value, _ATTRIBUTE_TYPES):
+            kind = type(value).__name__
+            raise ProtocolError.invalid(
+                f"attribute {name!r} must be a string, integer or boolean, not {kind}"
+            )
+    return validated_event(attributes, data)
+
+
+def load_structured(body: bytes) -> CloudEvent:
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ProtocolError.parse(str(exc)) from None
+    return from_structured(obj)

@@ -1,0 +1,80 @@
+"""JSON-RPC 2.0 messages: classification and validation, exactly per the specification.
+
+A message is a plain ``dict`` as decoded from JSON. :func:`classify` tells what it
+is or returns the :class:`Failure` that the specification prescribes.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from a2a_bus.protocol.errors import ErrorCode, Failure
+
+RESERVED_METHOD_PREFIX = "rpc."
+
+
+class Kind(StrEnum):
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+
+
+def _invalid(detail: str) -> Failure:
+    # The id is null whenever the request itself is invalid (spec, section 5).
+    return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
+
+
+def valid_id(value: Any) -> bool:
+    """Ids are strings, numbers or null; booleans are not numbers here."""
+    return value is None or (type(value) in (str, int, float))
+
+
+def classify(message: Any) -> Kind | Failure:
+    """Classify one (non-batch) JSON-RPC message, or say why it is invalid."""
+    if type(message) is not dict:
+        return _invalid("a JSON-RPC message must be an object")
+    if message.get("jsonrpc") != "2.0":
+        return _invalid('member "jsonrpc" must be exactly "2.0"')
+    if "id" in message and not valid_id(message["id"]):
+        return _invalid('member "id" must be a string, a number or null')
+    if "method" in message:
+        return _classify_call(message)
+    return _classify_response(message)
+
+
+def _classify_call(message: dict[str, Any]) -> Kind | Failure:
+    method = message["method"]
+    if type(method) is not str:
+        return _invalid('member "method" must be a string')
+    if "result" in message or "error" in message:
+        return _invalid('a request cannot carry "result" or "error"')
+    if "params" in message and type(message["params"]) not in (dict, list):
+        return _invalid('member "params" must be an array or an object')
+    if method.startswith(RESERVED_METHOD_PREFIX):
+        return Failure(
+            ErrorCode.METHOD_NOT_FOUND,
+            "Method not found",
+            message.get("id"),
+            f"method names beginning with {RESERVED_METHOD_PREFIX!r} are reserved",
+        )
+    return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
+
+
+def _classify_response(message: dict[str, Any]) -> Kind | Failure:
+    has_result, has_error = "result" in message, "error" in message
+    if not (has_result or has_error):
+        return _invalid('a message needs "method" (request) or "result"/"error" (response)')
+    if has_result and has_error:
+        return _invalid('a response carries either "result" or "error", not both')
+    if "id" not in message:
+        return _invalid('a response must carry "id"')
+    if has_error:
+        error = message["error"]
+        if (
+            type(error) is not dict
+            or type(error.get("code")) is not int
+            or type(error.get("message")) is not str
+        ):
+            return _invalid('"error" must be an object with an integer "code" and a "message"')
+    return Kind.RESPONSE

@@ -1,0 +1,95 @@
+"""The CloudEvents Kafka binding: binary and structured content modes.
+
+The record key is the ``partitionkey`` attribute when the event has one, else the
+stream's ``sessionid``, else the ``collaborationid``, so every chunk of a stream and
+every message of a collaboration lands in one partition, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol.binary import (
+    CONTENT_TYPE_HEADER,
+    attribute_text,
+    decode_binary,
+    encode_binary,
+)
+from a2a_bus.protocol.constants import content_type, ext
+from a2a_bus.protocol.errors import ProtocolError
+from a2a_bus.protocol.formats import dump_structured, load_structured
+
+HEADER_PREFIX = "ce_"
+Mode = Literal["binary", "structured"]
+KafkaHeaders = Sequence[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+def record_key(event: CloudEvent) -> bytes | None:
+    """The partitioning key the bus uses for ``event``."""
+    attributes = event.get_attributes()
+    for name in (ext.PARTITION_KEY, ext.SESSION, ext.COLLABORATION):
+        value = attributes.get(name)
+        if value is not None:
+            return attribute_text(value).encode()
+    return None
+
+
+def to_kafka(event: CloudEvent, mode: Mode = "binary") -> KafkaRecord:
+    """The Kafka record that carries ``event``."""
+    key = record_key(event)
+    if mode == "structured":
+        return KafkaRecord(
+            key, dump_structured(event), [(CONTENT_TYPE_HEADER, content_type.CLOUDEVENT.encode())]
+        )
+    headers, body = encode_binary(event, HEADER_PREFIX)
+    return KafkaRecord(key, body, [(name, text.encode()) for name, text in headers])
+
+
+def decode_headers(headers: KafkaHeaders | None) -> list[tuple[str, str]]:
+    try:
+        return [(name, value.decode()) for name, value in headers or ()]
+    except UnicodeDecodeError:
+        raise ProtocolError.invalid("a record header is not valid UTF-8") from None
+
+
+def header_value(headers: Sequence[tuple[str, str]], wanted: str) -> str | None:
+    for name, value in headers:
+        if name.lower() == wanted:
+            return value
+    return None
+
+
+def from_kafka(value: bytes, headers: KafkaHeaders | None, key: bytes | None = None) -> CloudEvent:
+    """Decode a record in either content mode; raises :class:`ProtocolError`.
+
+    The mode follows the ``content-type`` header as the binding says; ``ce_`` headers
+    beside a structured content type do not make a record binary. A UTF-8 key that
+    the attributes do not explain becomes the ``partitionkey`` attribute.
+    """
+    text_headers = decode_headers(headers)
+    kind = (header_value(text_headers, CONTENT_TYPE_HEADER) or "").split(";", 1)[0].strip().lower()
+    if kind == content_type.CLOUDEVENT:
+        event = load_structured(value)
+    elif kind.startswith("application/cloudevents"):
+        raise ProtocolError.invalid(f"unsupported event format {kind!r}")
+    elif header_value(text_headers, HEADER_PREFIX + "specversion") is not None:
+        event = decode_binary(text_headers, value, HEADER_PREFIX)
+    else:
+        raise ProtocolError.invalid("not a CloudEvent: no ce_specversion header")
+    if key is not None and record_key(event) != key:
+        # An opaque binary key partitions the record but names no attribute.
+        with contextlib.suppress(UnicodeDecodeError):
+            event.get_attributes()[ext.PARTITION_KEY] = key.decode()
+    return event
