@@ -1,0 +1,56 @@
+"""A bounded window of recently seen event keys, for de-duplicating redeliveries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Hashable
+
+
+class DedupWindow:
+    """Remembers the last ``capacity`` keys and the completion of their handling.
+
+    ``claim(key)`` returns None for a new key (the caller handles it and later
+    calls ``done(key)``), or a future for a key already claimed: the duplicate
+    must wait for it before it is acknowledged, so the original's offset is
+    never committed over while the original is still running.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError("capacity must be >= 0")
+        self._capacity = capacity
+        self._entries: OrderedDict[Hashable, asyncio.Future[None]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def claim(self, key: Hashable) -> asyncio.Future[None] | None:
+        """None if ``key`` is new (now claimed), else the original's completion."""
+        if self._capacity == 0:
+            return None
+        existing = self._entries.get(key)
+        if existing is not None:
+            self._entries.move_to_end(key)
+            return existing
+        self._entries[key] = asyncio.get_running_loop().create_future()
+        while len(self._entries) > self._capacity:
+            _, oldest = self._entries.popitem(last=False)
+            if not oldest.done():
+                oldest.set_result(None)
+        return None
+
+    def done(self, key: Hashable) -> None:
+        """Mark the handling of ``key`` finished (successfully or not)."""
+        future = self._entries.get(key)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key`` so that a later copy is handled again (e.g. not handled)."""
+        future = self._entries.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(None)

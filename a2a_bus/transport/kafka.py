@@ -1,0 +1,316 @@
+"""The Kafka transport (aiokafka): topics, an idempotent producer, consumer groups.
+
+Guarantees (details in ``docs/kafka.md``):
+
+* every publish is one record, written by an idempotent producer with
+  ``acks=all``, whatever the number of subscribing groups;
+* offsets are committed only after the handler finished, per partition in
+  order, so a crash redelivers but never skips (at-least-once);
+* copies of an event with the same (source, id) within the de-duplication
+  window of a subscription reach its handler once;
+* a record that a previous owner of its partition may have handed to a handler
+  is delivered with ``redelivered=True`` (commit-metadata leases make this exact
+  for crashed owners, with no false negatives);
+* undecodable records and records whose handler raised go to the dead-letter
+  topic with ``a2a-dlq-*`` reason headers, and are committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol import Adaptor, Failure, to_kafka
+from a2a_bus.transport.base import Handler, Subscription, TopicPattern, Transport
+from a2a_bus.transport.kafka_config import KafkaSettings
+from a2a_bus.transport.kafka_records import dead_letter_headers
+from a2a_bus.transport.kafka_subscription import KafkaSubscription
+
+log = logging.getLogger(__name__)
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_DLQ_EVENT_ID = "a2a-dlq-event-id"
+_Client = TypeVar("_Client")
+
+
+@dataclass
+class KafkaMetrics:
+    """Counters of one transport (all subscriptions together)."""
+
+    #: Records written (publish, publish_raw and dead letters).
+    produced: int = 0
+    delivered: int = 0
+    redelivered: int = 0
+    duplicates: int = 0
+    dead_lettered: int = 0
+    handler_errors: int = 0
+    commits: int = 0
+    topics_created: int = 0
+
+
+class KafkaTransport(Transport):
+    """A :class:`~a2a_bus.transport.base.Transport` over Apache Kafka.
+
+    ``KafkaTransport("host:9092", partitions=6)`` or
+    ``KafkaTransport(settings=KafkaSettings.from_env())``; keyword options are
+    any :class:`KafkaSettings` field and override ``settings``.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | None = None,
+        *,
+        settings: KafkaSettings | None = None,
+        adaptor: Adaptor | None = None,
+        **options: Any,
+    ) -> None:
+        base = settings or KafkaSettings()
+        if bootstrap_servers is not None:
+            options["bootstrap_servers"] = bootstrap_servers
+        self.settings = replace(base, **options) if options else base
+        self.adaptor = adaptor or Adaptor()
+        self.metrics = KafkaMetrics()
+        self._producer: AIOKafkaProducer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._known_topics: set[str] = set()
+        self._creating: dict[str, asyncio.Future[None]] = {}
+        self._subscriptions: set[KafkaSubscription] = set()
+        self._ready = False
+
+    @classmethod
+    def from_env(cls, **options: Any) -> KafkaTransport:
+        """A transport configured from ``A2A_KAFKA_*`` variables (see KafkaSettings)."""
+        return cls(settings=KafkaSettings.from_env(**options))
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._ready:
+            return
+        s = self.settings
+        client = s.client_kwargs()
+        self._producer = AIOKafkaProducer(
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=s.linger_ms,
+            max_batch_size=s.max_batch_size,
+            compression_type=s.compression_type,
+            **client,
+        )
+        self._admin = AIOKafkaAdminClient(**client)
+        try:
+            await self._producer.start()
+            await self._admin.start()
+            await self.ensure_topics([s.dlq_topic])
+        except BaseException:
+            await self._close_clients()
+            raise
+        self._ready = True
+
+    async def stop(self) -> None:
+        for subscription in list(self._subscriptions):
+            await subscription.stop()
+        self._ready = False
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        if self._admin is not None:
+            await self._admin.close()
+            self._admin = None
+
+    # -- topics ---------------------------------------------------------------------
+
+    async def ensure_topics(self, topics: Sequence[str]) -> None:
+        """Create the topics that do not exist yet (partitions from the settings)."""
+        missing = []
+        waiting = []
+        for topic in topics:
+            if topic in self._known_topics:
+                continue
+            if not _TOPIC_NAME.match(topic):
+                raise ValueError(f"invalid Kafka topic name {topic!r}: use [A-Za-z0-9._-]")
+            if topic in self._creating:
+                waiting.append(self._creating[topic])
+            else:
+                missing.append(topic)
+        if missing:
+            future = asyncio.get_running_loop().create_future()
+            for topic in missing:
+                self._creating[topic] = future
+            try:
+                await self._create(missing)
+                future.set_result(None)
+            except BaseException as exc:
+                future.set_exception(exc)
+                future.exception()  # retrieved here; waiters re-raise it
+                raise
+            finally:
+                for topic in missing:
+                    self._creating.pop(topic, None)
+        for pending in waiting:
+            await asyncio.shield(pending)
+
+    async def _create(self, topics: list[str]) -> None:
+        admin = self._require(self._admin)
+        s = self.settings
+        response = await admin.create_topics(
+            [NewTopic(t, s.partitions, s.replication_factor) for t in topics]
+        )
+        for entry in response.topic_errors:
+            topic, code = entry[0], entry[1]
+            if code == 0:
+                self.metrics.topics_created += 1
+            elif code != TopicAlreadyExistsError.errno:
+                message = entry[2] if len(entry) > 2 else ""
+                raise KafkaError(f"cannot create topic {topic!r}: error {code} {message}")
+            self._known_topics.add(topic)
+
+    async def list_topics(self) -> list[str]:
+        return await self._require(self._admin).list_topics()
+
+    async def committed_offsets(
+        self, group: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """The group's committed offset and commit metadata per partition."""
+        found = await self._require(self._admin).list_consumer_group_offsets(
+            group, partitions=list(partitions)
+        )
+        return {tp: (meta.offset, meta.metadata or "") for tp, meta in found.items()}
+
+    # -- producing ------------------------------------------------------------------
+
+    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+        record = to_kafka(event, "binary")
+        await self._send(
+            topic, record.value, key if key is not None else record.key, record.headers
+        )
+
+    async def publish_raw(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        await self._send(topic, value, key, list(headers))
+
+    async def _send(
+        self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]
+    ) -> None:
+        producer = self._require(self._producer)
+        if topic not in self._known_topics:
+            await self.ensure_topics([topic])
+        sent = await producer.send(topic, value, key=key, headers=headers)
+        self.metrics.produced += 1
+        await sent
+
+    async def dead_letter(
+        self,
+        record: ConsumerRecord,
+        reason: str,
+        *,
+        failures: Sequence[Failure] = (),
+        event_id: str | None = None,
+    ) -> None:
+        """Write ``record`` to the dead-letter topic with why and where it came from.
+
+        Retried ``max_retries`` times; a dead letter that cannot be written is
+        logged with its position, and the record is still acknowledged so one
+        bad record cannot stall its partition.
+        """
+        headers = dead_letter_headers(
+            record.headers, reason, record.topic, record.partition, record.offset, failures
+        )
+        if event_id is not None:
+            headers.append((_DLQ_EVENT_ID, event_id.encode()))
+        delay = 0.1
+        for attempt in range(1, self.settings.max_retries + 1):
+            try:
+                await self.publish_raw(
+                    self.settings.dlq_topic, record.value or b"", key=record.key, headers=headers
+                )
+                self.metrics.dead_lettered += 1
+                log.warning(
+                    "dead letter %s/%d/%d: %s",
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    reason,
+                )
+                return
+            except KafkaError as exc:
+                log.warning("dead letter write failed (attempt %d): %s", attempt, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        log.error(
+            "LOST dead letter %s/%d/%d (%s): the DLQ topic %r is not writable",
+            record.topic,
+            record.partition,
+            record.offset,
+            reason,
+            self.settings.dlq_topic,
+        )
+
+    # -- consuming ------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        topics: Sequence[str] | TopicPattern,
+        group: str,
+        handler: Handler,
+        *,
+        from_beginning: bool = False,
+        max_in_flight: int = 64,
+    ) -> Subscription:
+        if not self._ready:
+            raise RuntimeError("the Kafka transport is not started")
+        if isinstance(topics, str):
+            raise TypeError("topics must be a sequence of names or a TopicPattern, not a str")
+        if not isinstance(topics, TopicPattern):
+            if not topics:
+                raise ValueError("subscribe to at least one topic")
+            await self.ensure_topics(topics)
+        subscription = KafkaSubscription(
+            self,
+            topics,
+            group,
+            handler,
+            from_beginning=from_beginning,
+            max_in_flight=max_in_flight,
+        )
+        self._subscriptions.add(subscription)
+        try:
+            await subscription.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await subscription.stop(drain_timeout=0)
+            self._subscriptions.discard(subscription)
+            raise
+        return subscription
+
+    def _forget(self, subscription: KafkaSubscription) -> None:
+        self._subscriptions.discard(subscription)
+
+    @staticmethod
+    def _require(client: _Client | None) -> _Client:
+        if client is None:
+            raise RuntimeError("the Kafka transport is not started")
+        return client

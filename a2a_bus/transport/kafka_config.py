@@ -1,0 +1,152 @@
+"""Settings of the Kafka transport, with SASL/SSL pass-through and ``from_env``."""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from aiokafka.helpers import create_ssl_context
+
+ENV_PREFIX = "A2A_KAFKA_"
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Everything the Kafka transport needs to reach and use a cluster.
+
+    The tuning defaults favour latency on a local broker; see ``docs/kafka.md``.
+    Security fields are handed to aiokafka unchanged, so any cluster aiokafka
+    can reach (SASL PLAIN/SCRAM/OAUTHBEARER/GSSAPI, TLS, mTLS) works.
+    """
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    client_id: str | None = None
+    #: Partitions and replication factor of topics the transport creates.
+    partitions: int = 3
+    replication_factor: int = 1
+    dlq_topic: str = "a2a.dlq"
+    #: Size of the (source, id) de-duplication window, per subscription.
+    dedup_window: int = 10_000
+    #: Attempts to write a dead letter before giving up on it (logged).
+    max_retries: int = 5
+    #: Records a consumer may hand out beyond its last commit before it must
+    #: record a new lease (see "Redelivery" in docs/kafka.md).
+    redelivery_lease: int = 1_000
+    #: Seconds ``stop()`` and a revocation wait for in-flight handlers.
+    drain_timeout: float = 10.0
+    #: Seconds ``subscribe()`` waits for the first partition assignment.
+    join_timeout: float = 30.0
+    # Producer tuning.
+    linger_ms: int = 0
+    max_batch_size: int = 64 * 1024
+    compression_type: str | None = None
+    # Consumer tuning.
+    fetch_max_wait_ms: int = 100
+    max_poll_records: int = 500
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 1_000
+    #: Pause between two commits of one subscription (commits coalesce meanwhile).
+    commit_interval_ms: int = 20
+    #: How often pattern subscriptions look for new topics.
+    metadata_max_age_ms: int = 5_000
+    request_timeout_ms: int = 30_000
+    # Security, passed through to aiokafka.
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    #: A ready SSL context wins over the ``ssl_*`` file settings.
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    #: An ``aiokafka.abc.AbstractTokenProvider`` for SASL OAUTHBEARER.
+    sasl_oauth_token_provider: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, prefix: str = ENV_PREFIX, **overrides: Any
+    ) -> KafkaSettings:
+        """Read settings from ``A2A_KAFKA_<FIELD>`` variables (upper case).
+
+        ``KAFKA_BOOTSTRAP_SERVERS`` is accepted as a fallback for the bootstrap
+        servers. Explicit ``overrides`` win over the environment.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if "KAFKA_BOOTSTRAP_SERVERS" in env:
+            values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
+        for f in fields(cls):
+            raw = env.get(prefix + f.name.upper())
+            if raw is None or f.name in ("ssl_context", "sasl_oauth_token_provider"):
+                continue
+            values[f.name] = _convert(f.name, f.type, raw)
+        values.update(overrides)
+        return cls(**values)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Connection and security options shared by producer, consumer and admin."""
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "request_timeout_ms": self.request_timeout_ms,
+            "security_protocol": self.security_protocol,
+            "sasl_mechanism": self.sasl_mechanism,
+            "sasl_plain_username": self.sasl_plain_username,
+            "sasl_plain_password": self.sasl_plain_password,
+            "sasl_kerberos_service_name": self.sasl_kerberos_service_name,
+            "sasl_kerberos_domain_name": self.sasl_kerberos_domain_name,
+            "sasl_oauth_token_provider": self.sasl_oauth_token_provider,
+        }
+        if self.client_id is not None:
+            kwargs["client_id"] = self.client_id
+        context = self.build_ssl_context()
+        if context is not None:
+            kwargs["ssl_context"] = context
+        return kwargs
+
+    def build_ssl_context(self) -> ssl.SSLContext | None:
+        """The SSL context for ``SSL``/``SASL_SSL``, or None for plaintext."""
+        if self.ssl_context is not None:
+            return self.ssl_context
+        if self.security_protocol not in ("SSL", "SASL_SSL"):
+            return None
+        context = create_ssl_context(
+            cafile=self.ssl_cafile,
+            certfile=self.ssl_certfile,
+            keyfile=self.ssl_keyfile,
+            password=self.ssl_password,
+        )
+        context.check_hostname = self.ssl_check_hostname
+        return context
+
+
+def _convert(name: str, annotation: Any, raw: str) -> Any:
+    kind = str(annotation)
+    try:
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+        if kind.startswith("bool"):
+            return _parse_bool(raw)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_PREFIX}{name.upper()}: {exc}") from None
+    if "None" in kind and raw == "":
+        return None
+    return raw
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")

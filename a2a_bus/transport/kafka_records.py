@@ -1,0 +1,138 @@
+"""Turning one consumed Kafka record into events (or reasons to dead-letter it).
+
+A record is a CloudEvent (binary mode: ``ce_`` headers; structured mode: an
+``application/cloudevents+json`` content type) or raw JSON-RPC from any Kafka
+producer (a single message or a batch). Anything else is undecodable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol import Adaptor, Failure, ProtocolError, ext, from_kafka, mcptype
+
+#: Headers of a dead-letter record (the original headers are kept beside them).
+DLQ_REASON = "a2a-dlq-reason"
+DLQ_SOURCE_TOPIC = "a2a-dlq-source-topic"
+DLQ_SOURCE_PARTITION = "a2a-dlq-source-partition"
+DLQ_SOURCE_OFFSET = "a2a-dlq-source-offset"
+DLQ_ERROR = "a2a-dlq-error"
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """One event of a record, with the key that identifies it across redeliveries."""
+
+    event: CloudEvent
+    dedup_key: Hashable
+    raw: bool
+
+
+@dataclass(slots=True)
+class DecodedRecord:
+    events: list[Decoded] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+
+def decode_record(
+    adaptor: Adaptor,
+    topic: str,
+    partition: int,
+    offset: int,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes]],
+    key: bytes | None,
+) -> DecodedRecord:
+    """Decode a record; never raises."""
+    out = DecodedRecord()
+    if value is None:
+        out.failures.append(_invalid("empty record (tombstone)"))
+        return out
+    if _is_cloudevent(headers):
+        try:
+            event = from_kafka(value, headers, key)
+        except ProtocolError as exc:
+            out.failures.append(exc.failure)
+            return out
+        out.events.append(Decoded(event, (event.get_source(), event.get_id()), raw=False))
+        return out
+    try:
+        message = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        out.failures.append(Failure(-32700, "Parse error", None, str(exc)))
+        return out
+    raw = _is_jsonrpc(message)
+    items = adaptor.from_jsonrpc(message)
+    position = f"{topic}/{partition}/{offset}"
+    for index, item in enumerate(items):
+        if isinstance(item, Failure):
+            out.failures.append(item)
+            continue
+        if not raw:
+            out.events.append(Decoded(item, (item.get_source(), item.get_id()), raw=False))
+            continue
+        # Raw JSON-RPC ids are chosen by outside callers and may repeat, so the
+        # record's position identifies a raw message, not its id.
+        item_position = position if len(items) == 1 else f"{position}/{index}"
+        if item.get_extension(ext.MCPTYPE) == mcptype.NOTIFICATION:
+            item.get_attributes()["id"] = item_position
+        out.events.append(Decoded(item, ("raw", item_position), raw=True))
+    return out
+
+
+def _is_cloudevent(headers: Sequence[tuple[str, bytes]]) -> bool:
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "ce_specversion":
+            return True
+        if lowered == "content-type" and value.lower().startswith(b"application/cloudevents+json"):
+            return True
+    return False
+
+
+def _is_jsonrpc(message: object) -> bool:
+    if isinstance(message, dict):
+        return "jsonrpc" in message
+    if isinstance(message, list):
+        return any(isinstance(item, dict) and "jsonrpc" in item for item in message)
+    return False
+
+
+def _invalid(detail: str) -> Failure:
+    return Failure(-32600, "Invalid Request", None, detail)
+
+
+def failure_reason(failures: Sequence[Failure]) -> str:
+    """A one-line reason for the ``a2a-dlq-reason`` header."""
+    first = failures[0]
+    reason = f"undecodable: {first.message}"
+    if first.data is not None:
+        reason += f" ({first.data})"
+    if len(failures) > 1:
+        reason += f" and {len(failures) - 1} more"
+    return reason
+
+
+def dead_letter_headers(
+    original: Sequence[tuple[str, bytes]],
+    reason: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    failures: Sequence[Failure] = (),
+) -> list[tuple[str, bytes]]:
+    """The headers of a dead letter: the record's own, then why and where from."""
+    headers = [(n, v) for n, v in original if not n.startswith("a2a-dlq-")]
+    headers += [
+        (DLQ_REASON, reason.encode()),
+        (DLQ_SOURCE_TOPIC, topic.encode()),
+        (DLQ_SOURCE_PARTITION, str(partition).encode()),
+        (DLQ_SOURCE_OFFSET, str(offset).encode()),
+    ]
+    if failures:
+        headers.append((DLQ_ERROR, orjson.dumps([f.response() for f in failures])))
+    return headers

@@ -1,0 +1,426 @@
+"""One consumer group membership of the Kafka transport.
+
+The dispatch loop fetches records, decodes them and starts one task per record
+(at most ``max_in_flight`` at once). Records with the same key on a partition
+run one after another; other records run concurrently. Commits follow the
+:class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
+so the committed position never passes an unfinished record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
+
+from a2a_bus.protocol import Failure
+from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
+from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
+from a2a_bus.transport.kafka_records import Decoded, decode_record, failure_reason
+
+if TYPE_CHECKING:
+    from a2a_bus.transport.kafka import KafkaTransport
+
+log = logging.getLogger(__name__)
+
+#: Seconds to wait before fetching again after a failed fetch or lease commit.
+_RETRY_DELAY = 0.5
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, subscription: KafkaSubscription) -> None:
+        self._subscription = subscription
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._subscription._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self._subscription._on_assigned(assigned)
+
+
+class KafkaSubscription(Subscription):
+    """A running consumer group member; see the module docstring."""
+
+    def __init__(
+        self,
+        transport: KafkaTransport,
+        topics: Sequence[str] | TopicPattern,
+        group: str,
+        handler: Handler,
+        *,
+        from_beginning: bool = False,
+        max_in_flight: int = 64,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self._transport = transport
+        self._settings = settings = transport.settings
+        self._topics = topics
+        self.group = group
+        self._handler = handler
+        self._from_beginning = from_beginning
+        self._is_pattern = isinstance(topics, TopicPattern)
+        # A pattern subscription reads topics created after it started from their
+        # beginning, so nothing published to a new topic is lost before the
+        # metadata refresh finds it; topics that existed follow ``from_beginning``.
+        reset = "earliest" if from_beginning or self._is_pattern else "latest"
+        self._consumer = AIOKafkaConsumer(
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset=reset,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            max_poll_records=settings.max_poll_records,
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            metadata_max_age_ms=settings.metadata_max_age_ms,
+            **settings.client_kwargs(),
+        )
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._dedup = DedupWindow(settings.dedup_window)
+        self._trackers: dict[TopicPartition, PartitionTracker] = {}
+        #: Lease found in the group's commit metadata at assignment.
+        self._previous_lease: dict[TopicPartition, int] = {}
+        #: Offsets below this were possibly handled by a previous owner.
+        self._redelivery_bound: dict[TopicPartition, int] = {}
+        self._tails: dict[tuple[TopicPartition, bytes], asyncio.Task[None]] = {}
+        self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
+        self._existing_topics: set[str] = set()
+        self._epoch = 0
+        self._paused = False
+        self._closing = False
+        self._stopped = False
+        self._assigned = asyncio.Event()
+        self._commit_wanted = asyncio.Event()
+        self._commit_lock = asyncio.Lock()
+        self._run_task: asyncio.Task[None] | None = None
+        self._commit_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the group and return once the first assignment is in place."""
+        await self._consumer.start()
+        listener = _Listener(self)
+        if isinstance(self._topics, TopicPattern):
+            regex = re.compile(self._topics.regex)
+            topics = await self._transport.list_topics()
+            self._existing_topics = {t for t in topics if regex.fullmatch(t)}
+            self._consumer.subscribe(pattern=self._topics.regex, listener=listener)
+        else:
+            self._consumer.subscribe(topics=list(self._topics), listener=listener)
+        self._run_task = asyncio.create_task(self._run(), name=f"kafka-dispatch-{self.group}")
+        self._commit_task = asyncio.create_task(
+            self._commit_loop(), name=f"kafka-commit-{self.group}"
+        )
+        if self._is_pattern and not self._existing_topics:
+            return  # nothing to be assigned until a matching topic appears
+        try:
+            await asyncio.wait_for(self._assigned.wait(), self._settings.join_timeout)
+        except TimeoutError:
+            log.warning(
+                "group %s: no partition assignment after %ss",
+                self.group,
+                self._settings.join_timeout,
+            )
+            return
+        # Resolve start positions now, so that an event published after
+        # ``subscribe()`` returns is never skipped by a late "latest" reset.
+        for tp in list(self._consumer.assignment()):
+            with contextlib.suppress(IllegalStateError):
+                await asyncio.wait_for(self._consumer.position(tp), self._settings.join_timeout)
+
+    async def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop fetching, let in-flight handlers finish (up to ``drain_timeout``
+        seconds), commit what finished and leave the group."""
+        if self._stopped:
+            return
+        self._stopped = self._closing = True
+        timeout = self._settings.drain_timeout if drain_timeout is None else drain_timeout
+        if self._run_task is not None:
+            self._run_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._run_task
+        tasks = [task for group in self._tasks.values() for task in group]
+        if tasks:
+            _, unfinished = await asyncio.wait(tasks, timeout=timeout)
+            for task in unfinished:
+                task.cancel()
+            if unfinished:
+                log.warning("group %s: %d handlers cancelled at stop", self.group, len(unfinished))
+                await asyncio.wait(unfinished)
+        if self._commit_task is not None:
+            self._commit_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._commit_task
+        await self._commit(self._trackers, clean=True)
+        await self._consumer.stop()
+        self._transport._forget(self)
+
+    def pause(self) -> None:
+        self._paused = True
+        self._consumer.pause(*self._consumer.assignment())
+
+    def resume(self) -> None:
+        self._paused = False
+        self._consumer.resume(*self._consumer.assignment())
+
+    @property
+    def assignment(self) -> set[TopicPartition]:
+        """Partitions this member owns now."""
+        return set(self._consumer.assignment())
+
+    @property
+    def in_flight(self) -> int:
+        """Records being handled now."""
+        return sum(len(group) for group in self._tasks.values())
+
+    # -- rebalance ------------------------------------------------------------------
+
+    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._epoch += 1  # the dispatch loop drops the rest of its batch
+        tasks = [task for tp in revoked for task in self._tasks.get(tp, ())]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self._settings.drain_timeout)
+        await self._commit(revoked, clean=True)
+        for tp in revoked:
+            self._trackers.pop(tp, None)
+            self._redelivery_bound.pop(tp, None)
+            self._previous_lease.pop(tp, None)
+        for key in [k for k in self._tails if k[0] in revoked]:
+            del self._tails[key]
+
+    async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        if assigned:
+            await self._learn_previous_owner(assigned)
+            if self._paused:
+                self._consumer.pause(*assigned)
+        self._assigned.set()
+
+    async def _learn_previous_owner(self, assigned: set[TopicPartition]) -> None:
+        """Read the leases and end offsets that bound possible redeliveries."""
+        partitions = sorted(assigned)
+        try:
+            committed = await self._transport.committed_offsets(self.group, partitions)
+            ends = await self._consumer.end_offsets(partitions)
+        except KafkaError as exc:
+            # Without the lease nothing proves a record new: flag all of them.
+            log.warning("group %s: cannot read commit metadata (%s)", self.group, exc)
+            for tp in partitions:
+                self._previous_lease[tp] = 0
+                self._redelivery_bound[tp] = 2**63 - 1
+            return
+        for tp in partitions:
+            offset, metadata = committed.get(tp, (-1, ""))
+            lease = decode_lease(metadata) or 0
+            self._previous_lease[tp] = lease
+            # Records produced after this assignment cannot have been handed
+            # out by the previous owner.
+            self._redelivery_bound[tp] = min(lease, ends.get(tp, 0))
+            existed = tp.topic in self._existing_topics
+            if offset < 0 and self._is_pattern and not self._from_beginning and existed:
+                await self._consumer.seek_to_end(tp)
+
+    # -- dispatch -------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._closing:
+            try:
+                batches = await self._consumer.getmany(timeout_ms=1000)
+            except ConsumerStoppedError:
+                return
+            except KafkaError as exc:
+                log.warning("group %s: fetch failed: %s", self.group, exc)
+                await asyncio.sleep(_RETRY_DELAY)
+                continue
+            epoch = self._epoch
+            for tp, records in batches.items():
+                for index, record in enumerate(records):
+                    if self._epoch != epoch:
+                        break  # revoked: the new owner fetches from the commit
+                    if not await self._dispatch(tp, record, epoch):
+                        self._rewind(tp, records[index:])
+                        break
+
+    def _rewind(self, tp: TopicPartition, undispatched: list[ConsumerRecord]) -> None:
+        with contextlib.suppress(IllegalStateError):
+            if tp in self._consumer.assignment():
+                self._consumer.seek(tp, undispatched[0].offset)
+
+    async def _dispatch(self, tp: TopicPartition, record: ConsumerRecord, epoch: int) -> bool:
+        """Start handling ``record``; False if it must be fetched again later."""
+        await self._slots.acquire()
+        started = False
+        try:
+            if self._epoch != epoch:
+                return True  # dropped on purpose: the partition was revoked
+            tracker = self._trackers.get(tp)
+            if tracker is None:
+                lease = self._previous_lease.get(tp, 0)
+                tracker = self._trackers[tp] = PartitionTracker(record.offset, lease=lease)
+            if not await self._hold_lease(tp, tracker, record.offset) or self._epoch != epoch:
+                return self._epoch != epoch
+            decoded = decode_record(
+                self._transport.adaptor,
+                tp.topic,
+                tp.partition,
+                record.offset,
+                record.value,
+                record.headers,
+                record.key,
+            )
+            redelivered = record.offset < self._redelivery_bound.get(tp, -1)
+            tracker.add(record.offset)
+            key = (tp, record.key) if record.key is not None else None
+            previous = self._tails.get(key) if key is not None else None
+            task = asyncio.create_task(
+                self._handle(
+                    tp, record, decoded.events, decoded.failures, tracker, redelivered, previous
+                )
+            )
+            started = True
+            self._tasks.setdefault(tp, set()).add(task)
+            task.add_done_callback(lambda t: self._tasks.get(tp, set()).discard(t))
+            if key is not None:
+                self._tails[key] = task
+                task.add_done_callback(lambda t: self._drop_tail(key, t))
+            return True
+        finally:
+            if not started:
+                self._slots.release()
+
+    async def _hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
+        """Make sure a commit covers ``offset`` with the lease before it is handed out."""
+        lease_size = self._settings.redelivery_lease
+        if offset < tracker.committed_lease:
+            if offset >= tracker.committed_lease - lease_size // 2 and tracker.lease <= offset:
+                tracker.lease = offset + lease_size
+                self._commit_wanted.set()  # extend in the background, before it runs out
+            return True
+        tracker.lease = max(tracker.lease, offset + lease_size)
+        await self._commit([tp])
+        if offset < tracker.committed_lease:
+            return True
+        await asyncio.sleep(_RETRY_DELAY)
+        return False
+
+    def _drop_tail(self, key: tuple[TopicPartition, bytes], task: asyncio.Task[None]) -> None:
+        if self._tails.get(key) is task:
+            del self._tails[key]
+
+    async def _handle(
+        self,
+        tp: TopicPartition,
+        record: ConsumerRecord,
+        events: list[Decoded],
+        failures: list[Failure],
+        tracker: PartitionTracker,
+        redelivered: bool,
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        finished = False
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])  # same key: strictly after it
+            if failures:
+                await self._transport.dead_letter(
+                    record, failure_reason(failures), failures=failures
+                )
+            for decoded in events:
+                await self._deliver(tp, record, decoded, redelivered)
+            finished = True
+        finally:
+            self._slots.release()
+            if finished:
+                tracker.finish(record.offset)
+                self._commit_wanted.set()
+
+    async def _deliver(
+        self, tp: TopicPartition, record: ConsumerRecord, decoded: Decoded, redelivered: bool
+    ) -> None:
+        metrics = self._transport.metrics
+        original = self._dedup.claim(decoded.dedup_key)
+        if original is not None:
+            metrics.duplicates += 1
+            await asyncio.shield(original)
+            return
+        delivery = Delivery(
+            event=decoded.event,
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            key=record.key,
+            redelivered=redelivered,
+            raw=decoded.raw,
+            headers=tuple(record.headers),
+        )
+        try:
+            await self._handler(delivery)
+        except asyncio.CancelledError:
+            self._dedup.forget(decoded.dedup_key)
+            raise
+        except Exception as exc:
+            metrics.handler_errors += 1
+            log.exception("group %s: handler failed on %s", self.group, decoded.event.get_id())
+            reason = f"handler-error: {type(exc).__name__}: {exc}"
+            await self._transport.dead_letter(record, reason, event_id=decoded.event.get_id())
+        else:
+            metrics.delivered += 1
+            if redelivered:
+                metrics.redelivered += 1
+        finally:
+            self._dedup.done(decoded.dedup_key)
+
+    # -- commits --------------------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        interval = self._settings.commit_interval_ms / 1000
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            await self._commit(self._trackers)
+            if interval:
+                await asyncio.sleep(interval)
+
+    async def _commit(self, partitions: Iterable[TopicPartition], *, clean: bool = False) -> bool:
+        """Commit the position (and lease) of ``partitions``; False if it failed.
+
+        ``clean`` records that nothing past the position was handed out (all
+        handlers finished), so the next owner sees no possible redelivery.
+        """
+        async with self._commit_lock:
+            offsets: dict[TopicPartition, tuple[int, str]] = {}
+            leases: dict[TopicPartition, int] = {}
+            for tp in list(partitions):
+                tracker = self._trackers.get(tp)
+                if tracker is None:
+                    continue
+                position = tracker.position
+                if position is None:
+                    continue
+                lease = position if clean and tracker.in_flight == 0 else tracker.lease
+                if not tracker.dirty and lease == tracker.committed_lease:
+                    continue
+                offsets[tp] = (position, encode_lease(lease))
+                leases[tp] = lease
+            if not offsets:
+                return True
+            try:
+                await self._consumer.commit(offsets)
+            except (KafkaError, IllegalStateError) as exc:
+                log.warning("group %s: commit failed: %s", self.group, exc)
+                return False
+            self._transport.metrics.commits += 1
+            for tp, (position, _) in offsets.items():
+                tracker = self._trackers.get(tp)
+                if tracker is not None:
+                    tracker.committed(position, leases[tp])
+                    if clean:
+                        tracker.lease = leases[tp]
+            return True
