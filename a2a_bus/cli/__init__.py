@@ -12,6 +12,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Actor-based multi-agent collaboration bus: JSON-RPC 2.0 and CloudEvents."""
+
+
 def _register() -> None:
     # Sub-command modules attach themselves to ``app`` on import.
     from a2a_bus.cli import convert  # noqa: F401

@@ -206,7 +206,8 @@ class Adaptor:
         }
         if kind is Kind.REQUEST:
             id = message["id"]
-            attributes["id"] = id if type(id) is str and id else new_id() if id is None else str(id)
+            # An event id must be a non-empty string; null and "" ids get a fresh one.
+            attributes["id"] = str(id) if id is not None and id != "" else new_id()
             attributes[ext.MCPTYPE] = mcptype.REQUEST
         else:
             attributes["id"] = new_id()

@@ -60,9 +60,9 @@ def test_time_and_binary_data_round_trip_in_every_mode() -> None:
         b"\x89PNG\x00\xff",
     )
     for mode in ("binary", "structured"):
-        record = to_kafka(event, mode)  # type: ignore[arg-type]
+        record = to_kafka(event, mode)
         assert events_equal(from_kafka(record.value, record.headers, record.key), event)
-        headers, body = to_http(event, mode)  # type: ignore[arg-type]
+        headers, body = to_http(event, mode)
         assert events_equal(from_http(headers, body)[0], event)
     assert to_structured(event)["data_base64"] == "iVBORwD/"
     assert to_structured(event)["time"] == "2026-11-29T12:30:00Z"

@@ -1,0 +1,56 @@
+"""``a2a-bus convert`` end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "a2a_bus", "convert", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_batch_file_prints_one_line_per_element_and_fails_on_the_bad_one() -> None:
+    done = run(str(ROOT / "examples" / "batch.json"))
+    assert done.returncode == 1
+    lines = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert [line.get("type") for line in lines[:3]] == [
+        "org.apache.eventmesh.a2a.tools.call.req",
+        "org.apache.eventmesh.a2a.notifications.alert",
+        "org.apache.eventmesh.a2a.message.sendStream.stream",
+    ]
+    assert lines[3]["error"]["code"] == -32600 and lines[3]["id"] is None
+
+
+def test_round_trip_through_stdin_with_a_custom_prefix() -> None:
+    message = {"jsonrpc": "2.0", "method": "tasks/get", "params": {"_agentId": "a"}, "id": 5}
+    first = run("--prefix", "com.acme", "-", stdin=orjson.dumps(message))
+    assert first.returncode == 0
+    event = orjson.loads(first.stdout)
+    assert event["type"] == "com.acme.tasks.get.req" and event["targetagent"] == "a"
+    back = run("--to", "jsonrpc", "-", stdin=first.stdout)
+    assert back.returncode == 0
+    assert orjson.loads(back.stdout) == message
+
+
+def test_garbage_input_answers_parse_error() -> None:
+    done = run("-", stdin=b"\xff not json")
+    assert done.returncode == 1
+    assert orjson.loads(done.stdout)["error"]["code"] == -32700
+
+
+def test_missing_file_is_a_usage_error() -> None:
+    done = run("/nonexistent/file.json")
+    assert done.returncode == 2
+    assert b"no such file" in done.stderr
