@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
         check=False,
+        env={**os.environ, "COLUMNS": "200"},
     )
 
 
