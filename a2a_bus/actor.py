@@ -1,0 +1,110 @@
+"""The bridge between the asyncio loop and a pykka actor hosting one agent.
+
+The loop hands a :class:`Job` to the actor with ``tell`` (never ``ask``: the
+loop must not block on a pykka future); the actor runs it in its own thread
+and reports the :class:`Outcome` back with ``loop.call_soon_threadsafe``.
+An exception other than :class:`JsonRpcError` is a crash: it is reported,
+then re-raised so pykka logs the traceback and stops the actor; the
+supervisor restarts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from a2a_bus.agent import Agent
+from a2a_bus.errors import JsonRpcError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a job ended with: a result, a JSON-RPC error, or a crash reason."""
+
+    result: Any = None
+    error: JsonRpcError | None = None
+    crash: str | None = None
+    #: Set by the supervisor when retries are exhausted: the message is dead.
+    attempts: int = 1
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    """One message for an agent: ``call(agent)`` runs in the actor thread."""
+
+    call: Callable[[Agent], Any]
+    label: str
+    event: Any = None
+    redelivered: bool = False
+    #: For streaming handlers: called in the actor thread with (seq, item).
+    emit: Callable[[int, Any], None] | None = None
+    attempts: int = 0
+    future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
+
+
+Report = Callable[[Job, Outcome], None]
+
+
+class AgentActor(pykka.ThreadingActor):
+    """Hosts one agent instance; handles jobs one at a time, in order."""
+
+    def __init__(self, agent: Agent, report: Report, report_start_failure: Callable[[str], None]):
+        super().__init__()
+        self.agent = agent
+        self._report = report
+        self._report_start_failure = report_start_failure
+
+    def on_start(self) -> None:
+        try:
+            self.agent.on_start()
+        except Exception as exc:
+            self._report_start_failure(f"{type(exc).__name__} in on_start: {exc}")
+            raise
+
+    def on_stop(self) -> None:
+        self.agent.on_stop()
+
+    def on_receive(self, message: Any) -> Any:
+        if not isinstance(message, Job):
+            return None
+        job = message
+        self.agent.event = job.event
+        self.agent.redelivered = job.redelivered or job.attempts > 0
+        try:
+            value = job.call(self.agent)
+            if job.emit is not None and inspect.isgenerator(value):
+                count = 0
+                for item in value:
+                    job.emit(count, item)
+                    count += 1
+                value = count
+        except JsonRpcError as exc:
+            self._report(job, Outcome(error=exc))
+            return None
+        except Exception as exc:
+            self._report(job, Outcome(crash=f"{type(exc).__name__}: {exc}"))
+            raise  # pykka logs it with the traceback and stops this actor
+        self._report(job, Outcome(result=value))
+        return None
+
+
+def thread_safe(
+    loop: asyncio.AbstractEventLoop, callback: Callable[..., None]
+) -> Callable[..., None]:
+    """Wrap ``callback`` so any thread can schedule it on ``loop``."""
+
+    def call(*args: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: the bus is gone
+            log.debug("dropped a report after the loop closed")
+
+    return call

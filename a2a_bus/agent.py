@@ -1,0 +1,232 @@
+"""The Agent base class and the ``@method`` / ``@subscribe`` decorators.
+
+An agent is a plain class; the bus hosts each instance in its own pykka actor,
+so handlers run one at a time in the actor's thread and may keep state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode
+from a2a_bus.routing import validate_name, validate_subject
+from a2a_bus.schema import checker, schema_for, stream_item_type
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_METHOD_ATTR = "__a2a_method__"
+_SUBSCRIBE_ATTR = "__a2a_subscriptions__"
+
+
+@dataclass(frozen=True, slots=True)
+class _MethodMark:
+    name: str | None
+    description: str | None
+
+
+def method(name: str | F | None = None, *, description: str | None = None) -> Any:
+    """Expose a handler as JSON-RPC method ``name`` (default: the function name).
+
+    Positional params bind in order, named params by name. A generator handler
+    streams its items; a parameter typed ``Iterator[T]`` receives a stream the
+    caller sends.
+    """
+    if callable(name):
+        setattr(name, _METHOD_ATTR, _MethodMark(None, description))
+        return name
+
+    def mark(func: F) -> F:
+        setattr(func, _METHOD_ATTR, _MethodMark(name, description))
+        return func
+
+    return mark
+
+
+def subscribe(subject: str, *, replay: bool = False) -> Callable[[F], F]:
+    """Receive every event published on ``subject`` (``*`` and ``#`` wildcards).
+
+    With ``replay`` a newly created subscription starts from the retained history.
+    """
+    validate_subject(subject, wildcards=True)
+
+    def mark(func: F) -> F:
+        marks = list(getattr(func, _SUBSCRIBE_ATTR, ()))
+        marks.append((subject, replay))
+        setattr(func, _SUBSCRIBE_ATTR, marks)
+        return func
+
+    return mark
+
+
+@dataclass(slots=True)
+class MethodSpec:
+    """One JSON-RPC method of an agent: how to bind params and describe it."""
+
+    name: str
+    attribute: str
+    description: str
+    signature: inspect.Signature
+    hints: dict[str, Any]
+    #: The handler is a generator: each item is one chunk of the response stream.
+    streams_out: bool = False
+    #: Name of the parameter receiving the caller's stream, if any.
+    stream_param: str | None = None
+    _checks: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, name: str, func: Callable[..., Any], description: str | None) -> MethodSpec:
+        signature = inspect.signature(func)
+        parameters = list(signature.parameters.values())[1:]  # drop self
+        signature = signature.replace(parameters=parameters)
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception:  # unresolvable forward references: describe as "anything"
+            hints = {}
+        spec = cls(
+            name=name,
+            attribute=func.__name__,
+            description=description or inspect.getdoc(func) or "",
+            signature=signature,
+            hints=hints,
+            streams_out=inspect.isgeneratorfunction(func),
+        )
+        for parameter in parameters:
+            hint = hints.get(parameter.name, Any)
+            if stream_item_type(hint) is not None and spec.stream_param is None:
+                spec.stream_param = parameter.name
+                continue
+            check = checker(hint)
+            if check is not None:
+                spec._checks[parameter.name] = check
+        return spec
+
+    def bind(self, params: Any, stream: Iterator[Any] | None = None) -> inspect.BoundArguments:
+        """Bind JSON-RPC ``params``; a mismatch raises -32602."""
+        if isinstance(params, dict):
+            named = {k: v for k, v in params.items() if k not in ROUTING_PARAMS}
+            positional: list[Any] = []
+        elif isinstance(params, list):
+            named, positional = {}, list(params)
+        elif params is None:
+            named, positional = {}, []
+        else:
+            raise JsonRpcError(
+                ErrorCode.INVALID_PARAMS, "Invalid params", "params must be an array or object"
+            )
+        if self.stream_param is not None:
+            named[self.stream_param] = stream
+        try:
+            bound = self.signature.bind(*positional, **named)
+        except TypeError as exc:
+            raise JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", str(exc)) from None
+        for name, value in bound.arguments.items():
+            check = self._checks.get(name)
+            if check is not None and not check(value):
+                expected = schema_for(self.hints[name])
+                raise JsonRpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    "Invalid params",
+                    f"{name}: expected {expected}, got {type(value).__name__}",
+                )
+        return bound
+
+    def describe(self) -> dict[str, Any]:
+        """This method's entry in the agent card."""
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for parameter in self.signature.parameters.values():
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                continue
+            hint = self.hints.get(parameter.name, Any)
+            item = stream_item_type(hint) if parameter.name == self.stream_param else None
+            properties[parameter.name] = schema_for(item if item is not None else hint)
+            if parameter.default is parameter.empty and parameter.name != self.stream_param:
+                required.append(parameter.name)
+        result_hint = self.hints.get("return", Any)
+        if self.streams_out:
+            result_hint = stream_item_type(result_hint) or Any
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "params": {"type": "object", "properties": properties, "required": required},
+            "result": schema_for(result_hint),
+        }
+        if self.streams_out:
+            entry["streaming"] = "response"
+        if self.stream_param is not None:
+            entry["streaming"] = "request"
+            entry["streamParam"] = self.stream_param
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSpec:
+    subject: str
+    attribute: str
+    replay: bool
+
+
+class Agent:
+    """Base class of agents. Set ``agent_id``; decorate handlers.
+
+    Hooks ``on_start``/``on_stop`` run in the actor's thread. ``self.client``
+    (a sync :class:`~a2a_bus.client.Client`) lets a handler call other agents;
+    calling your own agent synchronously from a handler would deadlock.
+    """
+
+    agent_id: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    version: ClassVar[str] = "0.1.0"
+    #: Bound on queued + running messages per replica before its inbox is paused.
+    mailbox_size: ClassVar[int] = 64
+
+    methods: ClassVar[dict[str, MethodSpec]] = {}
+    subscriptions: ClassVar[tuple[SubscriptionSpec, ...]] = ()
+
+    client: Any = None
+    #: The CloudEvent being handled (set before each handler call).
+    event: Any = None
+    #: True when this message may have been handled before (crash, redelivery).
+    redelivered: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("agent_id"):
+            cls.agent_id = cls.__name__.lower()
+        validate_name(cls.agent_id)
+        if not cls.__dict__.get("description"):
+            cls.description = inspect.getdoc(cls) or ""
+        methods: dict[str, MethodSpec] = {}
+        subscriptions: list[SubscriptionSpec] = []
+        for klass in reversed(cls.__mro__):
+            for attribute, func in vars(klass).items():
+                mark = getattr(func, _METHOD_ATTR, None)
+                if isinstance(mark, _MethodMark):
+                    name = mark.name or attribute
+                    methods[name] = MethodSpec.build(name, func, mark.description)
+                for subject, replay in getattr(func, _SUBSCRIBE_ATTR, ()):
+                    subscriptions.append(SubscriptionSpec(subject, attribute, replay))
+        cls.methods = methods
+        cls.subscriptions = tuple(subscriptions)
+
+    def on_start(self) -> None:
+        """Called in the actor thread before the first message."""
+
+    def on_stop(self) -> None:
+        """Called in the actor thread after the last message (not after a crash)."""
+
+    @classmethod
+    def card(cls) -> dict[str, Any]:
+        """The agent card published for discovery."""
+        return {
+            "id": cls.agent_id,
+            "description": cls.description,
+            "version": cls.version,
+            "methods": [spec.describe() for spec in cls.methods.values()],
+            "subscriptions": [s.subject for s in cls.subscriptions],
+        }

@@ -1,0 +1,181 @@
+"""Topic naming and route decisions. Pure: no I/O, no threads.
+
+Topic scheme (the ``a2a`` prefix is configurable):
+
+===================  ====================  =========================================
+pattern              topic                 consumers
+===================  ====================  =========================================
+P2P to agent X       ``a2a.agent.X``       group per agent id (replicas share load)
+pub/sub subject S    ``a2a.topic.S``       group per subscribing agent (fan-out)
+reply to a caller    ``a2a.reply.<node>``  the calling process only
+discovery            ``a2a.registry``      compacted, keyed by agent id
+raw ingress          ``a2a.ingress``       raw JSON-RPC / CloudEvents from anywhere
+dead letters         ``a2a.dlq``           what could not be parsed, routed, handled
+===================  ====================  =========================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol import ErrorCode, ext, mcptype, record_key
+from a2a_bus.transport.base import TopicPattern
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+_SEGMENT = r"[A-Za-z0-9_-]+"
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
+
+
+class RoutingError(ValueError):
+    """An event or a name that cannot be routed; carries a JSON-RPC error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_name(value: Any, what: str = "agent id") -> str:
+    """Return ``value`` if it is a valid agent id / topic name part, else raise."""
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise RoutingError(
+            INVALID_REQUEST, f"invalid {what} {value!r}: must match {NAME_RE.pattern}"
+        )
+    return value
+
+
+def validate_subject(subject: Any, *, wildcards: bool = False) -> str:
+    """A dot-separated subject; ``*`` (one segment) and ``#`` (one or more)
+    are allowed only when ``wildcards`` is true (subscriptions)."""
+    if not isinstance(subject, str) or not subject:
+        raise RoutingError(INVALID_REQUEST, f"invalid subject {subject!r}")
+    for segment in subject.split("."):
+        if wildcards and segment in ("*", "#"):
+            continue
+        if not re.fullmatch(_SEGMENT, segment):
+            raise RoutingError(
+                INVALID_REQUEST,
+                f"invalid subject {subject!r}: segments are [A-Za-z0-9_-]+"
+                + (", '*' or '#'" if wildcards else ""),
+            )
+    return subject
+
+
+def is_wildcard(subject: str) -> bool:
+    return any(segment in ("*", "#") for segment in subject.split("."))
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Topic names for one prefix."""
+
+    prefix: str = "a2a"
+
+    def __post_init__(self) -> None:
+        validate_name(self.prefix, "topic prefix")
+
+    def agent(self, agent_id: str) -> str:
+        return f"{self.prefix}.agent.{validate_name(agent_id)}"
+
+    def subject(self, subject: str) -> str:
+        return f"{self.prefix}.topic.{validate_subject(subject)}"
+
+    def reply(self, node: str) -> str:
+        return f"{self.prefix}.reply.{validate_name(node, 'node id')}"
+
+    @property
+    def registry(self) -> str:
+        return f"{self.prefix}.registry"
+
+    @property
+    def ingress(self) -> str:
+        return f"{self.prefix}.ingress"
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.prefix}.dlq"
+
+    def subscription(self, subject: str) -> str | TopicPattern:
+        """The topic, or the topic pattern for a wildcard subject."""
+        validate_subject(subject, wildcards=True)
+        if not is_wildcard(subject):
+            return self.subject(subject)
+        return TopicPattern(subject_regex(f"{self.prefix}.topic.{subject}"))
+
+    def subject_of(self, topic: str) -> str | None:
+        """The subject a pub/sub topic carries, or None for other topics."""
+        head = f"{self.prefix}.topic."
+        return topic[len(head) :] if topic.startswith(head) else None
+
+
+def subject_regex(pattern: str) -> str:
+    """``orders.*`` -> a regex matching ``orders.eu`` but not ``orders.eu.x``;
+    ``#`` matches one or more segments."""
+    parts = []
+    for segment in pattern.split("."):
+        if segment == "*":
+            parts.append(_SEGMENT)
+        elif segment == "#":
+            parts.append(rf"{_SEGMENT}(?:\.{_SEGMENT})*")
+        else:
+            parts.append(re.escape(segment))
+    return "^" + r"\.".join(parts) + "$"
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    return re.match(subject_regex(pattern), subject) is not None
+
+
+class RouteKind(StrEnum):
+    P2P = "p2p"
+    PUBSUB = "pubsub"
+    BY_METHOD = "by-method"
+    REPLY = "reply"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where one event goes: the topic and the record key."""
+
+    kind: RouteKind
+    topic: str
+    key: bytes | None
+    agent_id: str | None = None
+    subject: str | None = None
+
+
+def decide(
+    event: CloudEvent,
+    topics: Topics,
+    method_owner: Callable[[str], str | None] | None = None,
+) -> Route:
+    """Route ``event``: reply, P2P (``targetagent``), pub/sub (``subject``), or
+    by method to the agent that declares it (``method_owner``). The record key
+    is the protocol's ``record_key``."""
+    key = record_key(event)
+    if event.get_extension(ext.MCPTYPE) == mcptype.RESPONSE:
+        reply_to = event.get_extension(ext.REPLY_TO)
+        if reply_to is None:
+            raise RoutingError(INVALID_REQUEST, "response event without a reply topic")
+        return Route(RouteKind.REPLY, validate_name(reply_to, "reply topic"), key)
+    target = event.get_extension(ext.TARGET_AGENT)
+    if target is not None:
+        return Route(RouteKind.P2P, topics.agent(target), key, agent_id=target)
+    subject = event.get_subject()
+    if subject is not None:
+        return Route(RouteKind.PUBSUB, topics.subject(subject), key, subject=subject)
+    method = event.get_extension(ext.METHOD)
+    if not isinstance(method, str):
+        raise RoutingError(
+            INVALID_REQUEST, "cannot route: no targetagent, subject or method on the event"
+        )
+    owner = method_owner(method) if method_owner is not None else None
+    if owner is None:
+        raise RoutingError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+    return Route(RouteKind.BY_METHOD, topics.agent(owner), key, agent_id=owner)

@@ -1,0 +1,186 @@
+"""Supervision of one agent replica: restart with backoff, bounded retries, a
+bounded mailbox.
+
+pykka has no supervision: an exception inside ``tell`` stops the actor and
+its queued messages are dropped. The replica therefore remembers every job
+it handed over until the job's outcome arrives; after a crash it starts a new
+actor (a fresh agent instance) after a backoff, hands it the jobs the old one
+never finished, and retries the job that crashed it at most ``max_retries``
+times before declaring it dead (the host writes it to the dead-letter topic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pykka
+
+from a2a_bus.actor import AgentActor, Job, Outcome, thread_safe
+from a2a_bus.agent import Agent
+from a2a_bus.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """How crashed agents come back."""
+
+    #: Times the message that crashed an agent is tried again before it is dead.
+    max_retries: int = 2
+    backoff_initial: float = 0.05
+    backoff_max: float = 2.0
+
+
+class Replica:
+    """One actor of an agent, restarted on crash; at most ``mailbox_size`` jobs held."""
+
+    def __init__(
+        self,
+        factory: Callable[[], Agent],
+        *,
+        name: str,
+        mailbox_size: int,
+        policy: RestartPolicy,
+        metrics: Metrics,
+        on_pressure: Callable[[bool], None] = lambda full: None,
+    ) -> None:
+        self.name = name
+        self._factory = factory
+        self.mailbox_size = max(1, mailbox_size)
+        self._policy = policy
+        self._metrics = metrics
+        self._on_pressure = on_pressure
+        self._outstanding: dict[Job, None] = {}  # insertion-ordered set
+        self._actor: pykka.ActorRef[AgentActor] | None = None
+        self._generation = 0
+        self._backoff = policy.backoff_initial
+        self._space = asyncio.Event()
+        self._space.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._full = False
+        self._restart_handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def held(self) -> int:
+        """Jobs queued or running in this replica."""
+        return len(self._outstanding)
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._spawn()
+
+    def _spawn(self) -> None:
+        assert self._loop is not None
+        generation = self._generation
+        report = thread_safe(self._loop, functools.partial(self._on_outcome, generation))
+        failed = thread_safe(self._loop, functools.partial(self._on_start_failure, generation))
+        self._actor = AgentActor.start(self._factory(), report, failed)
+        for job in self._outstanding:
+            self._tell(job)
+
+    def _tell(self, job: Job) -> None:
+        if self._actor is None:
+            return  # restarting: the job is handed over after the restart
+        # A dead actor's crash report is on its way; the job is retold on restart.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._actor.tell(job)
+
+    async def submit(self, job: Job) -> Outcome:
+        """Hand ``job`` to the actor and wait for its final outcome."""
+        while len(self._outstanding) >= self.mailbox_size:
+            await self._space.wait()
+        loop = asyncio.get_running_loop()
+        job.future = loop.create_future()
+        self._outstanding[job] = None
+        held = len(self._outstanding)
+        self._idle.clear()
+        if held > self._metrics.peak_mailbox:
+            self._metrics.peak_mailbox = held
+        if held >= self.mailbox_size:
+            self._set_full(True)
+        self._tell(job)
+        return await job.future
+
+    def _set_full(self, full: bool) -> None:
+        if full == self._full:
+            return
+        self._full = full
+        if full:
+            self._space.clear()
+            self._metrics.inc("pauses")
+        else:
+            self._space.set()
+        self._on_pressure(full)
+
+    def _resolve(self, job: Job, outcome: Outcome) -> None:
+        self._outstanding.pop(job, None)
+        if job.future is not None and not job.future.done():
+            job.future.set_result(outcome)
+        if self._full and len(self._outstanding) <= self.mailbox_size // 2:
+            self._set_full(False)
+        if not self._outstanding:
+            self._idle.set()
+
+    def _on_outcome(self, generation: int, job: Job, outcome: Outcome) -> None:
+        if job not in self._outstanding:
+            return
+        if outcome.crash is None:
+            if generation == self._generation:
+                self._backoff = self._policy.backoff_initial
+            outcome.attempts = job.attempts + 1
+            self._resolve(job, outcome)
+            return
+        if generation != self._generation:
+            return  # a report from an actor already replaced
+        job.attempts += 1
+        log.warning(
+            "agent %s crashed on %s (attempt %d): %s",
+            self.name,
+            job.label,
+            job.attempts,
+            outcome.crash,
+        )
+        if job.attempts > self._policy.max_retries:
+            outcome.attempts = job.attempts
+            self._resolve(job, outcome)
+        else:
+            self._metrics.inc("redeliveries")
+        self._crashed()
+
+    def _on_start_failure(self, generation: int, reason: str) -> None:
+        if generation == self._generation:
+            log.warning("agent %s failed to start: %s", self.name, reason)
+            self._crashed()
+
+    def _crashed(self) -> None:
+        assert self._loop is not None
+        self._actor = None
+        self._generation += 1
+        self._metrics.inc("restarts")
+        delay, self._backoff = self._backoff, min(self._backoff * 2, self._policy.backoff_max)
+        self._restart_handle = self._loop.call_later(delay, self._spawn)
+
+    async def stop(self) -> None:
+        """Let held jobs finish, then stop the actor (its ``on_stop`` runs)."""
+        await self._idle.wait()
+        if self._restart_handle is not None:
+            self._restart_handle.cancel()
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            # ActorRef.stop blocks its caller: run it off the loop.
+            await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(_stop_actor, actor)
+            )
+
+
+def _stop_actor(actor: pykka.ActorRef[AgentActor]) -> None:
+    with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+        actor.stop(block=True, timeout=10)

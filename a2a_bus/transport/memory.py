@@ -1,0 +1,454 @@
+"""The in-process transport: the Kafka semantics, without a broker.
+
+Topics have partitions (records placed by key hash, round-robin without a
+key) and keep a bounded history (``retention`` records per partition, or the
+latest record per key for compacted topics), so a late subscriber can replay
+it. Consumer groups share a topic's partitions among their members; every
+group gets every record (fan-out is by group, one stored copy). Within a
+partition, records with the same key are handed over one at a time, in order;
+at most ``max_in_flight`` records are in a member's hands at once. Progress
+is tracked per group, so a member that leaves after draining hands its
+partitions over without a repeat. Records are decoded, de-duplicated by
+(source, id) and dead-lettered exactly as the Kafka transport does (shared
+helpers), so both behave the same behind the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import itertools
+import logging
+import re
+import zlib
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol import Adaptor, to_kafka
+from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern, Transport
+from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
+
+log = logging.getLogger(__name__)
+
+TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+TP = tuple[str, int]
+
+
+@dataclass(slots=True)
+class _Record:
+    offset: int
+    key: bytes | None
+    event: CloudEvent | None
+    value: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class _Partition:
+    __slots__ = ("compacted", "latest", "log", "next_offset", "retention")
+
+    def __init__(self, retention: int, compacted: bool) -> None:
+        self.log: list[_Record] = []
+        self.next_offset = 0
+        self.retention = retention
+        self.compacted = compacted
+        self.latest: dict[bytes | None, int] = {}
+
+    def append(self, record: _Record) -> None:
+        record.offset = self.next_offset
+        self.next_offset += 1
+        self.log.append(record)
+        if self.compacted and record.key is not None:
+            self.latest[record.key] = record.offset
+            if len(self.log) > 2 * len(self.latest) + 64:
+                self.log = [r for r in self.log if self.latest.get(r.key) == r.offset]
+        # Trim in chunks so appends stay amortised O(1).
+        if len(self.log) > self.retention * 1.25 + 16:
+            del self.log[: len(self.log) - self.retention]
+
+    @property
+    def start_offset(self) -> int:
+        return self.log[0].offset if self.log else self.next_offset
+
+    def read(self, offset: int) -> _Record | None:
+        """The first live record at or after ``offset``."""
+        log_ = self.log
+        if not log_:
+            return None
+        index = offset - log_[0].offset
+        if not (0 <= index < len(log_) and log_[index].offset == offset):
+            index = bisect.bisect_left(log_, offset, key=lambda r: r.offset)
+        while index < len(log_):
+            record = log_[index]
+            if (
+                not self.compacted
+                or record.key is None
+                or self.latest.get(record.key) == (record.offset)
+            ):
+                return record
+            index += 1
+        return None
+
+
+@dataclass(slots=True)
+class _Progress:
+    """A group's progress on one partition."""
+
+    position: int
+    committed: int
+    #: Offsets handed out, in order, with a done flag (commit = contiguous done).
+    outstanding: deque[list[Any]] = field(default_factory=deque)
+    busy_keys: dict[bytes, deque[tuple[MemorySubscription, _Record]]] = field(default_factory=dict)
+
+    def finish(self, entry: list[Any]) -> None:
+        entry[1] = True
+        while self.outstanding and self.outstanding[0][1]:
+            self.committed = self.outstanding.popleft()[0] + 1
+
+
+class _Group:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.members: list[MemorySubscription] = []
+        self.progress: dict[TP, _Progress] = {}
+        self.assignment: dict[TP, MemorySubscription] = {}
+
+
+class MemorySubscription(Subscription):
+    def __init__(
+        self,
+        transport: MemoryTransport,
+        group: _Group,
+        topics: Sequence[str] | TopicPattern,
+        handler: Handler,
+        max_in_flight: int,
+    ) -> None:
+        self._transport = transport
+        self._group = group
+        self._topics = topics
+        self._regex = re.compile(topics.regex) if isinstance(topics, TopicPattern) else None
+        self._handler = handler
+        self._dedup = DedupWindow(transport.dedup_window)
+        self.max_in_flight = max(1, max_in_flight)
+        self.in_flight = 0
+        self.paused = False
+        self._stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.assigned: list[TP] = []
+
+    def wants(self, topic: str) -> bool:
+        if self._regex is not None:
+            return self._regex.match(topic) is not None
+        assert not isinstance(self._topics, TopicPattern)
+        return topic in self._topics
+
+    # -- Subscription -------------------------------------------------------
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            self.pump()
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        await self._idle.wait()
+        self._transport._leave(self)
+
+    # -- delivery -----------------------------------------------------------
+
+    def pump(self, only: TP | None = None) -> None:
+        """Take records from assigned partitions while there is capacity."""
+        if self.paused or self._stopping:
+            return
+        for tp in (only,) if only is not None else tuple(self.assigned):
+            progress = self._group.progress[tp]
+            partition = self._transport._partition(tp)
+            while self.in_flight < self.max_in_flight:
+                record = partition.read(progress.position)
+                if record is None:
+                    break
+                progress.position = record.offset + 1
+                self._take(tp, progress, record)
+
+    def _take(self, tp: TP, progress: _Progress, record: _Record) -> None:
+        self.in_flight += 1
+        self._idle.clear()
+        entry = [record.offset, False]
+        progress.outstanding.append(entry)
+        if record.key is not None:
+            waiting = progress.busy_keys.get(record.key)
+            if waiting is not None:
+                waiting.append((self, record))
+                return
+            progress.busy_keys[record.key] = deque()
+        self._start(tp, progress, record)
+
+    def _start(self, tp: TP, progress: _Progress, record: _Record) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(tp, progress, record))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, tp: TP, progress: _Progress, record: _Record) -> None:
+        try:
+            await self._transport._deliver(self, tp, record)
+        finally:
+            self._done(tp, progress, record)
+
+    async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
+        original = self._dedup.claim(dedup_key)
+        if original is not None:
+            self._transport.duplicates += 1
+            await asyncio.shield(original)
+            return
+        try:
+            await self._handler(delivery)
+        except Exception as exc:
+            log.exception(
+                "group %s: handler failed on %s", self._group.name, delivery.event.get_id()
+            )
+            await self._transport._dead_letter(
+                delivery, value, f"handler-error: {type(exc).__name__}: {exc}"
+            )
+        finally:
+            self._dedup.done(dedup_key)
+
+    def _done(self, tp: TP, progress: _Progress, record: _Record) -> None:
+        for entry in progress.outstanding:
+            if entry[0] == record.offset:
+                progress.finish(entry)
+                break
+        self.in_flight -= 1
+        if record.key is not None:
+            waiting = progress.busy_keys.get(record.key)
+            if waiting:
+                owner, following = waiting.popleft()
+                owner._start(tp, progress, following)
+            else:
+                progress.busy_keys.pop(record.key, None)
+        if self.in_flight == 0:
+            self._idle.set()
+        self.pump()
+
+
+class MemoryTransport(Transport):
+    """In-process topics, partitions and consumer groups; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        partitions: int = 4,
+        retention: int = 100_000,
+        compacted: Iterable[str] = (),
+        dlq_topic: str = "a2a.dlq",
+        dedup_window: int = 10_000,
+        adaptor: Adaptor | None = None,
+    ) -> None:
+        self.partitions = partitions
+        self.retention = retention
+        self.compacted = set(compacted)
+        self.dlq_topic = dlq_topic
+        self.dedup_window = dedup_window
+        self.adaptor = adaptor or Adaptor()
+        #: Copies of an event skipped by de-duplication.
+        self.duplicates = 0
+        self.dead_lettered = 0
+        self._topics: dict[str, list[_Partition]] = {}
+        self._groups: dict[str, _Group] = {}
+        self._round_robin = itertools.count()
+        self._started = False
+        #: Records written, per topic (tests check "one write per publish").
+        self.writes: dict[str, int] = {}
+
+    @property
+    def ready(self) -> bool:
+        return self._started
+
+    async def start(self) -> None:
+        self._started = True
+
+    async def stop(self) -> None:
+        members = [m for g in self._groups.values() for m in g.members]
+        await asyncio.gather(*(m.stop() for m in members))
+        self._started = False
+
+    # -- writing ------------------------------------------------------------
+
+    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+        self._append(topic, _Record(-1, key, event))
+
+    async def publish_raw(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        self._append(topic, _Record(-1, key, None, bytes(value), tuple(headers)))
+
+    def _append(self, topic: str, record: _Record) -> None:
+        if not self._started:
+            raise RuntimeError("transport not started")
+        partitions = self._topic(topic)
+        if record.key is None:
+            index = next(self._round_robin) % len(partitions)
+        else:
+            index = zlib.crc32(record.key) % len(partitions)
+        partitions[index].append(record)
+        self.writes[topic] = self.writes.get(topic, 0) + 1
+        tp = (topic, index)
+        for group in self._groups.values():
+            member = group.assignment.get(tp)
+            if member is not None:
+                member.pump(tp)
+
+    def _topic(self, topic: str) -> list[_Partition]:
+        partitions = self._topics.get(topic)
+        if partitions is None:
+            if not TOPIC_RE.match(topic):
+                raise ValueError(f"invalid topic name {topic!r}: must match {TOPIC_RE.pattern}")
+            compacted = topic in self.compacted
+            partitions = [_Partition(self.retention, compacted) for _ in range(self.partitions)]
+            self._topics[topic] = partitions
+            # Groups already subscribed to a matching pattern read it from the start.
+            for group in self._groups.values():
+                if any(m.wants(topic) for m in group.members):
+                    for index in range(len(partitions)):
+                        group.progress.setdefault((topic, index), _Progress(0, 0))
+                    self._rebalance(group)
+        return partitions
+
+    def _partition(self, tp: TP) -> _Partition:
+        return self._topics[tp[0]][tp[1]]
+
+    # -- reading ------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        topics: Sequence[str] | TopicPattern,
+        group: str,
+        handler: Handler,
+        *,
+        from_beginning: bool = False,
+        max_in_flight: int = 64,
+    ) -> Subscription:
+        if not self._started:
+            raise RuntimeError("transport not started")
+        if isinstance(topics, str):
+            topics = [topics]
+        state = self._groups.get(group)
+        if state is None:
+            state = self._groups[group] = _Group(group)
+        member = MemorySubscription(self, state, topics, handler, max_in_flight)
+        if not isinstance(topics, TopicPattern):
+            for topic in topics:
+                self._topic(topic)
+        for topic, partitions in self._topics.items():
+            if member.wants(topic):
+                for index, partition in enumerate(partitions):
+                    start = partition.start_offset if from_beginning else partition.next_offset
+                    state.progress.setdefault((topic, index), _Progress(start, start))
+        state.members.append(member)
+        self._rebalance(state)
+        return member
+
+    def _leave(self, member: MemorySubscription) -> None:
+        group = member._group
+        if member in group.members:
+            group.members.remove(member)
+            self._rebalance(group)
+
+    def _rebalance(self, group: _Group) -> None:
+        for member in group.members:
+            member.assigned = []
+        group.assignment = {}
+        for index, tp in enumerate(sorted(group.progress)):
+            candidates = [m for m in group.members if m.wants(tp[0])]
+            if candidates:
+                owner = candidates[index % len(candidates)]
+                owner.assigned.append(tp)
+                group.assignment[tp] = owner
+        for member in group.members:
+            member.pump()
+
+    async def _deliver(self, member: MemorySubscription, tp: TP, record: _Record) -> None:
+        topic, partition = tp
+        event = record.event
+        if event is not None:
+            delivery = Delivery(event, topic, partition, record.offset, record.key)
+            await member._handle(delivery, (event.get_source(), event.get_id()), None)
+            return
+        decoded = decode_record(
+            self.adaptor, topic, partition, record.offset, record.value, record.headers, record.key
+        )
+        if decoded.failures:
+            reason = failure_reason(decoded.failures)
+            if topic == self.dlq_topic:
+                log.error(
+                    "dropped an undecodable dead letter %s/%d/%d: %s", *tp, record.offset, reason
+                )
+            else:
+                await self._write_dead_letter(topic, partition, record, reason, decoded.failures)
+        for item in decoded.events:
+            delivery = Delivery(
+                item.event,
+                topic,
+                partition,
+                record.offset,
+                record.key,
+                raw=item.raw,
+                headers=record.headers,
+            )
+            await member._handle(delivery, item.dedup_key, record.value)
+
+    async def _dead_letter(self, delivery: Delivery, value: bytes | None, reason: str) -> None:
+        record = _Record(delivery.offset, delivery.key, delivery.event, value, delivery.headers)
+        if delivery.topic == self.dlq_topic:
+            log.error("dropped a failed dead letter %s: %s", delivery.event.get_id(), reason)
+            return
+        await self._write_dead_letter(delivery.topic, delivery.partition, record, reason, ())
+
+    async def _write_dead_letter(
+        self, topic: str, partition: int, record: _Record, reason: str, failures: Sequence[Any]
+    ) -> None:
+        headers = dead_letter_headers(
+            record.headers, reason, topic, partition, record.offset, failures
+        )
+        self.dead_lettered += 1
+        if record.value is None and record.event is not None:
+            # Stored as an event: dead-letter it as a structured CloudEvent.
+            encoded = to_kafka(record.event, "structured")
+            await self.publish_raw(
+                self.dlq_topic, encoded.value, key=record.key, headers=[*encoded.headers, *headers]
+            )
+        else:
+            await self.publish_raw(
+                self.dlq_topic, record.value or b"", key=record.key, headers=headers
+            )
+        log.warning("dead letter %s/%d/%d: %s", topic, partition, record.offset, reason)
+
+    # -- introspection (tests, metrics) ---------------------------------------
+
+    def committed(self, group: str, topic: str) -> int:
+        """Records of ``topic`` whose handling finished in ``group`` (summed over partitions)."""
+        state = self._groups.get(group)
+        if state is None:
+            return 0
+        return sum(p.committed for (t, _), p in state.progress.items() if t == topic)
+
+    def end_offsets(self, topic: str) -> int:
+        with contextlib.suppress(KeyError):
+            return sum(p.next_offset for p in self._topics[topic])
+        return 0
