@@ -236,6 +236,16 @@ class KafkaTransport(Transport):
         logged with its position, and the record is still acknowledged so one
         bad record cannot stall its partition.
         """
+        if record.topic == self.settings.dlq_topic:
+            # Never feed the dead-letter topic back into itself.
+            log.error(
+                "dropped a dead letter read from the DLQ %s/%d/%d: %s",
+                record.topic,
+                record.partition,
+                record.offset,
+                reason,
+            )
+            return
         headers = dead_letter_headers(
             record.headers, reason, record.topic, record.partition, record.offset, failures
         )

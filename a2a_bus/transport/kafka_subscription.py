@@ -114,6 +114,7 @@ class KafkaSubscription(Subscription):
             self._existing_topics = {t for t in topics if regex.fullmatch(t)}
             self._consumer.subscribe(pattern=self._topics.regex, listener=listener)
         else:
+            await self._wait_for_metadata(set(self._topics))
             self._consumer.subscribe(topics=list(self._topics), listener=listener)
         self._run_task = asyncio.create_task(self._run(), name=f"kafka-dispatch-{self.group}")
         self._commit_task = asyncio.create_task(
@@ -135,6 +136,16 @@ class KafkaSubscription(Subscription):
         for tp in list(self._consumer.assignment()):
             with contextlib.suppress(IllegalStateError):
                 await asyncio.wait_for(self._consumer.position(tp), self._settings.join_timeout)
+
+    async def _wait_for_metadata(self, topics: set[str]) -> None:
+        """Wait until freshly created topics are in the cluster metadata, so the
+        first assignment already covers them."""
+        deadline = asyncio.get_running_loop().time() + self._settings.join_timeout
+        while not topics <= await self._consumer.topics():
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("group %s: topics %s not in metadata yet", self.group, topics)
+                return
+            await asyncio.sleep(0.05)
 
     async def stop(self, drain_timeout: float | None = None) -> None:
         """Stop fetching, let in-flight handlers finish (up to ``drain_timeout``

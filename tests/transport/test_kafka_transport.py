@@ -1,0 +1,376 @@
+"""The Kafka transport against a real broker (fixture ``kafka_bootstrap``).
+
+Every test uses its own topics and groups, so tests never see each other's records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from a2a_bus.protocol import new_event
+from a2a_bus.transport import Delivery, TopicPattern
+from a2a_bus.transport.kafka import KafkaTransport
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
+
+WAIT = 30.0  # seconds; a guard against hangs, never a performance limit
+
+
+@pytest.fixture
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def transport(kafka_bootstrap: str, uid: str) -> AsyncIterator[KafkaTransport]:
+    async with KafkaTransport(
+        kafka_bootstrap, dlq_topic=f"test.dlq.{uid}", metadata_max_age_ms=1000
+    ) as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        yield kafka
+
+
+async def wait_until(predicate: Callable[[], bool], what: str) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+    try:
+        await asyncio.wait_for(poll(), WAIT)
+    except TimeoutError:
+        pytest.fail(f"timed out waiting for {what}")
+
+
+def event(n: int, key: str | None = None, **extra: Any) -> Any:
+    attributes: dict[str, Any] = {"type": "test.event", "source": "tests", **extra}
+    if key is not None:
+        attributes["partitionkey"] = key
+    return new_event(attributes, {"n": n})
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+
+    async def __call__(self, delivery: Delivery) -> None:
+        self.deliveries.append(delivery)
+
+    def numbers(self) -> list[int]:
+        return [d.event.get_data()["n"] for d in self.deliveries]  # type: ignore[index]
+
+
+async def committed(kafka: KafkaTransport, group: str, tp: TopicPartition) -> int:
+    found = await kafka.committed_offsets(group, [tp])
+    return found.get(tp, (-1, ""))[0]
+
+
+async def test_one_publish_fans_out_to_three_groups(
+    transport: KafkaTransport, kafka_bootstrap: str, uid: str
+) -> None:
+    topic = f"test.fanout.{uid}"
+    recorders = [Recorder() for _ in range(3)]
+    for i, recorder in enumerate(recorders):
+        await transport.subscribe([topic], f"g{i}-{uid}", recorder)
+    produced_before = transport.metrics.produced
+
+    await transport.publish(topic, event(1))
+    await wait_until(lambda: all(r.deliveries for r in recorders), "three deliveries")
+
+    assert transport.metrics.produced - produced_before == 1
+    # The broker holds exactly one record, whatever the number of groups.
+    reader = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap)
+    await reader.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
+        if not partitions:
+            partitions = [TopicPartition(topic, p) for p in range(transport.settings.partitions)]
+        ends = await reader.end_offsets(partitions)
+    finally:
+        await reader.stop()
+    assert sum(ends.values()) == 1
+    await asyncio.sleep(0.3)  # a second copy would arrive right behind the first
+    assert [len(r.deliveries) for r in recorders] == [1, 1, 1]
+    ids = {r.deliveries[0].event.get_id() for r in recorders}
+    assert len(ids) == 1
+
+
+async def test_same_key_in_order_while_keys_run_concurrently(
+    transport: KafkaTransport, uid: str
+) -> None:
+    topic = f"test.order.{uid}"
+    seen: dict[str, list[int]] = {}
+    running = 0
+    most_running = 0
+
+    async def handler(delivery: Delivery) -> None:
+        nonlocal running, most_running
+        running += 1
+        most_running = max(most_running, running)
+        data = delivery.event.get_data()
+        assert isinstance(data, dict)
+        # later events of a key finish faster: order must come from the transport
+        await asyncio.sleep(0.002 * (30 - data["n"] % 30))
+        seen.setdefault(data["key"], []).append(data["n"])
+        running -= 1
+
+    await transport.subscribe([topic], f"g-{uid}", handler, max_in_flight=16)
+    keys = [f"k{i}" for i in range(6)]
+    for n in range(30):
+        for key in keys:
+            ev = new_event(
+                {"type": "t", "source": "tests", "partitionkey": key}, {"n": n, "key": key}
+            )
+            await transport.publish(topic, ev)
+    await wait_until(lambda: sum(map(len, seen.values())) == 180, "180 deliveries")
+
+    assert all(seen[key] == list(range(30)) for key in keys), seen
+    assert most_running > 1  # different keys really ran side by side
+
+
+async def test_commit_never_passes_an_unfinished_offset(kafka_bootstrap: str, uid: str) -> None:
+    async with KafkaTransport(
+        kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}", commit_interval_ms=0
+    ) as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        topic = f"test.commit.{uid}"
+        group = f"g-{uid}"
+        release = asyncio.Event()
+        finished: list[int] = []
+
+        async def handler(delivery: Delivery) -> None:
+            data = delivery.event.get_data()
+            assert isinstance(data, dict)
+            if data["n"] == 1:
+                await release.wait()
+            finished.append(delivery.offset)
+
+        await kafka.subscribe([topic], group, handler)
+        for n in range(5):  # distinct keys: offsets 2..4 finish while 1 waits
+            await kafka.publish(topic, event(n, key=f"k{n}"))
+        await wait_until(lambda: len(finished) == 4, "4 of 5 handlers")
+        tp = TopicPartition(topic, 0)
+        await wait_until(lambda: kafka.metrics.commits > 0, "a commit")
+        await asyncio.sleep(0.2)  # give any (wrong) further commit time to land
+        assert await committed(kafka, group, tp) == 1  # offset 1 is unfinished
+
+        release.set()
+        await wait_until(lambda: len(finished) == 5, "the last handler")
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while await committed(kafka, group, tp) != 5:
+            assert asyncio.get_running_loop().time() < deadline, "commit did not reach 5"
+            await asyncio.sleep(0.05)
+
+
+async def test_reproduced_identical_event_is_handled_once(
+    transport: KafkaTransport, uid: str
+) -> None:
+    topic = f"test.dedup.{uid}"
+    recorder = Recorder()
+    await transport.subscribe([topic], f"g-{uid}", recorder)
+    original = event(1, key="same")
+    await transport.publish(topic, original)
+    await transport.publish(topic, original)  # a producer-side retry of the same event
+    await transport.publish(topic, event(2, key="same"))  # same partition, behind the copy
+    await wait_until(lambda: 2 in recorder.numbers(), "the event after the copy")
+
+    assert recorder.numbers() == [1, 2]
+    assert transport.metrics.duplicates == 1
+
+
+async def test_records_of_a_stopped_owner_come_back_flagged(kafka_bootstrap: str, uid: str) -> None:
+    async with KafkaTransport(kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}") as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        topic = f"test.redeliver.{uid}"
+        group = f"g-{uid}"
+        first: list[int] = []
+
+        async def stuck_on_three(delivery: Delivery) -> None:
+            data = delivery.event.get_data()
+            assert isinstance(data, dict)
+            if data["n"] == 3:
+                await asyncio.Event().wait()  # never finishes: cancelled at stop
+            first.append(data["n"])
+
+        owner = await kafka.subscribe([topic], group, stuck_on_three)
+        for n in range(5):
+            await kafka.publish(topic, event(n, key=f"k{n}"))
+        await wait_until(lambda: sorted(first) == [0, 1, 2, 4], "4 handled by the first owner")
+        await owner.stop(drain_timeout=0.1)  # record 3 never finished: not committed
+
+        second = Recorder()
+        await kafka.subscribe([topic], group, second)
+        await wait_until(lambda: len(second.deliveries) >= 2, "records 3 and 4 again")
+        await kafka.publish(topic, event(5, key="k5"))
+        await wait_until(lambda: 5 in second.numbers(), "a fresh record")
+
+        flags = {d.event.get_data()["n"]: d.redelivered for d in second.deliveries}  # type: ignore[index]
+        assert flags == {3: True, 4: True, 5: False}
+
+
+async def test_clean_handover_flags_nothing(kafka_bootstrap: str, uid: str) -> None:
+    async with KafkaTransport(kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}") as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        topic = f"test.handover.{uid}"
+        group = f"g-{uid}"
+        first = Recorder()
+        owner = await kafka.subscribe([topic], group, first)
+        for n in range(3):
+            await kafka.publish(topic, event(n))
+        await wait_until(lambda: len(first.deliveries) == 3, "3 deliveries")
+        await owner.stop()
+
+        for n in range(3, 6):  # produced while nobody owns the partition
+            await kafka.publish(topic, event(n))
+        second = Recorder()
+        await kafka.subscribe([topic], group, second)
+        await wait_until(lambda: len(second.deliveries) == 3, "3 more deliveries")
+        assert second.numbers() == [3, 4, 5]
+        assert not any(d.redelivered for d in second.deliveries)
+
+
+async def read_all(bootstrap: str, topic: str, count: int) -> list[Any]:
+    reader = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await reader.start()
+    records: list[Any] = []
+    try:
+        async with asyncio.timeout(WAIT):
+            while len(records) < count:
+                batch = await reader.getmany(timeout_ms=200)
+                for items in batch.values():
+                    records.extend(items)
+    finally:
+        await reader.stop()
+    return records
+
+
+async def test_garbage_goes_to_the_dlq_with_reason_and_is_committed(
+    transport: KafkaTransport, kafka_bootstrap: str, uid: str
+) -> None:
+    topic = f"test.garbage.{uid}"
+    group = f"g-{uid}"
+    recorder = Recorder()
+    await transport.subscribe([topic], group, recorder)
+    await transport.publish_raw(topic, b"\x00\xffnot json", key=b"k")
+    await transport.publish_raw(topic, b'{"jsonrpc": "2.0", "method": "ok"}', key=b"k")
+    await wait_until(lambda: len(recorder.deliveries) == 1, "the good record")
+
+    [letter] = await read_all(kafka_bootstrap, transport.settings.dlq_topic, 1)
+    headers = dict(letter.headers)
+    assert letter.value == b"\x00\xffnot json"
+    assert headers["a2a-dlq-reason"].startswith(b"undecodable: Parse error")
+    assert headers["a2a-dlq-source-topic"] == topic.encode()
+    partition = recorder.deliveries[0].partition
+    assert headers["a2a-dlq-source-partition"] == str(partition).encode()
+    assert headers["a2a-dlq-source-offset"] == b"0"
+    assert orjson.loads(headers["a2a-dlq-error"])[0]["error"]["code"] == -32700
+    tp = TopicPartition(topic, partition)
+    await wait_until(lambda: transport.metrics.commits > 0, "a commit")
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while await committed(transport, group, tp) != 2:  # past the garbage and the good one
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def test_handler_error_goes_to_the_dlq(
+    transport: KafkaTransport, kafka_bootstrap: str, uid: str
+) -> None:
+    topic = f"test.raising.{uid}"
+    calls: list[int] = []
+
+    async def handler(delivery: Delivery) -> None:
+        data = delivery.event.get_data()
+        assert isinstance(data, dict)
+        calls.append(data["n"])
+        if data["n"] == 1:
+            raise ValueError("bad number")
+
+    await transport.subscribe([topic], f"g-{uid}", handler)
+    for n in range(3):
+        await transport.publish(topic, event(n, key="k"))
+    await wait_until(lambda: len(calls) == 3, "three calls")
+    [letter] = await read_all(kafka_bootstrap, transport.settings.dlq_topic, 1)
+    headers = dict(letter.headers)
+    assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
+    assert headers["ce_id"] == headers["a2a-dlq-event-id"]  # the original event, unchanged
+    assert calls == [0, 1, 2]  # the poison record did not stop its partition
+
+
+async def test_raw_jsonrpc_records_are_decoded(transport: KafkaTransport, uid: str) -> None:
+    topic = f"test.raw.{uid}"
+    recorder = Recorder()
+    await transport.subscribe([topic], f"g-{uid}", recorder)
+    request = {"jsonrpc": "2.0", "method": "calc/add", "params": [1, 2], "id": 7}
+    note = {"jsonrpc": "2.0", "method": "ping", "params": {}}
+    batch = [
+        {"jsonrpc": "2.0", "method": "a", "id": 1},
+        {"jsonrpc": "1.0", "method": "bad", "id": 2},
+        {"jsonrpc": "2.0", "method": "b", "id": 3},
+    ]
+    for message in (request, note, batch):
+        await transport.publish_raw(topic, orjson.dumps(message), key=b"one")
+    await wait_until(lambda: len(recorder.deliveries) == 4, "4 deliveries")
+
+    first, second, *from_batch = recorder.deliveries
+    assert all(d.raw for d in recorder.deliveries)
+    assert first.event.get_extension("a2amethod") == "calc/add"
+    assert first.event.get_data() == request
+    assert second.event.get_extension("mcptype") == "notification"
+    assert second.event.get_id() == f"{topic}/{second.partition}/{second.offset}"
+    assert [d.event.get_extension("a2amethod") for d in from_batch] == ["a", "b"]
+    assert {d.offset for d in from_batch} == {second.offset + 1}  # one record, one offset
+    await wait_until(lambda: transport.metrics.dead_lettered == 1, "the invalid element")
+
+
+async def test_pause_holds_records_until_resume(transport: KafkaTransport, uid: str) -> None:
+    topic = f"test.pause.{uid}"
+    recorder = Recorder()
+    subscription = await transport.subscribe([topic], f"g-{uid}", recorder)
+    await transport.publish(topic, event(0))
+    await wait_until(lambda: len(recorder.deliveries) == 1, "the first delivery")
+
+    subscription.pause()
+    for n in range(1, 4):
+        await transport.publish(topic, event(n))
+    await asyncio.sleep(1.0)  # several fetch cycles
+    assert recorder.numbers() == [0]
+
+    subscription.resume()
+    await wait_until(lambda: len(recorder.deliveries) == 4, "the held records")
+    assert sorted(recorder.numbers()) == [0, 1, 2, 3]
+
+
+async def test_pattern_subscription_picks_up_new_topics(
+    transport: KafkaTransport, uid: str
+) -> None:
+    recorder = Recorder()
+    await transport.subscribe(TopicPattern(rf"test\.wild\.{uid}\..*"), f"g-{uid}", recorder)
+    await transport.publish(f"test.wild.{uid}.a", event(1))  # created after subscribing
+    await transport.publish(f"test.other.{uid}", event(2))  # not matched
+    await wait_until(lambda: len(recorder.deliveries) == 1, "the matching topic")
+    assert recorder.deliveries[0].topic == f"test.wild.{uid}.a"
+    await transport.publish(f"test.wild.{uid}.b", event(3))
+    await wait_until(lambda: len(recorder.deliveries) == 2, "the second new topic")
+    assert recorder.numbers() == [1, 3]
+
+
+async def test_from_beginning_replays_history(transport: KafkaTransport, uid: str) -> None:
+    topic = f"test.replay.{uid}"
+    await transport.ensure_topics([topic])
+    for n in range(3):
+        await transport.publish(topic, event(n, key="k"))
+    late = Recorder()
+    await transport.subscribe([topic], f"late-{uid}", late, from_beginning=True)
+    current = Recorder()
+    await transport.subscribe([topic], f"now-{uid}", current)
+    await transport.publish(topic, event(3, key="k"))
+    await wait_until(lambda: len(late.deliveries) == 4, "history and the new event")
+    await wait_until(lambda: len(current.deliveries) == 1, "the new event")
+    assert late.numbers() == [0, 1, 2, 3]
+    assert current.numbers() == [3]
