@@ -1,0 +1,204 @@
+"""The broker-free parts of the Kafka transport: commit tracking, leases,
+de-duplication, record decoding and settings."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+
+import orjson
+import pytest
+
+from a2a_bus.protocol import Adaptor, new_event, to_kafka
+from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
+from a2a_bus.transport.kafka_config import KafkaSettings
+from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
+
+
+def test_position_stops_at_the_first_unfinished_offset() -> None:
+    tracker = PartitionTracker(10)
+    for offset in (10, 11, 12, 15):  # 13, 14: compacted away or control records
+        tracker.add(offset)
+    assert tracker.position == 10
+    tracker.finish(12)
+    tracker.finish(15)
+    assert tracker.position == 10  # 10 and 11 still running
+    tracker.finish(10)
+    assert tracker.position == 11
+    tracker.finish(11)
+    assert tracker.position == 16
+    assert tracker.in_flight == 0
+
+
+def test_a_multi_delivery_record_finishes_with_its_last_delivery() -> None:
+    tracker = PartitionTracker(0)
+    tracker.add(0, deliveries=3)
+    tracker.finish(0)
+    tracker.finish(0)
+    assert tracker.position == 0
+    tracker.finish(0)
+    assert tracker.position == 1
+
+
+def test_tracker_rejects_misuse() -> None:
+    tracker = PartitionTracker(5)
+    tracker.add(5)
+    with pytest.raises(ValueError):
+        tracker.add(5)
+    with pytest.raises(ValueError):
+        tracker.finish(6)
+    tracker.finish(5)
+    with pytest.raises(ValueError):
+        tracker.add(3)
+
+
+def test_dirty_follows_position_and_lease() -> None:
+    tracker = PartitionTracker(0, lease=100)
+    assert tracker.dirty  # nothing committed yet
+    tracker.committed(0, 100)
+    assert not tracker.dirty
+    tracker.add(0)
+    tracker.finish(0)
+    assert tracker.dirty
+    tracker.committed(1, 100)
+    tracker.lease = 200
+    assert tracker.dirty
+
+
+@pytest.mark.parametrize(
+    ("metadata", "lease"),
+    [(encode_lease(42), 42), ("", None), (None, None), ("other", None), ("a2a-lease=x", None)],
+)
+def test_lease_metadata(metadata: str | None, lease: int | None) -> None:
+    assert decode_lease(metadata) == lease
+
+
+async def test_dedup_window_claims_once_and_forgets_the_oldest() -> None:
+    window = DedupWindow(2)
+    assert window.claim(("s", "1")) is None
+    original = window.claim(("s", "1"))
+    assert original is not None and not original.done()
+    window.done(("s", "1"))
+    assert original.done()
+    assert window.claim(("s", "2")) is None
+    assert window.claim(("s", "3")) is None  # evicts ("s", "1")
+    assert ("s", "1") not in window
+    assert window.claim(("s", "1")) is None
+    assert len(window) == 2
+
+
+async def test_evicting_a_running_claim_releases_its_waiters() -> None:
+    window = DedupWindow(1)
+    window.claim("a")
+    waiter = window.claim("a")
+    assert waiter is not None
+    window.claim("b")
+    await asyncio.wait_for(waiter, 1)
+
+
+async def test_forget_lets_the_next_copy_through() -> None:
+    window = DedupWindow(10)
+    window.claim("a")
+    window.forget("a")
+    assert window.claim("a") is None
+
+
+def test_binary_cloudevent_record() -> None:
+    event = new_event({"type": "x", "source": "src", "id": "e1"}, {"a": 1})
+    record = to_kafka(event)
+    out = decode_record(Adaptor(), "t", 0, 3, record.value, record.headers, record.key)
+    assert not out.failures
+    [decoded] = out.events
+    assert decoded.event.get_id() == "e1"
+    assert decoded.dedup_key == ("src", "e1")
+    assert not decoded.raw
+
+
+def test_structured_cloudevent_record() -> None:
+    event = new_event({"type": "x", "source": "src", "id": "e2"}, {"a": 1})
+    record = to_kafka(event, "structured")
+    out = decode_record(Adaptor(), "t", 0, 3, record.value, record.headers, record.key)
+    assert [d.event.get_id() for d in out.events] == ["e2"]
+
+
+def test_raw_request_is_keyed_by_position_not_by_its_id() -> None:
+    message = {"jsonrpc": "2.0", "method": "m", "id": 1}
+    out = decode_record(Adaptor(), "t", 2, 5, orjson.dumps(message), [], None)
+    [decoded] = out.events
+    assert decoded.raw
+    assert decoded.event.get_id() == "1"
+    assert decoded.dedup_key == ("raw", "t/2/5")
+
+
+def test_raw_notification_takes_an_id_from_its_position() -> None:
+    batch = [{"jsonrpc": "2.0", "method": "n"}, {"jsonrpc": "2.0", "method": "n"}]
+    out = decode_record(Adaptor(), "t", 2, 5, orjson.dumps(batch), [], None)
+    assert [d.event.get_id() for d in out.events] == ["t/2/5/0", "t/2/5/1"]
+    again = decode_record(Adaptor(), "t", 2, 5, orjson.dumps(batch), [], None)
+    assert [d.event.get_id() for d in again.events] == ["t/2/5/0", "t/2/5/1"]
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [(b"\x00garbage", -32700), (b'{"hello": 1}', -32600), (b"[]", -32600), (None, -32600)],
+)
+def test_undecodable_records_fail_with_a_reason(value: bytes | None, code: int) -> None:
+    out = decode_record(Adaptor(), "t", 0, 0, value, [], None)
+    assert not out.events
+    assert out.failures[0].code == code
+    assert failure_reason(out.failures).startswith("undecodable: ")
+
+
+def test_broken_binary_cloudevent_fails() -> None:
+    out = decode_record(Adaptor(), "t", 0, 0, b"{}", [("ce_specversion", b"1.0")], None)
+    assert not out.events and out.failures
+
+
+def test_dead_letter_headers_replace_earlier_reasons() -> None:
+    original = [("ce_id", b"1"), ("a2a-dlq-reason", b"old")]
+    headers = dict(dead_letter_headers(original, "new", "topic", 2, 7))
+    assert headers == {
+        "ce_id": b"1",
+        "a2a-dlq-reason": b"new",
+        "a2a-dlq-source-topic": b"topic",
+        "a2a-dlq-source-partition": b"2",
+        "a2a-dlq-source-offset": b"7",
+    }
+
+
+def test_settings_from_env() -> None:
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": "a:1",
+        "A2A_KAFKA_PARTITIONS": "6",
+        "A2A_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "A2A_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+        "A2A_KAFKA_SASL_PLAIN_USERNAME": "user",
+        "A2A_KAFKA_SASL_PLAIN_PASSWORD": "secret",
+        "A2A_KAFKA_SSL_CHECK_HOSTNAME": "false",
+        "A2A_KAFKA_DRAIN_TIMEOUT": "2.5",
+    }
+    settings = KafkaSettings.from_env(env, client_id="me")
+    assert settings.bootstrap_servers == "a:1"
+    assert settings.partitions == 6
+    assert settings.drain_timeout == 2.5
+    assert settings.ssl_check_hostname is False
+    assert "secret" not in repr(settings)
+    kwargs = settings.client_kwargs()
+    assert kwargs["security_protocol"] == "SASL_PLAINTEXT"
+    assert kwargs["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert kwargs["sasl_plain_password"] == "secret"
+    assert kwargs["client_id"] == "me"
+    assert "ssl_context" not in kwargs
+
+
+def test_settings_reject_bad_numbers() -> None:
+    with pytest.raises(ValueError, match="A2A_KAFKA_PARTITIONS"):
+        KafkaSettings.from_env({"A2A_KAFKA_PARTITIONS": "three"})
+
+
+def test_ssl_settings_build_a_context() -> None:
+    settings = KafkaSettings(security_protocol="SSL", ssl_check_hostname=False)
+    context = settings.build_ssl_context()
+    assert context is not None and context.check_hostname is False
+    assert isinstance(settings.client_kwargs()["ssl_context"], ssl.SSLContext)
