@@ -1,0 +1,82 @@
+"""The ``LlmClient`` SPI: function-calling chat and token streaming, sync and async.
+
+A backend only has to implement :meth:`LlmClient.chat`; the async and streaming
+variants have working defaults (the async ones run the sync call in a worker
+thread, the streaming ones deliver the whole answer as one token). Backends
+that can do better (the OpenAI-compatible client) override them.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolDefinition
+
+#: A streamed item: a ``str`` is a content token; the last item is the full
+#: :class:`ChatResponse` (with the assembled tool calls and usage).
+StreamItem = str | ChatResponse
+
+
+class LlmClient(abc.ABC):
+    """A chat model backend."""
+
+    #: Model used when a call does not name one.
+    model: str = ""
+
+    @abc.abstractmethod
+    def chat(
+        self,
+        messages: Sequence[LlmMessage],
+        tools: Sequence[ToolDefinition] = (),
+        *,
+        model: str | None = None,
+        temperature: float | None = None,
+    ) -> ChatResponse:
+        """One chat completion; the model may answer with several tool calls."""
+
+    async def achat(
+        self,
+        messages: Sequence[LlmMessage],
+        tools: Sequence[ToolDefinition] = (),
+        *,
+        model: str | None = None,
+        temperature: float | None = None,
+    ) -> ChatResponse:
+        return await asyncio.to_thread(
+            self.chat, messages, tools, model=model, temperature=temperature
+        )
+
+    def stream(
+        self,
+        messages: Sequence[LlmMessage],
+        tools: Sequence[ToolDefinition] = (),
+        *,
+        model: str | None = None,
+        temperature: float | None = None,
+    ) -> Iterator[StreamItem]:
+        """Content tokens as they arrive, then the complete response."""
+        response = self.chat(messages, tools, model=model, temperature=temperature)
+        if response.content:
+            yield response.content
+        yield response
+
+    async def astream(
+        self,
+        messages: Sequence[LlmMessage],
+        tools: Sequence[ToolDefinition] = (),
+        *,
+        model: str | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        response = await self.achat(messages, tools, model=model, temperature=temperature)
+        if response.content:
+            yield response.content
+        yield response
+
+    def close(self) -> None:
+        """Release connections (no-op by default)."""
+
+    async def aclose(self) -> None:
+        self.close()

@@ -1,0 +1,51 @@
+"""Conversation memory: strategies (what is kept), stores (where) and notes tools."""
+
+from a2a_bus.llm.memory.notes import InMemoryNotes, NotesBackend, SqliteNotes
+from a2a_bus.llm.memory.redis_store import RedisStore
+from a2a_bus.llm.memory.sqlite_store import SqliteStore
+from a2a_bus.llm.memory.stores import ConversationStore, InMemoryStore, open_store
+from a2a_bus.llm.memory.strategies import (
+    SUMMARY_NAME,
+    ConversationMemory,
+    FullMemory,
+    MemoryStrategy,
+    SlidingWindowMemory,
+    SummaryMemory,
+    Summarizer,
+    TokenBudgetMemory,
+    custom,
+    full,
+    llm_summarizer,
+    sliding_window,
+    summary,
+    token_budget,
+)
+from a2a_bus.llm.memory.tokens import HeuristicTokenEstimator, TokenEstimator
+
+__all__ = [
+    "SUMMARY_NAME",
+    "ConversationMemory",
+    "ConversationStore",
+    "FullMemory",
+    "HeuristicTokenEstimator",
+    "InMemoryNotes",
+    "InMemoryStore",
+    "MemoryStrategy",
+    "NotesBackend",
+    "RedisStore",
+    "SlidingWindowMemory",
+    "SqliteNotes",
+    "SqliteStore",
+    "SummaryMemory",
+    "Summarizer",
+    "TokenBudgetMemory",
+    "TokenEstimator",
+    "custom",
+    "full",
+    "llm_summarizer",
+    "open_store",
+    "sliding_window",
+    "summary",
+    "token_budget",
+]
+

@@ -1,0 +1,108 @@
+"""Conversation stores: where each conversation's messages live between runs.
+
+Conversations are isolated by key. The in-memory store is the default; the
+SQLite store is the embedded durable one; the Redis store serves replicas on
+several machines. ``open_store`` picks one from a URL.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from a2a_bus.llm.messages import LlmMessage
+
+
+class ConversationStore(abc.ABC):
+    """Persists conversations (lists of messages) by key."""
+
+    #: True when calls do I/O; the async loop then runs them in a worker thread.
+    blocking: bool = True
+
+    @abc.abstractmethod
+    def load(self, key: str) -> list[LlmMessage]:
+        """The conversation's messages, or ``[]`` for an unknown key."""
+
+    @abc.abstractmethod
+    def save(self, key: str, messages: Sequence[LlmMessage]) -> None:
+        """Replace the conversation's messages."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Forget the conversation (no error if unknown)."""
+
+    @abc.abstractmethod
+    def keys(self) -> list[str]:
+        """Keys of the stored conversations."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+    def __enter__(self) -> ConversationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def dump_messages(messages: Sequence[LlmMessage]) -> str:
+    return json.dumps([m.to_dict() for m in messages], ensure_ascii=False, separators=(",", ":"))
+
+
+def load_messages(text: str | bytes) -> list[LlmMessage]:
+    return [LlmMessage.from_dict(item) for item in json.loads(text)]
+
+
+class InMemoryStore(ConversationStore):
+    """Conversations in a dict, least recently used evicted beyond ``max_conversations``."""
+
+    blocking = False
+
+    def __init__(self, max_conversations: int = 10_000) -> None:
+        if max_conversations < 1:
+            raise ValueError("max_conversations must be >= 1")
+        self.max_conversations = max_conversations
+        self._data: OrderedDict[str, tuple[LlmMessage, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, key: str) -> list[LlmMessage]:
+        with self._lock:
+            messages = self._data.get(key)
+            if messages is None:
+                return []
+            self._data.move_to_end(key)
+            return list(messages)
+
+    def save(self, key: str, messages: Sequence[LlmMessage]) -> None:
+        with self._lock:
+            self._data[key] = tuple(messages)
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_conversations:
+                self._data.popitem(last=False)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._data)
+
+
+def open_store(url: str | None = None) -> ConversationStore:
+    """A store from a URL: ``memory://``, ``sqlite:///path.db`` or ``redis://host:port/db``."""
+    if url is None or url in ("memory", "memory://"):
+        return InMemoryStore()
+    if url.startswith("sqlite://"):
+        from a2a_bus.llm.memory.sqlite_store import SqliteStore
+
+        path = url.removeprefix("sqlite://").removeprefix("/") or ":memory:"
+        return SqliteStore(path)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from a2a_bus.llm.memory.redis_store import RedisStore
+
+        return RedisStore(url)
+    raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path or redis://")
