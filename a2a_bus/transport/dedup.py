@@ -20,7 +20,9 @@ class DedupWindow:
         if capacity < 0:
             raise ValueError("capacity must be >= 0")
         self._capacity = capacity
-        self._entries: OrderedDict[Hashable, asyncio.Future[None]] = OrderedDict()
+        # A future is made only when a copy arrives while the original runs;
+        # RUNNING and DONE stand in for it otherwise (the common case).
+        self._entries: OrderedDict[Hashable, asyncio.Future[None] | bool] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -33,24 +35,38 @@ class DedupWindow:
         if self._capacity == 0:
             return None
         existing = self._entries.get(key)
-        if existing is not None:
-            self._entries.move_to_end(key)
+        if existing is None:
+            self._entries[key] = _RUNNING
+            while len(self._entries) > self._capacity:
+                _, oldest = self._entries.popitem(last=False)
+                _release(oldest)
+            return None
+        self._entries.move_to_end(key)
+        if isinstance(existing, asyncio.Future):
             return existing
-        self._entries[key] = asyncio.get_running_loop().create_future()
-        while len(self._entries) > self._capacity:
-            _, oldest = self._entries.popitem(last=False)
-            if not oldest.done():
-                oldest.set_result(None)
-        return None
+        future = asyncio.get_running_loop().create_future()
+        if existing is _DONE:
+            future.set_result(None)
+        else:
+            self._entries[key] = future
+        return future
 
     def done(self, key: Hashable) -> None:
         """Mark the handling of ``key`` finished (successfully or not)."""
-        future = self._entries.get(key)
-        if future is not None and not future.done():
-            future.set_result(None)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries[key] = _DONE
+            _release(entry)
 
     def forget(self, key: Hashable) -> None:
         """Drop ``key`` so that a later copy is handled again (e.g. not handled)."""
-        future = self._entries.pop(key, None)
-        if future is not None and not future.done():
-            future.set_result(None)
+        _release(self._entries.pop(key, None))
+
+
+_RUNNING = True
+_DONE = False
+
+
+def _release(entry: asyncio.Future[None] | bool | None) -> None:
+    if isinstance(entry, asyncio.Future) and not entry.done():
+        entry.set_result(None)

@@ -337,7 +337,7 @@ class KafkaSubscription(Subscription):
     ) -> None:
         finished = False
         try:
-            if previous is not None:
+            if previous is not None and not previous.done():
                 await asyncio.wait([previous])  # same key: strictly after it
             if failures:
                 await self._transport.dead_letter(
