@@ -119,7 +119,11 @@ class MethodSpec:
                 ErrorCode.INVALID_PARAMS, "Invalid params", "params must be an array or object"
             )
         if self.stream_param is not None:
-            named[self.stream_param] = stream
+            given = named.get(self.stream_param)
+            if stream is not None:
+                named[self.stream_param] = stream
+            elif isinstance(given, list):  # a whole stream sent as one array
+                named[self.stream_param] = iter(given)
         try:
             bound = self.signature.bind(*positional, **named)
         except TypeError as exc:

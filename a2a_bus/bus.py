@@ -1,0 +1,429 @@
+"""The Bus: a transport, the agents hosted in this process, and the caller side.
+
+One asyncio loop per process owns all I/O. Used from async code
+(``async with bus:``) the bus runs on the current loop; used from sync code
+(``with bus:`` or ``bus.start()``) it starts and owns a loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.agent import Agent
+from a2a_bus.correlation import Correlator, ReplyStream
+from a2a_bus.discovery import Directory, card_event
+from a2a_bus.errors import BusStopped, JsonRpcError
+from a2a_bus.host import AgentHost
+from a2a_bus.metrics import Metrics
+from a2a_bus.protocol import (
+    Adaptor,
+    ErrorCode,
+    error_response,
+    ext,
+    mcptype,
+    new_event,
+    new_id,
+    result_response,
+    to_kafka,
+)
+from a2a_bus.routing import RouteKind, RoutingError, Topics, decide
+from a2a_bus.supervisor import RestartPolicy
+from a2a_bus.transport.base import Subscription, Transport
+from a2a_bus.transport.kafka_records import dead_letter_headers
+from a2a_bus.transport.memory import MemoryTransport
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Methods the bus answers itself when a request names no agent.
+BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
+
+
+class Bus:
+    """Hosts agents and sends requests, events and streams between them."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        prefix: str = "a2a",
+        node: str | None = None,
+        adaptor: Adaptor | None = None,
+        request_timeout: float = 30.0,
+        heartbeat: float = 5.0,
+        card_ttl: float | None = None,
+        restart_policy: RestartPolicy | None = None,
+    ) -> None:
+        self.transport = transport
+        self.topics = Topics(prefix)
+        self.node = node or uuid.uuid4().hex[:12]
+        self.adaptor = adaptor or Adaptor()
+        self.source = f"a2a-bus/{self.node}"
+        self.request_timeout = request_timeout
+        self.heartbeat = heartbeat
+        self.restart_policy = restart_policy or RestartPolicy()
+        self.metrics = Metrics()
+        self.correlator = Correlator(self.metrics)
+        self.directory = Directory(self.adaptor, card_ttl if card_ttl else 3 * heartbeat)
+        self.reply_topic = self.topics.reply(self.node)
+        self.hosts: list[AgentHost] = []
+        self._subscriptions: list[Subscription] = []
+        self._heartbeats: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self._client: Any = None
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    def memory(cls, *, partitions: int = 4, retention: int = 100_000, **options: Any) -> Bus:
+        """A bus on the in-process transport."""
+        topics = Topics(options.get("prefix", "a2a"))
+        transport = MemoryTransport(
+            partitions=partitions,
+            retention=retention,
+            compacted=[topics.registry],
+            dlq_topic=topics.dlq,
+        )
+        return cls(transport, **options)
+
+    @classmethod
+    def kafka(
+        cls,
+        bootstrap: str | None = None,
+        *,
+        bus_options: dict[str, Any] | None = None,
+        **kafka_options: Any,
+    ) -> Bus:
+        """A bus on Kafka; ``kafka_options`` are KafkaSettings fields (SASL/SSL too)."""
+        from a2a_bus.transport.kafka import KafkaTransport
+
+        options = dict(bus_options or {})
+        kafka_options.setdefault("dlq_topic", Topics(options.get("prefix", "a2a")).dlq)
+        return cls(KafkaTransport(bootstrap, **kafka_options), **options)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Bus:
+        """``A2A_TRANSPORT`` (memory|kafka; kafka when a bootstrap is set), ``A2A_PREFIX``,
+        ``A2A_NODE``, ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``; Kafka from ``A2A_KAFKA_*``."""
+        env = os.environ if environ is None else environ
+        options: dict[str, Any] = {"prefix": env.get("A2A_PREFIX", "a2a")}
+        if env.get("A2A_NODE"):
+            options["node"] = env["A2A_NODE"]
+        if env.get("A2A_REQUEST_TIMEOUT"):
+            options["request_timeout"] = float(env["A2A_REQUEST_TIMEOUT"])
+        if env.get("A2A_HEARTBEAT"):
+            options["heartbeat"] = float(env["A2A_HEARTBEAT"])
+        has_kafka = "A2A_KAFKA_BOOTSTRAP_SERVERS" in env or "KAFKA_BOOTSTRAP_SERVERS" in env
+        kind = env.get("A2A_TRANSPORT", "kafka" if has_kafka else "memory").lower()
+        if kind == "memory":
+            return cls.memory(**options)
+        if kind != "kafka":
+            raise ValueError(f"A2A_TRANSPORT must be 'memory' or 'kafka', not {kind!r}")
+        from a2a_bus.transport.kafka import KafkaTransport
+        from a2a_bus.transport.kafka_config import KafkaSettings
+
+        settings = KafkaSettings.from_env(env, dlq_topic=Topics(options["prefix"]).dlq)
+        return cls(KafkaTransport(settings=settings), **options)
+
+    # -- agents ---------------------------------------------------------------------
+
+    def spawn(
+        self, agent_cls: type[Agent], replicas: int = 1, *args: Any, **kwargs: Any
+    ) -> AgentHost:
+        """Host ``replicas`` actors of ``agent_cls`` (constructor gets ``args``/``kwargs``).
+
+        Before ``start()`` it is recorded; on a running bus it starts now (from
+        the bus's own loop use ``await bus.aspawn(...)``).
+        """
+        host = AgentHost(self, agent_cls, replicas, args, kwargs)
+        if self._running:
+            self._run(self._start_host(host))
+        else:
+            self.hosts.append(host)
+        return host
+
+    async def aspawn(
+        self, agent_cls: type[Agent], replicas: int = 1, *args: Any, **kwargs: Any
+    ) -> AgentHost:
+        host = AgentHost(self, agent_cls, replicas, args, kwargs)
+        if self._running:
+            await self._on_loop(self._start_host(host))
+        else:
+            self.hosts.append(host)
+        return host
+
+    async def _start_host(self, host: AgentHost) -> None:
+        if host not in self.hosts:
+            self.hosts.append(host)
+        await host.start()
+        self.directory.add_local(host.card())
+        await self._announce(host)
+
+    async def _announce(self, host: AgentHost, *, gone: bool = False) -> None:
+        event = card_event(self.adaptor, host.card(), gone=gone)
+        await self.transport.publish(self.topics.registry, event, key=host.agent_id.encode())
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            for host in list(self.hosts):
+                try:
+                    await self._announce(host)
+                except Exception:
+                    log.exception("heartbeat of %s failed", host.agent_id)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise BusStopped("the bus is not started")
+        return self._loop
+
+    async def astart(self) -> None:
+        """Start on the running loop: transport, reply and registry groups, agents."""
+        if self._running:
+            return
+        self._loop = asyncio.get_running_loop()
+        await self.transport.start()
+        topics = self.topics
+        self._subscriptions = [
+            await self.transport.subscribe(
+                [self.reply_topic], self.reply_topic, self.correlator.on_reply, max_in_flight=1024
+            ),
+            await self.transport.subscribe(
+                [topics.registry],
+                f"{topics.registry}.{self.node}",
+                self.directory.on_registry,
+                from_beginning=True,
+            ),
+        ]
+        self._running = True
+        for host in list(self.hosts):
+            await self._start_host(host)
+        self._heartbeats = asyncio.create_task(self._heartbeat())
+
+    async def astop(self) -> None:
+        """Drain in-flight work, say goodbye on the registry, and disconnect."""
+        if not self._running:
+            return
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeats
+        for host in self.hosts:
+            with contextlib.suppress(Exception):
+                await self._announce(host, gone=True)
+            self.directory.remove_local(host.agent_id)
+        for host in self.hosts:
+            await host.stop()
+        for subscription in self._subscriptions:
+            await subscription.stop()
+        self._running = False
+        self.correlator.close()
+        await self.transport.stop()
+
+    def start(self) -> Bus:
+        """Start on a loop thread owned by the bus (for sync code)."""
+        if self._running:
+            return self
+        ready = threading.Event()
+        loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"a2a-bus-{self.node}", daemon=True)
+        self._thread.start()
+        ready.wait()
+        self._loop = loop
+        try:
+            asyncio.run_coroutine_threadsafe(self.astart(), loop).result()
+        except BaseException:
+            self._stop_thread()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        loop = self.loop
+        try:
+            asyncio.run_coroutine_threadsafe(self.astop(), loop).result()
+        finally:
+            self._stop_thread()
+
+    def _stop_thread(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            thread.join(timeout=10)
+
+    def __enter__(self) -> Bus:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Bus:
+        await self.astart()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.astop()
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the bus loop from another thread and wait for it."""
+        loop = self.loop
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is loop:
+            coro.close()
+            raise RuntimeError("blocking call on the bus loop: use the async client (await ...)")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+    async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the bus loop, from the bus loop or any other loop."""
+        loop = self.loop
+        if asyncio.get_running_loop() is loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    # -- clients --------------------------------------------------------------------
+
+    def client(self) -> Any:
+        """The sync client (:class:`a2a_bus.client.Client`) of this bus."""
+        from a2a_bus.client import Client
+
+        if self._client is None:
+            self._client = Client(self)
+        return self._client
+
+    def async_client(self) -> Any:
+        """An async client (:class:`a2a_bus.client.AsyncClient`) of this bus."""
+        from a2a_bus.client import AsyncClient
+
+        return AsyncClient(self)
+
+    # -- the caller side (runs on the bus loop) -------------------------------------
+
+    async def send(
+        self, event: CloudEvent, *, timeout: float | None = None
+    ) -> dict[str, Any] | None:
+        """Route ``event``; for a request wait for its response (the caller's id restored)."""
+        if not self._running:
+            raise BusStopped("the bus is not running")
+        is_request = event.get_extension(ext.MCPTYPE) == mcptype.REQUEST
+        data = event.get_data()
+        message = data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
+        caller_id = message.get("id") if message is not None else event.get_id()
+        method = event.get_extension(ext.METHOD)
+        if (
+            method in BUILTIN_METHODS
+            and event.get_extension(ext.TARGET_AGENT) is None
+            and event.get_subject() is None
+        ):
+            params = message.get("params") if message is not None else data
+            return self._builtin(method, params, caller_id) if is_request else None
+        try:
+            route = decide(event, self.topics, self.directory.method_owner)
+        except RoutingError as exc:
+            if is_request:
+                self.metrics.inc("errors")
+                return error_response(exc.code, exc.message, caller_id)
+            await self.dead_letter(event, f"unroutable: {exc.message}")
+            return None
+        if not is_request or route.kind is RouteKind.PUBSUB:
+            await self.transport.publish(route.topic, event, key=route.key)
+            if is_request:
+                return result_response(
+                    {"published": event.get_id(), "topic": route.topic}, caller_id
+                )
+            return None
+        request_id, outgoing = self._request_event(event, route.agent_id)
+        future = self.correlator.expect(request_id, timeout or self.request_timeout)
+        self.metrics.inc("requests")
+        try:
+            await self.transport.publish(route.topic, outgoing, key=route.key)
+            response = await future
+        except BaseException:
+            self.correlator.cancel(request_id)
+            raise
+        return {"jsonrpc": "2.0", **response, "id": caller_id}
+
+    async def open_stream(self, event: CloudEvent, *, timeout: float | None = None) -> ReplyStream:
+        """Send a request whose handler streams; chunks arrive on the returned stream."""
+        if not self._running:
+            raise BusStopped("the bus is not running")
+        try:
+            route = decide(event, self.topics, self.directory.method_owner)
+        except RoutingError as exc:
+            stream = ReplyStream()
+            stream.fail(JsonRpcError(exc.code, exc.message))
+            return stream
+        request_id, outgoing = self._request_event(event, route.agent_id)
+        stream = self.correlator.expect_stream(request_id, timeout or self.request_timeout)
+        self.metrics.inc("requests")
+        try:
+            await self.transport.publish(route.topic, outgoing, key=route.key)
+        except BaseException:
+            self.correlator.cancel(request_id)
+            raise
+        stream.request_id = request_id
+        return stream
+
+    def _request_event(self, event: CloudEvent, agent_id: str | None) -> tuple[str, CloudEvent]:
+        """A copy of ``event`` with an id unique in the bus and this node's reply topic."""
+        attributes = dict(event.get_attributes())
+        request_id = new_id()
+        attributes["id"] = request_id
+        attributes[ext.REPLY_TO] = self.reply_topic
+        if agent_id is not None:
+            attributes[ext.TARGET_AGENT] = agent_id
+        return request_id, new_event(attributes, event.get_data())
+
+    def _builtin(self, method: str, params: Any, id: Any) -> dict[str, Any]:
+        if method == "methods/list":
+            return result_response({"methods": self.directory.methods()}, id)
+        agent_id = None
+        if isinstance(params, dict):
+            agent_id = params.get("agentId", params.get("agent_id", params.get("id")))
+        elif isinstance(params, list) and params:
+            agent_id = params[0]
+        if not isinstance(agent_id, str):
+            return error_response(
+                ErrorCode.INVALID_PARAMS, "Invalid params", id, "agentId required"
+            )
+        card = self.directory.card(agent_id)
+        if card is None:
+            return error_response(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", id, agent_id)
+        return result_response(card, id)
+
+    async def dead_letter(self, event: CloudEvent, reason: str) -> None:
+        """Write an event the bus could not route to the dead-letter topic."""
+        record = to_kafka(event, "structured")
+        headers = dead_letter_headers((), reason, "", -1, -1) + record.headers
+        await self.transport.publish_raw(
+            self.topics.dlq, record.value, key=record.key, headers=headers
+        )
+        self.metrics.inc("dead_letters")

@@ -1,0 +1,258 @@
+"""The client API: async (:class:`AsyncClient`) and sync (:class:`Client`).
+
+``request``/``notify``/``publish``/``stream``/``stream_to``/``batch`` for
+Python callers; ``call``/``call_event``/``call_stream`` for gateways that
+hold an already parsed JSON-RPC message (or event) and want JSON-RPC back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.protocol import Failure, ext, new_event, new_id
+from a2a_bus.streams import CHUNK_PARAM, END_PARAM
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
+
+
+class Call(NamedTuple):
+    """One element of a batch: ``agent`` None routes by method."""
+
+    agent: str | None
+    method: str
+    params: Any = None
+
+
+def _unwrap(response: dict[str, Any] | None) -> Any:
+    if response is None:
+        return None
+    if "error" in response:
+        raise JsonRpcError.from_dict(response["error"])
+    return response.get("result")
+
+
+class AsyncClient:
+    """Async API of a bus; works from the bus loop or from any other loop."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._ids = itertools.count(1)
+
+    def _event(self, agent: str | None, method: str, params: Any, *, request: bool) -> CloudEvent:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        if request:
+            message["id"] = next(self._ids)
+        item = self.bus.adaptor.from_jsonrpc(message)[0]
+        if isinstance(item, Failure):
+            raise JsonRpcError(item.code, item.message, item.data)
+        if agent is not None:
+            item.get_attributes()[ext.TARGET_AGENT] = agent
+        return item
+
+    async def request(
+        self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        """Call ``method`` (on ``agent``, or on whichever agent declares it); return the
+        result or raise :class:`JsonRpcError`."""
+        event = self._event(agent, method, params, request=True)
+        return _unwrap(await self.call_event(event, timeout=timeout))
+
+    async def notify(self, agent: str | None, method: str, params: Any = None) -> None:
+        """Send a notification (no response)."""
+        await self.call_event(self._event(agent, method, params, request=False))
+
+    async def publish(
+        self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
+    ) -> str:
+        """Publish an event on ``subject`` (one write, every subscriber gets it); its id."""
+        attributes: dict[str, Any] = {
+            "source": self.bus.source,
+            "type": type or f"{self.bus.adaptor.prefix}.{subject}",
+            "subject": subject,
+            "datacontenttype": "application/json",
+            **extensions,
+        }
+        event = new_event(attributes, data)
+        await self.call_event(event)
+        return event.get_id()
+
+    async def publish_event(self, event: CloudEvent) -> None:
+        """Route a ready CloudEvent (its ``subject``/``targetagent`` decide where)."""
+        await self.call_event(event)
+
+    async def call_event(
+        self, event: CloudEvent, *, timeout: float | None = None
+    ) -> dict[str, Any] | None:
+        """Route one event; a request's JSON-RPC response (caller's id), else None."""
+        return await self.bus._on_loop(self.bus.send(event, timeout=timeout))
+
+    async def call(
+        self, message: Any, *, timeout: float | None = None
+    ) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """A parsed JSON-RPC message or batch in, the JSON-RPC response(s) out
+        (None when nothing is to be answered, as for notifications)."""
+        items = self.bus.adaptor.from_jsonrpc(message)
+        answers = await asyncio.gather(*(self._one(item, timeout) for item in items))
+        if isinstance(message, list):
+            responses = [a for a in answers if a is not None]
+            return responses or None
+        return answers[0]
+
+    async def _one(
+        self, item: CloudEvent | Failure, timeout: float | None
+    ) -> dict[str, Any] | None:
+        if isinstance(item, Failure):
+            return item.response()
+        return await self.call_event(item, timeout=timeout)
+
+    async def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
+        """Send several requests at once; each result, or the :class:`JsonRpcError`."""
+        events = [self._event(c.agent, c.method, c.params, request=True) for c in calls]
+        responses = await asyncio.gather(*(self.call_event(e, timeout=timeout) for e in events))
+        results: list[Any] = []
+        for response in responses:
+            try:
+                results.append(_unwrap(response))
+            except JsonRpcError as exc:
+                results.append(exc)
+        return results
+
+    async def stream(
+        self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
+    ) -> AsyncGenerator[Any, None]:
+        """The items a streaming handler yields, in order (timeout: per chunk)."""
+        event = self._event(agent, method, params, request=True)
+        async for item in self._stream_event(event, timeout):
+            yield item
+
+    async def call_stream(
+        self, message: dict[str, Any], *, timeout: float | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Gateway form of :meth:`stream`: one JSON-RPC response per chunk; a failure
+        ends the stream with an error response."""
+        item = self.bus.adaptor.from_jsonrpc(message)[0]
+        if isinstance(item, Failure):
+            yield item.response()
+            return
+        id = message.get("id")
+        try:
+            async for chunk in self._stream_event(item, timeout):
+                yield {"jsonrpc": "2.0", "result": chunk, "id": id}
+        except JsonRpcError as exc:
+            yield {"jsonrpc": "2.0", "error": exc.to_dict(), "id": id}
+
+    async def _stream_event(self, event: CloudEvent, timeout: float | None) -> AsyncIterator[Any]:
+        bus = self.bus
+        stream = await bus._on_loop(bus.open_stream(event, timeout=timeout))
+        items = stream.__aiter__()
+        try:
+            while True:
+                try:
+                    item = await bus._on_loop(_next(items))
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            if stream.request_id is not None:
+                bus.loop.call_soon_threadsafe(bus.correlator.cancel, stream.request_id)
+
+    async def stream_to(
+        self,
+        agent: str | None,
+        method: str,
+        chunks: Iterable[Any] | AsyncIterable[Any],
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its result."""
+        session = new_id()
+        base = {**(params or {}), "_sessionId": session}
+        seq = 0
+        if isinstance(chunks, AsyncIterable):
+            async for chunk in chunks:
+                await self._send_chunk(agent, method, base, seq, chunk)
+                seq += 1
+        else:
+            for chunk in chunks:
+                await self._send_chunk(agent, method, base, seq, chunk)
+                seq += 1
+        end = {**base, "_seq": seq, END_PARAM: True}
+        return await self.request(agent, method, end, timeout=timeout)
+
+    async def _send_chunk(
+        self, agent: str | None, method: str, base: dict[str, Any], seq: int, chunk: Any
+    ) -> None:
+        params = {**base, "_seq": seq, CHUNK_PARAM: chunk}
+        await self.notify(agent, method, params)
+
+
+async def _next(items: AsyncIterator[Any]) -> Any:
+    return await items.__anext__()
+
+
+class Client:
+    """Blocking API of a bus, for threads other than the bus loop (scripts, agents)."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.aio = AsyncClient(bus)
+
+    def request(
+        self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        return self.bus._run(self.aio.request(agent, method, params, timeout=timeout))
+
+    def notify(self, agent: str | None, method: str, params: Any = None) -> None:
+        self.bus._run(self.aio.notify(agent, method, params))
+
+    def publish(
+        self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
+    ) -> str:
+        return self.bus._run(self.aio.publish(subject, data, type=type, **extensions))
+
+    def call(self, message: Any, *, timeout: float | None = None) -> Any:
+        return self.bus._run(self.aio.call(message, timeout=timeout))
+
+    def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
+        return self.bus._run(self.aio.batch(calls, timeout=timeout))
+
+    def stream(
+        self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
+    ) -> Iterator[Any]:
+        items = self.aio.stream(agent, method, params, timeout=timeout)
+        try:
+            while True:
+                try:
+                    yield self.bus._run(_next(items))
+                except StopAsyncIteration:
+                    return
+        finally:
+            self.bus._run(items.aclose())
+
+    def stream_to(
+        self,
+        agent: str | None,
+        method: str,
+        chunks: Iterable[Any],
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        return self.bus._run(self.aio.stream_to(agent, method, chunks, params, timeout=timeout))

@@ -1,0 +1,229 @@
+"""The caller side of request/response: pending requests, deadlines, late replies.
+
+Every request leaves with an event id unique within the bus and the caller's
+reply topic in ``replyto``; the answer carries that id in ``collaborationid``.
+A request is answered at most once: the first response resolves it and any
+later one is dropped and counted (``duplicate_replies``); a response after the
+deadline is dropped and counted (``late_replies``), never handed to anyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.metrics import Metrics
+from a2a_bus.protocol import ErrorCode, error_response, ext
+from a2a_bus.streams import STREAM_END, SeqReceiver
+from a2a_bus.transport.base import Delivery
+
+log = logging.getLogger(__name__)
+
+_EXPIRED = "expired"
+_ANSWERED = "answered"
+_END = object()
+
+
+def timeout_response(timeout: float) -> dict[str, Any]:
+    return error_response(ErrorCode.TIMEOUT, "Request timed out", None, {"timeout": timeout})
+
+
+class ReplyStream:
+    """The items of an agent -> caller stream, in ``seq`` order (async iterator).
+
+    Raises :class:`JsonRpcError` when the stream ends with an error, breaks
+    (a gap in ``seq``) or goes quiet for longer than its timeout.
+    """
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.receiver = SeqReceiver()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(limit)
+        self._error: JsonRpcError | None = None
+        self._abandoned = False
+        self.chunks = 0
+        #: The bus-issued id of the request this stream answers.
+        self.request_id: str | None = None
+
+    async def put(self, seq: Any, item: Any) -> None:
+        for ready in self.receiver.accept(seq, item):
+            if self._abandoned:
+                return
+            await self._queue.put(ready)
+
+    def abandon(self) -> None:
+        """The reader left: drop what is queued and what still comes."""
+        self._abandoned = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
+
+    def end(self, count: Any, response: Any) -> None:
+        """Close with the end marker (or a plain response: one item or an error)."""
+        try:
+            if isinstance(response, dict) and "error" in response:
+                raise JsonRpcError.from_dict(response["error"])
+            if count is None:  # answered without streaming: the result is the one item
+                if isinstance(response, dict):
+                    self._queue.put_nowait(response.get("result"))
+            else:
+                self.receiver.finish(count)
+        except JsonRpcError as exc:
+            self._error = exc
+        self._queue.put_nowait(_END)
+
+    def fail(self, error: JsonRpcError) -> None:
+        self._error = error
+        self._queue.put_nowait(_END)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[Any]:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                if self._error is not None:
+                    raise self._error
+                return
+            self.chunks += 1
+            yield item
+
+
+class _Pending:
+    __slots__ = ("future", "stream", "timeout", "timer")
+
+    def __init__(
+        self,
+        future: asyncio.Future[dict[str, Any]] | None,
+        stream: ReplyStream | None,
+        timeout: float,
+    ) -> None:
+        self.future = future
+        self.stream = stream
+        self.timeout = timeout
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class Correlator:
+    """Matches responses to pending requests by ``collaborationid``."""
+
+    def __init__(self, metrics: Metrics, *, remember: int = 10_000) -> None:
+        self._metrics = metrics
+        self._pending: dict[str, _Pending] = {}
+        self._finished: OrderedDict[str, str] = OrderedDict()
+        self._remember = remember
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def expect(self, request_id: str, timeout: float) -> asyncio.Future[dict[str, Any]]:
+        """A future resolved with the response message, or a timeout error response."""
+        loop = asyncio.get_running_loop()
+        pending = _Pending(loop.create_future(), None, timeout)
+        self._add(request_id, pending, loop)
+        assert pending.future is not None
+        return pending.future
+
+    def expect_stream(self, request_id: str, timeout: float) -> ReplyStream:
+        """A stream of items; ``timeout`` bounds the wait for each chunk."""
+        loop = asyncio.get_running_loop()
+        pending = _Pending(None, ReplyStream(), timeout)
+        self._add(request_id, pending, loop)
+        assert pending.stream is not None
+        return pending.stream
+
+    def _add(self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop) -> None:
+        if request_id in self._pending:
+            raise ValueError(f"request id {request_id!r} is already pending")
+        pending.timer = loop.call_later(pending.timeout, self._expire, request_id)
+        self._pending[request_id] = pending
+        self._metrics.in_flight_delta(1)
+
+    def cancel(self, request_id: str) -> None:
+        """Forget a request whose caller gave up (a later reply counts as late)."""
+        pending = self._pending.get(request_id)
+        if pending is not None:
+            self._settle(request_id, pending, _EXPIRED)
+            if pending.stream is not None:
+                pending.stream.abandon()
+
+    def _settle(self, request_id: str, pending: _Pending, how: str) -> None:
+        del self._pending[request_id]
+        if pending.timer is not None:
+            pending.timer.cancel()
+        self._metrics.in_flight_delta(-1)
+        self._finished[request_id] = how
+        while len(self._finished) > self._remember:
+            self._finished.popitem(last=False)
+
+    def _expire(self, request_id: str) -> None:
+        pending = self._pending.get(request_id)
+        if pending is None:
+            return
+        self._settle(request_id, pending, _EXPIRED)
+        self._metrics.inc("errors")
+        response = timeout_response(pending.timeout)
+        if pending.future is not None and not pending.future.done():
+            pending.future.set_result(response)
+        if pending.stream is not None:
+            pending.stream.fail(JsonRpcError.from_dict(response["error"]))
+
+    async def on_reply(self, delivery: Delivery) -> None:
+        """Handler of the caller's reply topic."""
+        event = delivery.event
+        request_id = event.get_extension(ext.COLLABORATION)
+        pending = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if pending is None:
+            self._count_stray(request_id)
+            return
+        message = event.get_data()
+        if pending.stream is None:
+            self._settle(request_id, pending, _ANSWERED)
+            if isinstance(message, dict) and "error" in message:
+                self._metrics.inc("errors")
+            if pending.future is not None and not pending.future.done():
+                pending.future.set_result(message if isinstance(message, dict) else {})
+            return
+        stream = pending.stream
+        seq = event.get_extension(ext.SEQ)
+        if event.get_extension(STREAM_END) or seq is None:
+            self._settle(request_id, pending, _ANSWERED)
+            stream.end(seq, message)
+            return
+        if pending.timer is not None:  # for streams the deadline is per chunk
+            pending.timer.cancel()
+            loop = asyncio.get_running_loop()
+            pending.timer = loop.call_later(pending.timeout, self._expire, request_id)
+        result = message.get("result") if isinstance(message, dict) else message
+        duplicates, early = stream.receiver.duplicates, stream.receiver.out_of_order
+        try:
+            await stream.put(seq, result)
+        except JsonRpcError as exc:
+            self._settle(request_id, pending, _ANSWERED)
+            stream.fail(exc)
+        if stream.receiver.duplicates > duplicates:
+            self._metrics.inc("stream_duplicates")
+        if stream.receiver.out_of_order > early:
+            self._metrics.inc("stream_gaps")
+
+    def _count_stray(self, request_id: Any) -> None:
+        how = self._finished.get(request_id) if isinstance(request_id, str) else None
+        if how == _ANSWERED:
+            self._metrics.inc("duplicate_replies")
+            log.debug("dropped a second reply to %s", request_id)
+        else:
+            self._metrics.inc("late_replies")
+            log.info("dropped a late or unknown reply to %s", request_id)
+
+    def close(self, reason: str = "the bus stopped") -> None:
+        """Answer every pending request with an error (used at shutdown)."""
+        for request_id, pending in list(self._pending.items()):
+            self._settle(request_id, pending, _EXPIRED)
+            response = error_response(ErrorCode.AGENT_UNAVAILABLE, reason)
+            if pending.future is not None and not pending.future.done():
+                pending.future.set_result(response)
+            if pending.stream is not None:
+                pending.stream.fail(JsonRpcError.from_dict(response["error"]))

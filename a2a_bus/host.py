@@ -1,0 +1,347 @@
+"""The agent side of the bus: one :class:`AgentHost` per spawned agent class.
+
+Each replica is a supervised pykka actor with its own member in the agent's
+inbox group (``<prefix>.agent.<id>``: replicas share the load, also across
+processes) and in one group per ``@subscribe`` handler (every subscriber gets
+every event). The host turns deliveries into jobs, answers requests on the
+caller's reply topic, streams generator results, feeds caller streams to
+handlers, and writes dead messages to the dead-letter topic with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from a2a_bus.actor import Job, Outcome
+from a2a_bus.agent import Agent, MethodSpec, SubscriptionSpec
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.protocol import ErrorCode, error_response, ext, record_key, result_response, to_kafka
+from a2a_bus.streams import CHUNK_PARAM, END_PARAM, InboundStream, chunk_event, end_event
+from a2a_bus.supervisor import Replica
+from a2a_bus.transport.base import Delivery, Subscription
+from a2a_bus.transport.kafka_records import dead_letter_headers
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
+
+log = logging.getLogger(__name__)
+
+#: Chunks an agent may emit ahead of the loop publishing them.
+STREAM_CREDITS = 256
+AGENT_HEADER = "a2a-dlq-agent"
+ATTEMPTS_HEADER = "a2a-dlq-attempts"
+
+
+def _call(attribute: str, args: tuple[Any, ...], kwargs: dict[str, Any], agent: Agent) -> Any:
+    return getattr(agent, attribute)(*args, **kwargs)
+
+
+class AgentHost:
+    """Runs ``replicas`` supervised actors of one agent class on a bus."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        agent_cls: type[Agent],
+        replicas: int = 1,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)):
+            raise TypeError(f"{agent_cls!r} is not an Agent subclass")
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        self.bus = bus
+        self.agent_cls = agent_cls
+        self.agent_id = agent_cls.agent_id
+        self.replica_count = replicas
+        self._args = tuple(args)
+        self._kwargs = dict(kwargs or {})
+        self.replicas: list[Replica] = []
+        self._subscriptions: dict[Replica, list[Subscription]] = {}
+        self._inbound: dict[str, tuple[InboundStream, asyncio.Future[Outcome]]] = {}
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def card(self) -> dict[str, Any]:
+        card = self.agent_cls.card()
+        card.update(node=self.bus.node, replicas=self.replica_count, heartbeatAt=time.time())
+        return card
+
+    def _new_agent(self) -> Agent:
+        agent = self.agent_cls(*self._args, **self._kwargs)
+        agent.client = self.bus.client()
+        return agent
+
+    async def start(self) -> None:
+        transport, topics = self.bus.transport, self.bus.topics
+        mailbox = self.agent_cls.mailbox_size
+        for index in range(self.replica_count):
+            replica = Replica(
+                self._new_agent,
+                name=f"{self.agent_id}#{index}",
+                mailbox_size=mailbox,
+                policy=self.bus.restart_policy,
+                metrics=self.bus.metrics,
+            )
+            replica._on_pressure = functools.partial(self._pressure, replica)
+            replica.start()
+            self.replicas.append(replica)
+            inbox = topics.agent(self.agent_id)
+            subscriptions = [
+                await transport.subscribe(
+                    [inbox],
+                    inbox,
+                    functools.partial(self._on_inbox, replica),
+                    max_in_flight=mailbox,
+                )
+            ]
+            for number, spec in enumerate(self.agent_cls.subscriptions):
+                target = topics.subscription(spec.subject)
+                group = f"{topics.prefix}.sub.{self.agent_id}.{spec.attribute}.{number}"
+                subscriptions.append(
+                    await transport.subscribe(
+                        [target] if isinstance(target, str) else target,
+                        group,
+                        functools.partial(self._on_event, replica, spec),
+                        from_beginning=spec.replay,
+                        max_in_flight=mailbox,
+                    )
+                )
+            self._subscriptions[replica] = subscriptions
+
+    async def stop(self) -> None:
+        """Leave the groups after in-flight work drained, then stop the actors."""
+        for subscriptions in self._subscriptions.values():
+            for subscription in subscriptions:
+                await subscription.stop()
+        for replica in self.replicas:
+            await replica.stop()
+        self._subscriptions.clear()
+        self.replicas.clear()
+
+    def _pressure(self, replica: Replica, full: bool) -> None:
+        for subscription in self._subscriptions.get(replica, ()):
+            subscription.pause() if full else subscription.resume()
+
+    # -- requests -------------------------------------------------------------------
+
+    async def _on_inbox(self, replica: Replica, delivery: Delivery) -> None:
+        event = delivery.event
+        data = event.get_data()
+        if type(data) is dict and data.get("jsonrpc") == "2.0":
+            message: dict[str, Any] = data
+        else:
+            message = self.bus.adaptor.to_jsonrpc(event)
+        method = message.get("method")
+        if not isinstance(method, str):
+            await self.dead_letter(delivery, "not a request: the message has no method")
+            return
+        spec = self.agent_cls.methods.get(method)
+        if spec is None:
+            await self._builtin_or_unknown(delivery, message, method)
+            return
+        if spec.stream_param is not None and event.get_extension(ext.SESSION) is not None:
+            await self._on_stream_chunk(replica, delivery, spec, message)
+            return
+        try:
+            bound = spec.bind(message.get("params"))
+        except JsonRpcError as exc:
+            await self._answer(delivery, message, Outcome(error=exc))
+            return
+        job = Job(
+            functools.partial(_call, spec.attribute, bound.args, bound.kwargs),
+            label=method,
+            event=event,
+            redelivered=delivery.redelivered,
+        )
+        if spec.streams_out and "id" in message:
+            await self._stream_out(replica, delivery, message, job)
+            return
+        await self._answer(delivery, message, await replica.submit(job))
+
+    async def _builtin_or_unknown(
+        self, delivery: Delivery, message: dict[str, Any], method: str
+    ) -> None:
+        if method == "agent/card/get":
+            await self._answer(delivery, message, Outcome(result=self.card()))
+        elif method == "methods/list":
+            methods = [{"agent": self.agent_id, **m} for m in self.card()["methods"]]
+            await self._answer(delivery, message, Outcome(result={"methods": methods}))
+        elif "id" in message:
+            error = JsonRpcError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
+            await self._answer(delivery, message, Outcome(error=error))
+        else:
+            await self.dead_letter(delivery, f"unknown method {method!r} on {self.agent_id}")
+
+    async def _answer(self, delivery: Delivery, message: dict[str, Any], outcome: Outcome) -> None:
+        """Count the outcome, dead-letter a dead message, and reply to a request."""
+        self.bus.metrics.inc("handled")
+        id = message.get("id")
+        if outcome.crash is not None:
+            await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
+            # The traceback is in the log; the caller learns only that it failed.
+            response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
+        elif outcome.error is not None:
+            error = outcome.error
+            response = error_response(error.code, error.message, id, error.data)
+        else:
+            response = result_response(outcome.result, id)
+        if "id" in message:
+            await self.respond(delivery, response)
+
+    async def respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
+        """Send ``response`` to the caller's reply topic (raw if the request was raw)."""
+        event = delivery.event
+        reply_to = event.get_extension(ext.REPLY_TO)
+        transport = self.bus.transport
+        if delivery.raw:
+            topic = reply_to if isinstance(reply_to, str) else self.bus.topics.reply("ingress")
+            await transport.publish_raw(topic, orjson.dumps(response), key=event.get_id().encode())
+            return
+        if not isinstance(reply_to, str):
+            log.debug("request %s has no reply topic; its response is dropped", event.get_id())
+            return
+        answer = self.bus.adaptor.response_event(event, response, source=self.bus.source)
+        answer.get_attributes()[ext.REPLY_TO] = reply_to
+        await transport.publish(reply_to, answer, key=record_key(answer))
+
+    # -- streams --------------------------------------------------------------------
+
+    async def _stream_out(
+        self, replica: Replica, delivery: Delivery, message: dict[str, Any], job: Job
+    ) -> None:
+        """Run a generator handler; publish each item as a chunk, in order, then the end."""
+        event = delivery.event
+        reply_to = event.get_extension(ext.REPLY_TO)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
+        credits = threading.Semaphore(STREAM_CREDITS)
+
+        def emit(seq: int, item: Any) -> None:  # runs in the actor thread
+            if not credits.acquire(timeout=60):
+                raise TimeoutError("the stream's reader stopped taking chunks")
+            loop.call_soon_threadsafe(queue.put_nowait, (seq, item))
+
+        async def pump() -> None:
+            adaptor, transport = self.bus.adaptor, self.bus.transport
+            while (entry := await queue.get()) is not None:
+                if isinstance(reply_to, str):
+                    chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to)
+                    await transport.publish(reply_to, chunk, key=record_key(chunk))
+                credits.release()
+
+        job.emit = emit
+        pumping = loop.create_task(pump())
+        try:
+            outcome = await replica.submit(job)
+        finally:
+            queue.put_nowait(None)
+            await pumping
+        id = message.get("id")
+        if outcome.result is not None and outcome.error is None and outcome.crash is None:
+            count = outcome.result
+            response = result_response({"chunks": count}, id)
+        else:
+            count = 0
+            await self._answer_stream_failure(delivery, outcome)
+            error = outcome.error or JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error")
+            response = error_response(error.code, error.message, id, error.data)
+        self.bus.metrics.inc("handled")
+        if isinstance(reply_to, str):
+            end = end_event(self.bus.adaptor, event, count, response, reply_to)
+            await self.bus.transport.publish(reply_to, end, key=record_key(end))
+
+    async def _answer_stream_failure(self, delivery: Delivery, outcome: Outcome) -> None:
+        if outcome.crash is not None:
+            await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
+
+    async def _on_stream_chunk(
+        self, replica: Replica, delivery: Delivery, spec: MethodSpec, message: dict[str, Any]
+    ) -> None:
+        """One chunk (or the end marker) of a caller -> agent stream."""
+        event = delivery.event
+        session = str(event.get_extension(ext.SESSION))
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        entry = self._inbound.get(session)
+        if entry is None:
+            stream = InboundStream(asyncio.get_running_loop())
+            others = {k: v for k, v in params.items() if k not in (CHUNK_PARAM, END_PARAM)}
+            try:
+                bound = spec.bind(others, stream=iter(stream))
+            except JsonRpcError as exc:
+                done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+                done.set_result(Outcome(error=exc))
+                entry = self._inbound[session] = (stream, done)
+            else:
+                job = Job(
+                    functools.partial(_call, spec.attribute, bound.args, bound.kwargs),
+                    label=f"{spec.name} stream {session}",
+                    event=event,
+                    redelivered=delivery.redelivered,
+                )
+                task = asyncio.ensure_future(replica.submit(job))
+                entry = self._inbound[session] = (stream, task)
+        stream, running = entry
+        seq = event.get_extension(ext.SEQ)
+        if params.get(END_PARAM):
+            stream.close(seq)
+            outcome = await running
+            self._inbound.pop(session, None)
+            await self._answer(delivery, message, outcome)
+        elif not running.done():
+            await stream.put(seq, params.get(CHUNK_PARAM))
+
+    # -- pub/sub --------------------------------------------------------------------
+
+    async def _on_event(self, replica: Replica, spec: SubscriptionSpec, delivery: Delivery) -> None:
+        event = delivery.event
+        job = Job(
+            functools.partial(_call, spec.attribute, (event,), {}),
+            label=f"{spec.subject} event {event.get_id()}",
+            event=event,
+            redelivered=delivery.redelivered,
+        )
+        outcome = await replica.submit(job)
+        self.bus.metrics.inc("handled")
+        if outcome.crash is not None:
+            await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
+        elif outcome.error is not None:
+            reason = f"handler-error: {outcome.error.code} {outcome.error.message}"
+            await self.dead_letter(delivery, reason, outcome.attempts)
+
+    # -- dead letters ---------------------------------------------------------------
+
+    async def dead_letter(self, delivery: Delivery, reason: str, attempts: int = 1) -> None:
+        """Write the delivered event to the dead-letter topic with why and where from."""
+        record = to_kafka(delivery.event, "structured")
+        original = [
+            (name, value)
+            for name, value in delivery.headers
+            if not name.lower().startswith("ce_") and name.lower() != "content-type"
+        ]
+        headers = dead_letter_headers(
+            original, reason, delivery.topic, delivery.partition, delivery.offset
+        )
+        headers += [
+            *record.headers,
+            (AGENT_HEADER, self.agent_id.encode()),
+            (ATTEMPTS_HEADER, str(attempts).encode()),
+        ]
+        await self.bus.transport.publish_raw(
+            self.bus.topics.dlq, record.value, key=delivery.key, headers=headers
+        )
+        self.bus.metrics.inc("dead_letters")
+        log.warning("dead letter from %s: %s", self.agent_id, reason)
+
+
+__all__ = ["AgentHost"]

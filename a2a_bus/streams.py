@@ -1,0 +1,171 @@
+"""Ordered streams: chunk sequencing, the end marker, and receiver-side checks.
+
+A stream is a run of events sharing one record key (so one partition, in
+order), numbered by the ``seq`` attribute from 0, closed by an end marker that
+carries ``streamend`` and the number of chunks. The receiver still checks
+``seq``: a repeat is dropped and counted, a chunk ahead of its turn waits in a
+bounded buffer, and a gap left when the end marker arrives breaks the stream.
+
+Agent -> caller: chunks are response events (``collaborationid`` = the
+request id), each ``result`` one item. Caller -> agent: chunks are JSON-RPC
+notifications of the method with ``params._sessionId``/``_seq``/``chunk``; the
+end marker is the request itself (``_seq`` = chunk count, ``_end``: true),
+answered like any request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.protocol import Adaptor, ErrorCode, ext, result_response
+
+#: Extension flag on the event that closes a stream.
+STREAM_END = "streamend"
+#: params member carrying one item of a caller -> agent stream; and its end flag.
+CHUNK_PARAM = "chunk"
+END_PARAM = "_end"
+
+
+def chunk_event(
+    adaptor: Adaptor, request: CloudEvent, seq: int, item: Any, reply_to: str
+) -> CloudEvent:
+    """One agent -> caller chunk answering ``request``."""
+    message = request.get_data()
+    id = message.get("id") if isinstance(message, dict) else None
+    event = adaptor.response_event(request, result_response(item, id))
+    attributes = event.get_attributes()
+    attributes[ext.SEQ] = seq
+    attributes[ext.REPLY_TO] = reply_to
+    return event
+
+
+def end_event(
+    adaptor: Adaptor, request: CloudEvent, count: int, response: dict[str, Any], reply_to: str
+) -> CloudEvent:
+    """The end marker: ``response`` is ``{"chunks": count}`` or the error."""
+    event = adaptor.response_event(request, response)
+    attributes = event.get_attributes()
+    attributes[ext.SEQ] = count
+    attributes[STREAM_END] = True
+    attributes[ext.REPLY_TO] = reply_to
+    return event
+
+
+class SeqReceiver:
+    """Puts chunks back in ``seq`` order; drops repeats; reports gaps."""
+
+    def __init__(self, window: int = 4096) -> None:
+        self.expected = 0
+        self.window = window
+        self.duplicates = 0
+        self.out_of_order = 0
+        self._ahead: dict[int, Any] = {}
+
+    def accept(self, seq: Any, item: Any) -> list[Any]:
+        """The items now deliverable in order (possibly none)."""
+        if type(seq) is not int or seq < 0:
+            raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", f"bad seq {seq!r}")
+        if seq < self.expected or seq in self._ahead:
+            self.duplicates += 1
+            return []
+        if seq > self.expected:
+            if len(self._ahead) >= self.window:
+                raise JsonRpcError(
+                    ErrorCode.STREAM_BROKEN, "Stream broken", f"gap at seq {self.expected}"
+                )
+            self.out_of_order += 1
+            self._ahead[seq] = item
+            return []
+        ready = [item]
+        self.expected += 1
+        while self.expected in self._ahead:
+            ready.append(self._ahead.pop(self.expected))
+            self.expected += 1
+        return ready
+
+    def finish(self, count: Any) -> None:
+        """Check that exactly ``count`` chunks (0..count-1) arrived."""
+        if type(count) is int and count == self.expected and not self._ahead:
+            return
+        missing = self.expected if type(count) is int and count > self.expected else None
+        detail = f"gap at seq {missing}" if missing is not None else f"ended at {count!r}"
+        raise JsonRpcError(
+            ErrorCode.STREAM_BROKEN, "Stream broken", f"{detail}; got {self.expected}"
+        )
+
+
+_END = object()
+
+
+class InboundStream:
+    """A caller -> agent stream: the loop puts items, the actor thread iterates.
+
+    Bounded: ``put`` waits (on the loop) while ``limit`` items are unread; the
+    reader gives up after ``idle_timeout`` seconds without a chunk.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, limit: int = 1024, idle_timeout: float = 60.0
+    ) -> None:
+        self.receiver = SeqReceiver()
+        self.idle_timeout = idle_timeout
+        self._loop = loop
+        self._limit = limit
+        self._items: deque[Any] = deque()
+        self._ready = threading.Condition()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._error: JsonRpcError | None = None
+
+    async def put(self, seq: Any, item: Any) -> None:
+        try:
+            ready = self.receiver.accept(seq, item)
+        except JsonRpcError as exc:
+            self.fail(exc)
+            return
+        if ready:
+            await self._space.wait()
+            with self._ready:
+                self._items.extend(ready)
+                if len(self._items) >= self._limit:
+                    self._space.clear()
+                self._ready.notify()
+
+    def close(self, count: Any) -> None:
+        try:
+            self.receiver.finish(count)
+        except JsonRpcError as exc:
+            self.fail(exc)
+            return
+        with self._ready:
+            self._items.append(_END)
+            self._ready.notify()
+
+    def fail(self, error: JsonRpcError) -> None:
+        with self._ready:
+            self._error = error
+            self._items.append(_END)
+            self._ready.notify()
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            with self._ready:
+                while not self._items:
+                    if not self._ready.wait(self.idle_timeout):
+                        detail = f"no chunk for {self.idle_timeout}s"
+                        raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", detail)
+                item = self._items.popleft()
+                if len(self._items) < self._limit // 2:
+                    self._loop.call_soon_threadsafe(self._space.set)
+            if item is _END:
+                if self._error is not None:
+                    raise self._error
+                return
+            yield item
