@@ -75,7 +75,7 @@ class LlmClient(abc.ABC):
             yield response.content
         yield response
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release connections (no-op by default)."""
 
     async def aclose(self) -> None:

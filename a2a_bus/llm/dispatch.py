@@ -54,7 +54,8 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
         ) from None
     if not isinstance(arguments, dict):
         raise ToolArgumentsError(
-            f"arguments for tool {call.name!r} must be a JSON object, got {type(arguments).__name__}"
+            f"arguments for tool {call.name!r} must be a JSON object, "
+            f"got {type(arguments).__name__}"
         )
     return arguments
 

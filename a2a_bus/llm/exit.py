@@ -23,7 +23,14 @@ log = logging.getLogger(__name__)
 
 VARIABLES = ("finish_reason", "content", "turn", "tool_calls", "tool_results", "messages")
 FUNCTIONS = ("tool_call", "len", "str", "int", "any", "all")
-_CONSTANTS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+_CONSTANTS = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
+}
 
 # String literals are matched first so operators inside quotes stay untouched.
 _TOKENS = re.compile(r"""("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')|(\|\||&&|!(?!=))""")
@@ -63,11 +70,12 @@ class ExitCondition:
             if isinstance(node, ast.Name) and node.id not in known:
                 raise ExitConditionError(
                     f"invalid exit_condition {expression!r}: unknown name {node.id!r}; "
-                    f"use {', '.join(VARIABLES)} or tool_call(\"name\")"
+                    f'use {", ".join(VARIABLES)} or tool_call("name")'
                 )
             if isinstance(node, ast.Lambda | ast.comprehension):
                 raise ExitConditionError(
-                    f"invalid exit_condition {expression!r}: lambdas and comprehensions are not allowed"
+                    f"invalid exit_condition {expression!r}: "
+                    "lambdas and comprehensions are not allowed"
                 )
 
     def __repr__(self) -> str:

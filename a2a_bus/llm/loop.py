@@ -39,7 +39,7 @@ from a2a_bus.llm.listeners import (
     summarize,
 )
 from a2a_bus.llm.memory.stores import ConversationStore, InMemoryStore
-from a2a_bus.llm.memory.strategies import ConversationMemory, MemoryStrategy, full
+from a2a_bus.llm.memory.strategies import MemoryStrategy, full
 from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolCall, Usage
 from a2a_bus.llm.output import AgentOutput
 from a2a_bus.llm.soul import SoulProvider, as_soul
@@ -93,7 +93,8 @@ class AgentLoop:
             not isinstance(max_tool_concurrency, int) or max_tool_concurrency < 1
         ):
             raise AgentConfigError(
-                f"max_tool_concurrency must be None or an integer >= 1, got {max_tool_concurrency!r}"
+                "max_tool_concurrency must be None or an integer >= 1, "
+                f"got {max_tool_concurrency!r}"
             )
         if tool_timeout is not None and tool_timeout <= 0:
             raise AgentConfigError(f"tool_timeout must be > 0, got {tool_timeout!r}")
@@ -174,11 +175,15 @@ class AgentLoop:
             lambda: self._drive(prompt, conversation, context, checkpoint, True, True),
         )
 
-    async def aresume(self, checkpoint: AgentCheckpoint, prompt: Prompt = None, **kwargs: Any) -> AgentOutput:
+    async def aresume(
+        self, checkpoint: AgentCheckpoint, prompt: Prompt = None, **kwargs: Any
+    ) -> AgentOutput:
         """Continue from a checkpoint with a fresh turn budget (optionally adding a prompt)."""
         return await self.arun(prompt, checkpoint=checkpoint, **kwargs)
 
-    def resume(self, checkpoint: AgentCheckpoint, prompt: Prompt = None, **kwargs: Any) -> AgentOutput:
+    def resume(
+        self, checkpoint: AgentCheckpoint, prompt: Prompt = None, **kwargs: Any
+    ) -> AgentOutput:
         return self.run(prompt, checkpoint=checkpoint, **kwargs)
 
     # -- the core --------------------------------------------------------------
@@ -198,7 +203,9 @@ class AgentLoop:
             history = list(checkpoint.conversation)
             turn_base = checkpoint.turn_count
         else:
-            history = await self._store_call(sync, self.store.load, conversation) if conversation else []
+            history = (
+                await self._store_call(sync, self.store.load, conversation) if conversation else []
+            )
             turn_base = 0
         if not new_messages and not history:
             raise ValueError("nothing to answer: give a prompt or a checkpoint")
@@ -240,10 +247,14 @@ class AgentLoop:
                     listeners.emit(
                         "on_llm_called",
                         callback,
-                        LlmCalled(turn, response.model or self.model, response.usage.prompt_tokens,
-                                  response.usage.completion_tokens,
-                                  (time.perf_counter() - call_started) * 1000.0,
-                                  response.finish_reason),
+                        LlmCalled(
+                            turn,
+                            response.model or self.model,
+                            response.usage.prompt_tokens,
+                            response.usage.completion_tokens,
+                            (time.perf_counter() - call_started) * 1000.0,
+                            response.finish_reason,
+                        ),
                     )
                 assistant = response.message
                 if not assistant.tool_calls:
@@ -252,11 +263,14 @@ class AgentLoop:
                     break
                 if streaming:
                     results: list[ToolResult] = []
-                    async for chunk in self._stream_tools(assistant.tool_calls, turn, callback,
-                                                          values, results):
+                    async for chunk in self._stream_tools(
+                        assistant.tool_calls, turn, callback, values, results
+                    ):
                         yield chunk
                 else:
-                    results = await self._run_tools(assistant.tool_calls, turn, callback, values, None)
+                    results = await self._run_tools(
+                        assistant.tool_calls, turn, callback, values, None
+                    )
                 await memory.aadd(assistant, *(result.message() for result in results))
                 latest_results = {result.call.id: result.value for result in results}
                 if self.exit_condition is not None and self._should_exit(
@@ -264,14 +278,20 @@ class AgentLoop:
                 ):
                     exit_reason = "exit_condition"
                     break
-            snapshot = AgentCheckpoint(tuple(memory.messages()), turn_base + turns,
-                                       jsonable(latest_results), conversation)
+            snapshot = AgentCheckpoint(
+                tuple(memory.messages()), turn_base + turns, jsonable(latest_results), conversation
+            )
             if listeners:
                 listeners.emit(
                     "on_loop_exited",
                     callback,
-                    LoopExited(turns, llm_calls, usage.total_tokens,
-                               (time.perf_counter() - started) * 1000.0, exit_reason),
+                    LoopExited(
+                        turns,
+                        llm_calls,
+                        usage.total_tokens,
+                        (time.perf_counter() - started) * 1000.0,
+                        exit_reason,
+                    ),
                 )
             if exit_reason == "max_turns":
                 raise MaxTurnsExceeded(self.max_turns, snapshot)
@@ -296,17 +316,23 @@ class AgentLoop:
         tools = self.tools.definitions()
         if sync:
             return self.client.chat(messages, tools, model=self.model, temperature=self.temperature)
-        return await self.client.achat(messages, tools, model=self.model, temperature=self.temperature)
+        return await self.client.achat(
+            messages, tools, model=self.model, temperature=self.temperature
+        )
 
-    async def _stream_llm(self, messages: list[LlmMessage], sync: bool) -> AsyncIterator[str | ChatResponse]:
+    async def _stream_llm(
+        self, messages: list[LlmMessage], sync: bool
+    ) -> AsyncIterator[str | ChatResponse]:
         tools = self.tools.definitions()
         if sync:
-            for item in self.client.stream(messages, tools, model=self.model,
-                                           temperature=self.temperature):
+            for item in self.client.stream(
+                messages, tools, model=self.model, temperature=self.temperature
+            ):
                 yield item
         else:
-            async for item in self.client.astream(messages, tools, model=self.model,
-                                                  temperature=self.temperature):
+            async for item in self.client.astream(
+                messages, tools, model=self.model, temperature=self.temperature
+            ):
                 yield item
 
     async def _store_call(self, sync: bool, method: Callable[..., Any], *args: Any) -> Any:
@@ -326,17 +352,30 @@ class AgentLoop:
 
         async def run_one(call: ToolCall) -> ToolResult:
             if listeners:
-                listeners.emit("on_tool_dispatched", callback,
-                               ToolDispatched(turn, call.id, call.name, call.arguments))
+                listeners.emit(
+                    "on_tool_dispatched",
+                    callback,
+                    ToolDispatched(turn, call.id, call.name, call.arguments),
+                )
             if on_chunk is not None:
                 on_chunk(ToolStart(call.name, call.id, turn))
-            context = ToolContext(self.name, callback.conversation, turn, call.id,
-                                  callback.execution_id, values)
+            context = ToolContext(
+                self.name, callback.conversation, turn, call.id, callback.execution_id, values
+            )
             result = await execute_call(self.tools, call, context, self.tool_timeout)
             if listeners:
-                listeners.emit("on_tool_completed", callback,
-                               ToolCompleted(turn, call.id, call.name, result.success,
-                                             result.latency_ms, summarize(result.content)))
+                listeners.emit(
+                    "on_tool_completed",
+                    callback,
+                    ToolCompleted(
+                        turn,
+                        call.id,
+                        call.name,
+                        result.success,
+                        result.latency_ms,
+                        summarize(result.content),
+                    ),
+                )
             if on_chunk is not None:
                 on_chunk(ToolEnd(call.name, call.id, result.success, turn))
             return result
@@ -353,7 +392,9 @@ class AgentLoop:
     ) -> AsyncIterator[AgentStreamChunk]:
         """Run the tools while yielding their start/end chunks as they happen."""
         queue: asyncio.Queue[AgentStreamChunk | None] = asyncio.Queue()
-        task = asyncio.ensure_future(self._run_tools(calls, turn, callback, values, queue.put_nowait))
+        task = asyncio.ensure_future(
+            self._run_tools(calls, turn, callback, values, queue.put_nowait)
+        )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (chunk := await queue.get()) is not None:
@@ -364,7 +405,11 @@ class AgentLoop:
                 task.cancel()
 
     def _should_exit(
-        self, response: ChatResponse, turn: int, results: list[ToolResult], messages: list[LlmMessage]
+        self,
+        response: ChatResponse,
+        turn: int,
+        results: list[ToolResult],
+        messages: list[LlmMessage],
     ) -> bool:
         assert self.exit_condition is not None
         calls = [

@@ -36,7 +36,9 @@ class ToolCall:
     arguments: str = "{}"
 
     @classmethod
-    def of(cls, name: str, arguments: Mapping[str, Any] | None = None, id: str | None = None) -> ToolCall:
+    def of(
+        cls, name: str, arguments: Mapping[str, Any] | None = None, id: str | None = None
+    ) -> ToolCall:
         """Build a call from a Python mapping (handy in scripts and tests)."""
         return cls(id=id or new_call_id(), name=name, arguments=json.dumps(dict(arguments or {})))
 
@@ -54,8 +56,11 @@ class ToolCall:
         if not isinstance(arguments, str):
             # Some servers (Ollama) send the arguments as an object.
             arguments = json.dumps(arguments)
-        return cls(id=str(data.get("id") or new_call_id()), name=str(function.get("name", "")),
-                   arguments=arguments)
+        return cls(
+            id=str(data.get("id") or new_call_id()),
+            name=str(function.get("name", "")),
+            arguments=arguments,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +82,9 @@ class LlmMessage:
         return cls("user", content)
 
     @classmethod
-    def assistant(cls, content: str | None = None, tool_calls: tuple[ToolCall, ...] = ()) -> LlmMessage:
+    def assistant(
+        cls, content: str | None = None, tool_calls: tuple[ToolCall, ...] = ()
+    ) -> LlmMessage:
         return cls("assistant", content, tool_calls=tuple(tool_calls))
 
     @classmethod
@@ -103,7 +110,9 @@ class LlmMessage:
         content = data.get("content")
         if isinstance(content, list):
             # Content parts: keep the text parts, which is all the runtime uses.
-            content = "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+            content = "".join(
+                str(part.get("text", "")) for part in content if isinstance(part, dict)
+            )
         return cls(
             role=role,
             content=content,
@@ -144,8 +153,10 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt_tokens + other.prompt_tokens,
-                     self.completion_tokens + other.completion_tokens)
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,8 +59,13 @@ class _RetryBudget:
         client = self._client
         if not error.retryable or self.attempt > client.max_retries:
             raise error
-        delay = backoff_delay(self.attempt, headers, base=client.backoff, cap=client.max_backoff,
-                              max_retry_after=client.max_retry_after)
+        delay = backoff_delay(
+            self.attempt,
+            headers,
+            base=client.backoff,
+            cap=client.max_backoff,
+            max_retry_after=client.max_retry_after,
+        )
         if client.on_retry is not None:
             client.on_retry(RetryInfo(self.attempt, delay, error.status, str(error)))
         return delay
@@ -90,7 +95,9 @@ class OpenAIClient(LlmClient):
         on_retry: Callable[[RetryInfo], None] | None = None,
     ) -> None:
         self.model = model or os.environ.get("A2A_LLM_MODEL") or DEFAULT_MODEL
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout = timeout
         self.max_retries = max_retries
@@ -158,12 +165,20 @@ class OpenAIClient(LlmClient):
         temperature: float | None,
         stream: bool,
     ) -> dict[str, Any]:
-        return build_body(messages, tools, model=model or self.model, temperature=temperature,
-                          stream=stream, stream_usage=self.stream_usage)
+        return build_body(
+            messages,
+            tools,
+            model=model or self.model,
+            temperature=temperature,
+            stream=stream,
+            stream_usage=self.stream_usage,
+        )
 
     def _unreachable(self, exc: Exception) -> LlmError:
-        return LlmError(f"cannot reach the LLM server at {self._url}: {type(exc).__name__}: {exc}",
-                        retryable=True)
+        return LlmError(
+            f"cannot reach the LLM server at {self._url}: {type(exc).__name__}: {exc}",
+            retryable=True,
+        )
 
     # -- sync --------------------------------------------------------------
 

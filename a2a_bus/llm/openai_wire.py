@@ -67,7 +67,9 @@ def parse_completion(data: Any) -> ChatResponse:
         raise LlmError(f"malformed chat completion from the server: {exc!r}") from exc
     return ChatResponse(
         message=message,
-        finish_reason=str(choice.get("finish_reason") or ("tool_calls" if message.tool_calls else "stop")),
+        finish_reason=str(
+            choice.get("finish_reason") or ("tool_calls" if message.tool_calls else "stop")
+        ),
         usage=parse_usage(data.get("usage")),
         model=str(data.get("model") or ""),
     )
@@ -203,8 +205,11 @@ def error_from_response(status: int, text: str) -> LlmError:
         detail = describe_error(json.loads(text))
     except ValueError:
         detail = text.strip()[:500] or "(empty body)"
-    return LlmError(f"LLM server answered HTTP {status}: {detail}", status=status,
-                    retryable=is_retryable_status(status))
+    return LlmError(
+        f"LLM server answered HTTP {status}: {detail}",
+        status=status,
+        retryable=is_retryable_status(status),
+    )
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:

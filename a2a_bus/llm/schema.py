@@ -42,20 +42,27 @@ def type_schema(hint: Any) -> dict[str, Any]:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         nullable = len(options) < len(args)
-        schema = type_schema(options[0]) if len(options) == 1 else {
-            "anyOf": [type_schema(a) for a in options]}
+        schema = (
+            type_schema(options[0])
+            if len(options) == 1
+            else {"anyOf": [type_schema(a) for a in options]}
+        )
         if nullable:
             schema = _allow_null(schema)
         return schema
-    if isinstance(origin, type) and issubclass(origin, abc.Sequence | abc.Set) and origin is not str:
+    if (
+        isinstance(origin, type)
+        and issubclass(origin, abc.Sequence | abc.Set)
+        and origin is not str
+    ):
         if origin is tuple:
             item = args[0] if len(args) == 2 and args[1] is Ellipsis else None
         else:
             item = args[0] if args else None
-        schema: dict[str, Any] = {"type": "array"}
+        array: dict[str, Any] = {"type": "array"}
         if item is not None:
-            schema["items"] = type_schema(item)
-        return schema
+            array["items"] = type_schema(item)
+        return array
     if isinstance(origin, type) and issubclass(origin, abc.Mapping):
         schema = {"type": "object"}
         if len(args) == 2:
@@ -106,7 +113,11 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 params[current] = f"{params[current]} {line.strip()}".strip()
     summary_lines: list[str] = []
     for line in text.splitlines():
-        if not line.strip() or line.startswith(":") or re.match(r"^(Args|Arguments|Parameters|Returns|Raises|Example|Examples):", line):
+        if (
+            not line.strip()
+            or line.startswith(":")
+            or re.match(r"^(Args|Arguments|Parameters|Returns|Raises|Example|Examples):", line)
+        ):
             break
         summary_lines.append(line.strip())
     return " ".join(summary_lines), params
@@ -153,8 +164,11 @@ def function_schema(
         else:
             required.append(name)
         properties[name] = schema
-    parameters: dict[str, Any] = {"type": "object", "properties": properties,
-                                  "additionalProperties": False}
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
     if required:
         parameters["required"] = required
     return summary, parameters

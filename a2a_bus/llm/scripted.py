@@ -50,8 +50,11 @@ class ScriptedClient(LlmClient):
 
     @classmethod
     def from_rules(
-        cls, rules: Sequence[tuple[str, Step]], default: Step = "I cannot help with that.",
-        *, model: str = "scripted",
+        cls,
+        rules: Sequence[tuple[str, Step]],
+        default: Step = "I cannot help with that.",
+        *,
+        model: str = "scripted",
     ) -> ScriptedClient:
         """The first rule whose pattern matches the latest message (user or tool) answers."""
         compiled = [(re.compile(pattern, re.IGNORECASE), step) for pattern, step in rules]

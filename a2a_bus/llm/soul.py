@@ -77,7 +77,9 @@ class CallableSoul:
         return self.func(context)
 
 
-def as_soul(value: str | SoulProvider | Callable[[Mapping[str, Any]], str | None] | None) -> SoulProvider:
+def as_soul(
+    value: str | SoulProvider | Callable[[Mapping[str, Any]], str | None] | None,
+) -> SoulProvider:
     """Accept the usual spellings: None, a string, a provider or a function."""
     if value is None:
         return NoSoul()

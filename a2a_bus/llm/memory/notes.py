@@ -36,7 +36,7 @@ class NotesBackend(abc.ABC):
     def read(self, scope: str, key: str) -> str | None: ...
 
     @abc.abstractmethod
-    def list(self, scope: str) -> list[str]: ...
+    def list_keys(self, scope: str) -> list[str]: ...
 
     @abc.abstractmethod
     def delete(self, scope: str, key: str) -> bool: ...
@@ -58,7 +58,9 @@ class NotesBackend(abc.ABC):
                 value: the text to remember
             """
             if len(value) > backend.max_value_chars:
-                raise ValueError(f"note is too long ({len(value)} > {backend.max_value_chars} chars)")
+                raise ValueError(
+                    f"note is too long ({len(value)} > {backend.max_value_chars} chars)"
+                )
             backend.save(backend.scope_of(context), key, value)
             return f"saved note {key!r}"
 
@@ -75,7 +77,7 @@ class NotesBackend(abc.ABC):
 
         def memory_list(context: ToolContext) -> list[str]:
             """List the keys of all saved notes."""
-            return backend.list(backend.scope_of(context))
+            return backend.list_keys(backend.scope_of(context))
 
         def memory_delete(key: str, context: ToolContext) -> str:
             """Delete the note saved under a key.
@@ -110,7 +112,7 @@ class InMemoryNotes(NotesBackend):
         with self._lock:
             return self._notes.get(scope, {}).get(key)
 
-    def list(self, scope: str) -> list[str]:
+    def list_keys(self, scope: str) -> list[str]:
         with self._lock:
             return sorted(self._notes.get(scope, {}))
 
@@ -152,7 +154,7 @@ class SqliteNotes(NotesBackend):
             ).fetchone()
         return row[0] if row else None
 
-    def list(self, scope: str) -> list[str]:
+    def list_keys(self, scope: str) -> list[str]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT key FROM a2a_notes WHERE scope = ? ORDER BY key", (scope,)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -20,7 +21,7 @@ CREATE TABLE IF NOT EXISTS a2a_conversations (
 """
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A connection shared by threads (callers serialise with a lock), in WAL mode."""
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
 class SqliteStore(ConversationStore):
     """Conversations as JSON rows in a SQLite database; survives restarts."""
 
-    def __init__(self, path: str | Path = "a2a-conversations.db") -> None:
+    def __init__(self, path: str | os.PathLike[str] = "a2a-conversations.db") -> None:
         self.path = str(path)
         self._lock = threading.Lock()
         self._db = connect(path)

@@ -38,7 +38,7 @@ class ConversationStore(abc.ABC):
     def keys(self) -> list[str]:
         """Keys of the stored conversations."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources."""
 
     def __enter__(self) -> ConversationStore:

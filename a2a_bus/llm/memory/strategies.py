@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.memory.tokens import HeuristicTokenEstimator, TokenEstimator
@@ -57,6 +59,11 @@ class MemoryStrategy:
 
     description: str
     factory: MemoryFactory
+    #: "full", "sliding_window", "token_budget", "summary" or "custom".
+    kind: str = "custom"
+    size: int | None = None
+    #: For "summary": the summarizer given, if any (the builder supplies an LLM one).
+    summarizer: Summarizer | None = None
 
     def create(self, messages: Sequence[LlmMessage] = ()) -> ConversationMemory:
         return self.factory(messages)
@@ -185,7 +192,9 @@ class SummaryMemory(ConversationMemory):
         previous = [m for m in system if m.name == SUMMARY_NAME]
         others = [m for m in system if m.name != SUMMARY_NAME]
         text = self.summarizer([*previous, *older])
-        summary = LlmMessage.system(f"Summary of the earlier conversation: {text}", name=SUMMARY_NAME)
+        summary = LlmMessage.system(
+            f"Summary of the earlier conversation: {text}", name=SUMMARY_NAME
+        )
         return [*others, summary, *kept]
 
     async def aadd(self, *messages: LlmMessage) -> None:
@@ -206,32 +215,87 @@ def _check_positive(what: str, value: int) -> None:
 
 def full() -> MemoryStrategy:
     """Keep every message (the default; costly in tokens on long conversations)."""
-    return MemoryStrategy("full()", FullMemory)
+    return MemoryStrategy("full()", FullMemory, "full")
 
 
 def sliding_window(size: int) -> MemoryStrategy:
     """Keep system messages plus the last ``size`` other messages."""
     _check_positive("sliding_window size", size)
-    return MemoryStrategy(f"sliding_window({size})", lambda m: SlidingWindowMemory(m, size))
+    return MemoryStrategy(
+        f"sliding_window({size})", lambda m: SlidingWindowMemory(m, size), "sliding_window", size
+    )
 
 
 def token_budget(max_tokens: int, estimator: TokenEstimator | None = None) -> MemoryStrategy:
     """Prune the oldest messages until the estimate is at most ``max_tokens``."""
     _check_positive("token_budget max_tokens", max_tokens)
     return MemoryStrategy(
-        f"token_budget({max_tokens})", lambda m: TokenBudgetMemory(m, max_tokens, estimator)
+        f"token_budget({max_tokens})",
+        lambda m: TokenBudgetMemory(m, max_tokens, estimator),
+        "token_budget",
+        max_tokens,
     )
 
 
 def summary(keep: int, summarizer: Summarizer | None = None) -> MemoryStrategy:
     """Keep the last ``keep`` messages and summarize older ones with ``summarizer``."""
     _check_positive("summary size", keep)
-    return MemoryStrategy(f"summary({keep})", lambda m: SummaryMemory(m, keep, summarizer))
+    return MemoryStrategy(
+        f"summary({keep})",
+        lambda m: SummaryMemory(m, keep, summarizer),
+        "summary",
+        keep,
+        summarizer,
+    )
 
 
 def custom(factory: MemoryFactory, description: str = "custom") -> MemoryStrategy:
     """Any ``ConversationMemory`` made by ``factory(initial_messages)``."""
     return MemoryStrategy(description, factory)
+
+
+_SPEC = re.compile(r"^\s*(\w+)\s*(?:\(\s*(\d*)\s*\))?\s*$")
+_SIZED: dict[str, Callable[[int], MemoryStrategy]] = {
+    "sliding_window": sliding_window,
+    "token_budget": token_budget,
+    "summary": summary,
+}
+
+
+def parse_memory(spec: str | Mapping[str, Any]) -> MemoryStrategy:
+    """A strategy from its DSL form: ``"sliding_window(20)"``, ``"full()"``,
+    ``{"strategy": "token_budget", "size": 4000}`` or ``{"summary": 10}``.
+    """
+    if isinstance(spec, Mapping):
+        if "strategy" in spec:
+            unknown = set(spec) - {"strategy", "size"}
+            if unknown:
+                raise ValueError(
+                    f"unknown memory option(s) {sorted(unknown)}; use strategy and size"
+                )
+            name, size = spec["strategy"], spec.get("size")
+        elif len(spec) == 1:
+            name, size = next(iter(spec.items()))
+        else:
+            raise ValueError("memory mapping needs 'strategy' (and 'size'), e.g. {strategy: full}")
+    elif isinstance(spec, str):
+        match = _SPEC.match(spec)
+        if not match:
+            raise ValueError(f"cannot read memory strategy {spec!r}; e.g. sliding_window(20)")
+        name, size = match.group(1), int(match.group(2)) if match.group(2) else None
+    else:
+        raise ValueError(f"memory must be a string or a mapping, got {type(spec).__name__}")
+    if name == "full":
+        if size is not None:
+            raise ValueError("full() takes no size")
+        return full()
+    if name not in _SIZED:
+        raise ValueError(
+            f"unknown memory strategy {name!r}; use full, sliding_window, token_budget or summary"
+        )
+    if size is None:
+        raise ValueError(f"{name} needs a size, e.g. {name}(20)")
+    return _SIZED[name](size)
 
 
 DEFAULT_SUMMARY_PROMPT = (
