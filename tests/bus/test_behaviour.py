@@ -1,0 +1,411 @@
+"""One behavioural suite for the bus, run on both transports so they cannot drift.
+
+``memory`` always runs; ``kafka`` needs a broker (the ``kafka_bootstrap``
+fixture) and is marked ``kafka``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from a2a_bus import Bus, JsonRpcError, RestartPolicy
+from a2a_bus.discovery import card_event
+from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.kafka_records import DLQ_REASON
+from tests.bus.agents import RECORDER, Calc, Echo, Flaky, Phoenix, Slow, subscriber
+
+WAIT = 30.0  # upper bound on any single await; never a performance assertion
+FAST_RESTARTS = RestartPolicy(max_retries=2, backoff_initial=0.001, backoff_max=0.01)
+
+
+def _kafka_available() -> bool:
+    try:
+        import a2a_bus.transport.kafka  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param(
+            "kafka",
+            marks=[
+                pytest.mark.kafka,
+                pytest.mark.skipif(not _kafka_available(), reason="Kafka transport missing"),
+            ],
+        ),
+    ]
+)
+async def make_bus(request: pytest.FixtureRequest) -> AsyncIterator[Callable[..., Awaitable[Bus]]]:
+    """A factory of started buses on the transport under test (stopped afterwards)."""
+    kind = request.param
+    bootstrap = None
+    if kind == "kafka":
+        try:
+            bootstrap = request.getfixturevalue("kafka_bootstrap")
+        except pytest.FixtureLookupError:
+            pytest.skip("no kafka_bootstrap fixture")
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    buses: list[Bus] = []
+
+    async def make(*agents: Any, **options: Any) -> Bus:
+        options.setdefault("prefix", prefix)
+        options.setdefault("heartbeat", 60.0)
+        options.setdefault("restart_policy", FAST_RESTARTS)
+        options.setdefault("request_timeout", WAIT)
+        if kind == "memory":
+            bus = Bus.memory(**options)
+        else:
+            bus = Bus.kafka(bootstrap, bus_options=options, metadata_max_age_ms=1000)
+        for agent in agents:
+            bus.spawn(*agent) if isinstance(agent, tuple) else bus.spawn(agent)
+        await asyncio.wait_for(bus.astart(), WAIT)
+        buses.append(bus)
+        return bus
+
+    yield make
+    for bus in buses:
+        await asyncio.wait_for(bus.astop(), WAIT)
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = WAIT) -> None:
+    """Wait until ``predicate()`` holds (fails the test if it never does)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+async def read_dlq(bus: Bus, count: int) -> list[Delivery]:
+    """The first ``count`` dead letters of this bus's DLQ topic."""
+    letters: list[Delivery] = []
+
+    async def on_letter(delivery: Delivery) -> None:
+        letters.append(delivery)
+
+    group = f"{bus.topics.dlq}.reader.{uuid.uuid4().hex[:6]}"
+    sub = await bus.transport.subscribe([bus.topics.dlq], group, on_letter, from_beginning=True)
+    try:
+        await eventually(lambda: len(letters) >= count)
+    finally:
+        await sub.stop()
+    return letters
+
+
+def header(delivery: Delivery, name: str) -> str:
+    return dict(delivery.headers)[name].decode()
+
+
+# -- request/response ------------------------------------------------------------------
+
+
+async def test_p2p_positional_and_named(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    client = bus.async_client()
+    assert await client.request("calc", "subtract", [42, 23]) == 19
+    assert await client.request("calc", "subtract", {"subtrahend": 23, "minuend": 42}) == 19
+
+
+async def test_route_by_method_and_unknown_method(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc, Echo)
+    client = bus.async_client()
+    assert await client.request(None, "subtract", [10, 4]) == 6
+    assert await client.request(None, "echo", {"value": "hi"}) == "hi"
+    with pytest.raises(JsonRpcError) as by_method:
+        await client.request(None, "no/such", {})
+    assert by_method.value.code == -32601
+    with pytest.raises(JsonRpcError) as p2p:
+        await client.request("calc", "no/such", {})
+    assert p2p.value.code == -32601
+
+
+@pytest.mark.parametrize(
+    "params",
+    [[1], [1, 2, 3], {"minuend": 1}, {"minuend": 1, "subtrahend": 2, "x": 3}, ["a", 1]],
+)
+async def test_bad_params(make_bus: Callable[..., Awaitable[Bus]], params: Any) -> None:
+    bus = await make_bus(Calc)
+    with pytest.raises(JsonRpcError) as error:
+        await bus.async_client().request("calc", "subtract", params)
+    assert error.value.code == -32602
+
+
+async def test_custom_error(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    with pytest.raises(JsonRpcError) as error:
+        await bus.async_client().request("calc", "divide", [1, 0])
+    assert (error.value.code, error.value.message, error.value.data) == (
+        -32010,
+        "division by zero",
+        {"a": 1},
+    )
+
+
+async def test_internal_error_has_no_traceback(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    response = await bus.async_client().call(
+        {"jsonrpc": "2.0", "method": "explode", "params": {"_agentId": "calc"}, "id": "x1"}
+    )
+    assert response == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32603, "message": "Internal error"},
+        "id": "x1",
+    }
+    # The agent still serves after its restarts.
+    assert await bus.async_client().request("calc", "subtract", [3, 1]) == 2
+
+
+async def test_callers_reusing_one_jsonrpc_id(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus((Echo, 2))
+    client = bus.async_client()
+
+    def message(value: str) -> dict[str, Any]:
+        params = {"_agentId": "echo", "value": value, "delay": 0.01}
+        return {"jsonrpc": "2.0", "method": "echo", "params": params, "id": 1}
+
+    values = [f"caller-{i}" for i in range(20)]
+    responses = await asyncio.gather(*(client.call(message(v)) for v in values))
+    assert [r["result"] for r in responses] == values
+    assert all(r["id"] == 1 for r in responses)
+
+
+async def test_batch(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    client = bus.async_client()
+    batch = [
+        {"jsonrpc": "2.0", "method": "subtract", "params": [5, 1], "id": "a"},
+        {"jsonrpc": "2.0", "method": "subtract", "params": {"_agentId": "calc"}},  # notification
+        {"jsonrpc": "2.0", "method": 7, "id": "bad"},
+        {"jsonrpc": "2.0", "method": "divide", "params": [1, 0], "id": "c"},
+    ]
+    responses = await client.call(batch)
+    assert isinstance(responses, list)
+    by_id = {r["id"]: r for r in responses}
+    assert by_id["a"]["result"] == 4
+    assert by_id["c"]["error"]["code"] == -32010
+    assert [r for r in responses if r["id"] not in ("a", "c")][0]["error"]["code"] == -32600
+    assert len(responses) == 3
+
+
+# -- deadlines -------------------------------------------------------------------------
+
+
+async def test_deadline_and_late_reply_counted(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Echo)
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as error:
+        await client.request("echo", "echo", {"value": "late", "delay": 0.5}, timeout=0.05)
+    assert error.value.code == -32001
+    await eventually(lambda: bus.metrics.late_replies == 1)
+    assert bus.metrics.duplicate_replies == 0
+    # The late answer reached no one; the next call gets its own answer.
+    assert await client.request("echo", "echo", {"value": "next"}) == "next"
+
+
+# -- pub/sub ---------------------------------------------------------------------------
+
+
+async def test_fan_out_one_publish_three_subscribers(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    names = [f"fan-{tag}-{i}" for i in range(3)]
+    bus = await make_bus(*(subscriber(n, "alerts.fire") for n in names))
+    topic = bus.topics.subject("alerts.fire")
+    writes_before = _writes(bus, topic)
+    await bus.async_client().publish("alerts.fire", {"n": 1}, partitionkey="k")
+    assert _writes(bus, topic) - writes_before == 1
+    # A second event on the same key arrives after the first: when every
+    # subscriber has it, none can still receive a copy of the first.
+    await bus.async_client().publish("alerts.fire", {"n": 2}, partitionkey="k")
+    await eventually(lambda: all(len(RECORDER.get(n)) >= 2 for n in names))
+    assert all(RECORDER.get(n) == [{"n": 1}, {"n": 2}] for n in names)
+
+
+def _writes(bus: Bus, topic: str) -> int:
+    transport: Any = bus.transport
+    if hasattr(transport, "writes"):
+        return int(transport.writes.get(topic, 0))
+    return int(transport.metrics.produced)
+
+
+async def test_wildcard_subscription(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    tag = uuid.uuid4().hex[:6]
+    one, many = f"one-{tag}", f"many-{tag}"
+    bus = await make_bus(subscriber(one, "orders.*"), subscriber(many, "orders.#"))
+    client = bus.async_client()
+    for subject in ("orders.eu", "orders.us", "orders.eu.paris"):
+        await client.publish(subject, {"subject": subject})
+    await eventually(lambda: len(RECORDER.get(many)) == 3 and len(RECORDER.get(one)) >= 2)
+    assert sorted(d["subject"] for d in RECORDER.get(one)) == ["orders.eu", "orders.us"]
+
+
+async def test_late_subscriber_replays_history(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    tag = uuid.uuid4().hex[:6]
+    bus = await make_bus()
+    client = bus.async_client()
+    for n in range(5):
+        await client.publish("news.sports", {"n": n}, partitionkey="news")
+    replayer, live = f"replay-{tag}", f"live-{tag}"
+    await bus.aspawn(subscriber(replayer, "news.sports", replay=True))
+    await bus.aspawn(subscriber(live, "news.sports"))
+    await client.publish("news.sports", {"n": 5}, partitionkey="news")
+    await eventually(lambda: len(RECORDER.get(replayer)) == 6 and len(RECORDER.get(live)) >= 1)
+    assert [d["n"] for d in RECORDER.get(replayer)] == list(range(6))
+    assert RECORDER.get(live) == [{"n": 5}]
+
+
+# -- streaming -------------------------------------------------------------------------
+
+
+async def test_stream_1000_chunks_agent_to_caller(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    items = [item async for item in bus.async_client().stream("calc", "count", [1000])]
+    assert items == list(range(1000))
+    assert bus.metrics.stream_duplicates == 0
+
+
+async def test_stream_1000_chunks_caller_to_agent(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    result = await bus.async_client().stream_to("calc", "collect", range(1000), {"scale": 2})
+    assert result == [2 * n for n in range(1000)]
+
+
+async def test_stream_errors_surface(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc)
+    with pytest.raises(JsonRpcError) as error:
+        async for _ in bus.async_client().stream("calc", "count", ["many"]):
+            pass
+    assert error.value.code == -32602
+
+
+# -- supervision -----------------------------------------------------------------------
+
+
+async def test_poison_messages_go_to_dlq_and_agent_keeps_serving(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Flaky)
+    client = bus.async_client()
+    outcomes = [await _settle(client.request("flaky", "work", [n])) for n in range(1, 31)]
+    for n, outcome in zip(range(1, 31), outcomes, strict=True):
+        if n % 10 == 0:
+            assert isinstance(outcome, JsonRpcError) and outcome.code == -32603
+        else:
+            assert outcome == n * 2
+    letters = await read_dlq(bus, 3)
+    assert len(letters) == 3
+    assert sorted(letter.event.get_data()["params"][0] for letter in letters) == [10, 20, 30]
+    for letter in letters:
+        assert "handler-crash: ValueError: poison message" in header(letter, DLQ_REASON)
+        assert header(letter, "a2a-dlq-agent") == "flaky"
+        assert header(letter, "a2a-dlq-attempts") == "3"
+    assert bus.metrics.restarts == 9  # 3 poison messages x (1 try + 2 retries)
+    assert bus.metrics.dead_letters == 3
+
+
+async def _settle(awaitable: Awaitable[Any]) -> Any:
+    try:
+        return await awaitable
+    except JsonRpcError as exc:
+        return exc
+
+
+async def test_crashed_agent_is_restarted_and_message_retried(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Phoenix)
+    first_instance = Phoenix.instances
+    result = await bus.async_client().request("phoenix", "once", [uuid.uuid4().hex])
+    assert result == {"instance": first_instance + 1, "redelivered": True}
+    assert bus.metrics.restarts == 1
+    assert bus.metrics.redeliveries == 1
+    assert bus.metrics.dead_letters == 0
+
+
+# -- backpressure and shutdown ---------------------------------------------------------
+
+
+async def test_backpressure_bounds_the_mailbox(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Slow)
+    client = bus.async_client()
+    results = await asyncio.gather(
+        *(client.request("slow", "nap", {"seconds": 0.005, "tag": i}) for i in range(40))
+    )
+    assert sorted(results) == list(range(40))
+    assert bus.metrics.peak_mailbox == Slow.mailbox_size
+    assert bus.metrics.pauses >= 1
+
+
+async def test_graceful_shutdown_drains_in_flight(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus((Echo, 1))
+    client = bus.async_client()
+    calls = [
+        asyncio.ensure_future(client.request("echo", "echo", {"value": i, "delay": 0.05}))
+        for i in range(8)
+    ]
+    host = bus.hosts[0]
+    await eventually(lambda: host.replicas[0].held == 8)
+    await asyncio.wait_for(bus.astop(), WAIT)
+    assert [call.result() for call in calls] == list(range(8))
+    assert bus.metrics.in_flight == 0
+
+
+# -- discovery -------------------------------------------------------------------------
+
+
+async def test_methods_list_and_card(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(Calc, subscriber(f"cards-{uuid.uuid4().hex[:6]}", "orders.*"))
+    client = bus.async_client()
+    methods = (await client.request(None, "methods/list"))["methods"]
+    subtract = next(m for m in methods if m["agent"] == "calc" and m["name"] == "subtract")
+    assert subtract["params"]["properties"] == {
+        "minuend": {"type": "integer"},
+        "subtrahend": {"type": "integer"},
+    }
+    assert subtract["result"] == {"type": "integer"}
+    card = await client.request(None, "agent/card/get", {"agentId": "calc"})
+    assert card["id"] == "calc"
+    assert {m["name"] for m in card["methods"]} == {
+        "subtract",
+        "divide",
+        "explode",
+        "count",
+        "collect",
+    }
+    assert next(m for m in card["methods"] if m["name"] == "count")["streaming"] == "response"
+    with pytest.raises(JsonRpcError) as error:
+        await client.request(None, "agent/card/get", {"agentId": "nobody"})
+    assert error.value.code == -32002
+
+
+async def test_cards_from_other_processes_expire(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    bus = await make_bus(card_ttl=0.5)
+    client = bus.async_client()
+    ghost = {
+        "id": "ghost",
+        "description": "an agent in a process that died",
+        "version": "1",
+        "methods": [{"name": "haunt", "params": {}, "result": {}}],
+        "subscriptions": [],
+        "heartbeatAt": time.time(),
+    }
+    # What another process's bus writes on the registry, with no later heartbeat.
+    await bus.transport.publish(bus.topics.registry, card_event(bus.adaptor, ghost), key=b"ghost")
+    await eventually(lambda: bus.directory.card("ghost") is not None)
+    assert (await client.request(None, "agent/card/get", ["ghost"]))["id"] == "ghost"
+    await eventually(lambda: bus.directory.card("ghost") is None)
+    with pytest.raises(JsonRpcError) as error:
+        await client.request(None, "agent/card/get", ["ghost"])
+    assert error.value.code == -32002
+    methods = (await client.request(None, "methods/list"))["methods"]
+    assert all(m["agent"] != "ghost" for m in methods)
