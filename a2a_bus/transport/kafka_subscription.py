@@ -97,6 +97,9 @@ class KafkaSubscription(Subscription):
         self._closing = False
         self._stopped = False
         self._assigned = asyncio.Event()
+        #: Set once the current assignment's previous owners are known; records
+        #: fetched earlier wait for it (aiokafka may fetch before the callback).
+        self._learned = asyncio.Event()
         self._commit_wanted = asyncio.Event()
         self._commit_lock = asyncio.Lock()
         self._run_task: asyncio.Task[None] | None = None
@@ -196,6 +199,7 @@ class KafkaSubscription(Subscription):
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         self._epoch += 1  # the dispatch loop drops the rest of its batch
+        self._learned.clear()
         tasks = [task for tp in revoked for task in self._tasks.get(tp, ())]
         if tasks:
             await asyncio.wait(tasks, timeout=self._settings.drain_timeout)
@@ -212,6 +216,7 @@ class KafkaSubscription(Subscription):
             await self._learn_previous_owner(assigned)
             if self._paused:
                 self._consumer.pause(*assigned)
+        self._learned.set()
         self._assigned.set()
 
     async def _learn_previous_owner(self, assigned: set[TopicPartition]) -> None:
@@ -269,7 +274,9 @@ class KafkaSubscription(Subscription):
         await self._slots.acquire()
         started = False
         try:
-            if self._epoch != epoch:
+            if tp not in self._redelivery_bound:
+                await self._learned.wait()
+            if self._epoch != epoch or tp not in self._redelivery_bound:
                 return True  # dropped on purpose: the partition was revoked
             tracker = self._trackers.get(tp)
             if tracker is None:
@@ -286,7 +293,7 @@ class KafkaSubscription(Subscription):
                 record.headers,
                 record.key,
             )
-            redelivered = record.offset < self._redelivery_bound.get(tp, -1)
+            redelivered = record.offset < self._redelivery_bound[tp]
             tracker.add(record.offset)
             key = (tp, record.key) if record.key is not None else None
             previous = self._tails.get(key) if key is not None else None
