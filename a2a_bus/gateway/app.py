@@ -1,0 +1,93 @@
+"""The HTTP gateway: a Starlette app in front of a bus.
+
+``create_app(bus, settings)`` returns the ASGI app. Its lifespan starts the bus
+(unless it already runs) on the server's loop and stops it at shutdown, so
+``uvicorn.run(create_app(Bus.memory()))`` is a complete gateway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from a2a_bus.gateway.auth import Authenticator
+from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.gateway.context import GatewayContext
+from a2a_bus.gateway.discovery import get_agent, list_agents
+from a2a_bus.gateway.events import events
+from a2a_bus.gateway.health import healthz, readyz
+from a2a_bus.gateway.prom import MetricsMiddleware, metrics
+from a2a_bus.gateway.responses import problem
+from a2a_bus.gateway.rpc import rpc
+from a2a_bus.gateway.settings import GatewaySettings
+from a2a_bus.protocol import Adaptor
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
+
+log = logging.getLogger(__name__)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return problem(exc.status_code, exc.detail, exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # Never a traceback in a response: it is in the log.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem(500, "internal error")
+
+
+def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
+    """The gateway's ASGI app for ``bus``; see the module docstring."""
+    settings = settings or GatewaySettings()
+    adaptor = Adaptor(
+        prefix=bus.adaptor.prefix,
+        source=settings.source,
+        max_message_bytes=settings.max_body_bytes,
+        max_batch=settings.max_batch,
+    )
+    gateway = GatewayContext(
+        bridge=Bridge(bus),
+        settings=settings,
+        adaptor=adaptor,
+        authenticator=Authenticator(settings.tokens),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        owned = not bus.running
+        if owned:
+            await bus.astart()
+        try:
+            yield
+        finally:
+            if owned:
+                await bus.astop()
+
+    app = Starlette(
+        routes=[
+            Route("/rpc", rpc, methods=["POST"]),
+            Route("/events", events, methods=["POST"]),
+            Route("/agents", list_agents, methods=["GET"]),
+            Route("/agents/{agent_id}", get_agent, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ],
+        middleware=[Middleware(MetricsMiddleware)],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        lifespan=lifespan,
+    )
+    app.state.gateway = gateway
+    return app

@@ -1,0 +1,107 @@
+"""Bearer tokens and per-token allow-lists of agents, methods and topics."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.protocol import ext
+
+Patterns = tuple[str, ...] | None
+
+
+def _patterns(value: Any, what: str) -> Patterns:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"{what} must be a list of names or glob patterns")
+    return tuple(str(item) for item in value)
+
+
+def _allowed(patterns: Patterns, name: str) -> bool:
+    return patterns is None or any(fnmatchcase(name, p) for p in patterns)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one token may reach. ``None`` allows all; patterns are shell globs."""
+
+    name: str = "anonymous"
+    agents: Patterns = None
+    methods: Patterns = None
+    topics: Patterns = None
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any], fallback_name: str = "token") -> Access:
+        unknown = set(entry) - {"name", "agents", "methods", "topics"}
+        if unknown:
+            raise ValueError(f"unknown allow-list keys: {', '.join(sorted(unknown))}")
+        return cls(
+            name=str(entry.get("name") or fallback_name),
+            agents=_patterns(entry.get("agents"), "agents"),
+            methods=_patterns(entry.get("methods"), "methods"),
+            topics=_patterns(entry.get("topics"), "topics"),
+        )
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.agents is None and self.methods is None and self.topics is None
+
+    def may_see_agent(self, agent_id: str) -> bool:
+        return _allowed(self.agents, agent_id)
+
+    def denies(self, event: CloudEvent, agent: str | None) -> str | None:
+        """Why this token may not send ``event`` (routed to ``agent``), or None."""
+        if self.unrestricted:
+            return None
+        method = event.get_extension(ext.METHOD)
+        name = method if isinstance(method, str) else event.get_type()
+        if not _allowed(self.methods, name):
+            return f"method {name!r} is not allowed for this token"
+        subject = event.get_subject()
+        if subject is not None and not _allowed(self.topics, subject):
+            return f"topic {subject!r} is not allowed for this token"
+        # An event that no agent receives (unknown method) reaches nobody: the bus
+        # answers it, so only a resolved agent is checked.
+        if agent is not None and not _allowed(self.agents, agent):
+            return f"agent {agent!r} is not allowed for this token"
+        return None
+
+
+#: The access of every caller when no tokens are configured.
+OPEN = Access(name="open")
+
+
+class Authenticator:
+    """Resolves ``Authorization: Bearer <token>`` to an :class:`Access`.
+
+    Tokens are kept as SHA-256 digests, so lookups do not compare secrets
+    character by character.
+    """
+
+    def __init__(self, tokens: Mapping[str, Access]) -> None:
+        self._by_digest = {_digest(token): access for token, access in tokens.items()}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._by_digest)
+
+    def authenticate(self, authorization: str | None) -> Access | None:
+        """The caller's access, or None when a valid token is required and missing."""
+        if not self._by_digest:
+            return OPEN
+        if not authorization:
+            return None
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self._by_digest.get(_digest(token.strip()))
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()

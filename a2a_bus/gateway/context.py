@@ -1,0 +1,42 @@
+"""What every endpoint of one gateway shares, kept on ``app.state.gateway``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from a2a_bus.gateway.auth import Access, Authenticator
+from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.gateway.settings import GatewaySettings
+from a2a_bus.protocol import Adaptor
+
+#: Sent with every 401 (RFC 6750).
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="a2a-bus"'}
+
+
+@dataclass(frozen=True)
+class GatewayContext:
+    bridge: Bridge
+    settings: GatewaySettings
+    adaptor: Adaptor
+    authenticator: Authenticator
+
+
+def context(request: Request) -> GatewayContext:
+    gateway: GatewayContext = request.app.state.gateway
+    return gateway
+
+
+def access_of(request: Request) -> Access | None:
+    """The caller's access, or None without a valid token (when tokens are configured)."""
+    return context(request).authenticator.authenticate(request.headers.get("authorization"))
+
+
+def require_access(request: Request) -> Access:
+    """The caller's access; a 401 without a valid token."""
+    access = access_of(request)
+    if access is None:
+        raise HTTPException(401, "a valid bearer token is required", headers=CHALLENGE)
+    return access

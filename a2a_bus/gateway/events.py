@@ -1,0 +1,53 @@
+"""``POST /events``: the CloudEvents HTTP binding (binary, structured, batch) onto the bus.
+
+A request is all or nothing: every event is decoded, checked against the
+caller's allow-lists and routed before any is published, so a 400 or 403
+means nothing was published. Accepted events are answered with 202.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from a2a_bus.gateway.context import context, require_access
+from a2a_bus.gateway.limits import BodyTooLarge, read_body
+from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
+from a2a_bus.gateway.responses import JSONResponse, problem
+from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
+from a2a_bus.routing import RoutingError
+
+
+async def events(request: Request) -> Response:
+    ctx = context(request)
+    access = require_access(request)
+    try:
+        body = await read_body(request, ctx.settings.max_body_bytes)
+    except BodyTooLarge as exc:
+        return problem(413, str(exc))
+    try:
+        decoded = from_http(dict(request.headers), body)
+    except ProtocolError as exc:
+        return problem(400, f"malformed CloudEvent: {exc.failure.data or exc.failure.message}")
+    if not decoded:
+        return problem(400, "malformed CloudEvent: the batch is empty")
+    if len(decoded) > ctx.settings.max_batch:
+        limit = ctx.settings.max_batch
+        return problem(400, f"the batch has {len(decoded)} events; the limit is {limit}")
+    routes = []
+    for event in decoded:
+        try:
+            route = ctx.bridge.route(event)
+        except RoutingError as exc:
+            status = 404 if exc.code == ErrorCode.METHOD_NOT_FOUND else 400
+            return problem(status, f"event {event.get_id()!r} cannot be routed: {exc.message}")
+        reason = access.denies(event, route.agent_id)
+        if reason is not None:
+            DENIED.labels("forbidden").inc()
+            return problem(403, f"event {event.get_id()!r}: {reason}")
+        routes.append(route)
+    for event, route in zip(decoded, routes, strict=True):
+        await ctx.bridge.publish(event, route)
+        EVENTS_PUBLISHED.inc()
+    accepted = [{"id": e.get_id(), "topic": r.topic} for e, r in zip(decoded, routes, strict=True)]
+    return JSONResponse({"accepted": accepted}, 202)

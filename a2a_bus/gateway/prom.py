@@ -1,0 +1,82 @@
+"""Prometheus metrics of the gateway and ``GET /metrics``.
+
+Bus counters (requests, errors, dead letters, in-flight requests...) live in
+:mod:`a2a_bus.metrics`; this module adds the HTTP side and serves them all.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+HTTP_REQUESTS = Counter(
+    "a2a_gateway_http_requests", "HTTP requests answered by the gateway", ["route", "status"]
+)
+HTTP_LATENCY = Histogram(
+    "a2a_gateway_http_request_seconds",
+    "Time to answer an HTTP request (streams: until the stream ends)",
+    ["route"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+HTTP_IN_FLIGHT = Gauge("a2a_gateway_http_in_flight", "HTTP requests being answered", ["route"])
+RPC_ERRORS = Counter(
+    "a2a_gateway_rpc_errors", "JSON-RPC error responses sent by the gateway", ["code"]
+)
+EVENTS_PUBLISHED = Counter("a2a_gateway_events_published", "CloudEvents accepted on /events")
+DENIED = Counter("a2a_gateway_denied", "Requests refused by authentication or allow-lists", ["why"])
+INGRESS_RECORDS = Counter("a2a_ingress_records", "Kafka ingress messages, by outcome", ["outcome"])
+
+_ROUTES = ("/rpc", "/events", "/agents", "/healthz", "/readyz", "/metrics")
+
+
+def route_label(path: str) -> str:
+    """A bounded label for a request path (no ids in labels)."""
+    if path.startswith("/agents/"):
+        return "/agents/{id}"
+    return path if path in _ROUTES else "other"
+
+
+class MetricsMiddleware:
+    """Counts requests by route and status, their latency and how many are in flight."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = route_label(scope["path"])
+        status = 500
+
+        async def record_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        in_flight = HTTP_IN_FLIGHT.labels(route)
+        in_flight.inc()
+        start = time.perf_counter()
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            in_flight.dec()
+            HTTP_LATENCY.labels(route).observe(time.perf_counter() - start)
+            HTTP_REQUESTS.labels(route, str(status)).inc()
+
+
+async def metrics(request: Request) -> Response:
+    """Every metric of this process in the Prometheus text format."""
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,86 @@
+"""Settings of the HTTP gateway: limits, timeouts and access tokens."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from a2a_bus.gateway.auth import Access
+from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
+
+ENV_PREFIX = "A2A_GATEWAY_"
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """How the gateway answers: limits, deadlines, and who may call what.
+
+    With no ``tokens`` the gateway is open; with tokens every request needs
+    ``Authorization: Bearer <token>`` and is held to that token's allow-lists.
+    """
+
+    #: Largest request body accepted (413 beyond), checked while reading.
+    max_body_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    #: Longest JSON-RPC or CloudEvents batch accepted.
+    max_batch: int = DEFAULT_MAX_BATCH
+    #: Seconds a JSON-RPC request waits for its answer (per chunk for streams).
+    request_timeout: float = 30.0
+    #: The ``source`` attribute of events the gateway creates.
+    source: str = "a2a-bus-gateway"
+    #: Bearer token -> what it may reach.
+    tokens: Mapping[str, Access] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> GatewaySettings:
+        """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
+        ``_SOURCE``, ``_TOKEN`` (one token with full access) and ``_TOKENS_FILE``
+        (YAML or JSON: ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, kind in (
+            ("max_body_bytes", int),
+            ("max_batch", int),
+            ("request_timeout", float),
+            ("source", str),
+        ):
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw:
+                try:
+                    values[name] = kind(raw)
+                except ValueError:
+                    what = f"{ENV_PREFIX}{name.upper()}={raw!r}"
+                    raise ValueError(f"{what} is not a {kind.__name__}") from None
+        tokens: dict[str, Access] = {}
+        tokens_file = env.get(ENV_PREFIX + "TOKENS_FILE")
+        if tokens_file:
+            tokens.update(load_tokens(Path(tokens_file)))
+        single = env.get(ENV_PREFIX + "TOKEN")
+        if single:
+            tokens[single] = Access(name="env")
+        if tokens:
+            values["tokens"] = tokens
+        values.update(overrides)
+        return cls(**values)
+
+
+def load_tokens(path: Path) -> dict[str, Access]:
+    """Tokens from a YAML or JSON file: ``{token: {name, agents, methods, topics}}``.
+
+    A missing list allows everything of that kind; an empty list allows nothing.
+    """
+    text = path.read_bytes()
+    data = orjson.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of token -> allow-lists")
+    return {
+        str(token): Access.from_dict(entry or {}, f"token-{index}")
+        for index, (token, entry) in enumerate(data.items(), 1)
+    }

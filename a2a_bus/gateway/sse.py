@@ -1,0 +1,71 @@
+"""Server-Sent Events for streaming methods: one JSON-RPC response per event.
+
+Each chunk is an ``event: chunk`` whose ``id`` is the chunk's ``seq`` (0, 1, ...)
+and whose data is ``{"jsonrpc": "2.0", "result": <item>, "id": <request id>}``.
+The stream ends with ``event: end`` (result ``{"chunks": n}``) or ``event: error``
+(a JSON-RPC error response). A client that disconnects closes the upstream stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.gateway.prom import RPC_ERRORS
+from a2a_bus.protocol import result_response
+
+MEDIA_TYPE = "text/event-stream"
+_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def wants_sse(request: Request) -> bool:
+    return MEDIA_TYPE in request.headers.get("accept", "")
+
+
+def frame(data: dict[str, Any], event: str, id: int | None = None) -> bytes:
+    """One SSE event; orjson output has no newlines, so one ``data:`` line is enough."""
+    head = f"id: {id}\n" if id is not None else ""
+    return f"{head}event: {event}\ndata: ".encode() + orjson.dumps(data) + b"\n\n"
+
+
+async def _events(bridge: Bridge, message: dict[str, Any], timeout: float) -> AsyncIterator[bytes]:
+    stream = bridge.stream(message, timeout)
+    seq = 0
+    try:
+        async for response in stream:
+            if "error" in response:
+                RPC_ERRORS.labels(str(response["error"].get("code"))).inc()
+                yield frame(response, "error")
+                return
+            yield frame(response, "chunk", seq)
+            seq += 1
+        yield frame(result_response({"chunks": seq}, message.get("id")), "end")
+    finally:
+        # Reached on a normal end and when the client went away (cancellation):
+        # closing the client stream forgets the request upstream.
+        await stream.aclose()
+
+
+def sse_response(bridge: Bridge, message: dict[str, Any], timeout: float) -> StreamingResponse:
+    return StreamingResponse(
+        _events(bridge, message, timeout), media_type=MEDIA_TYPE, headers=_HEADERS
+    )
+
+
+async def collect(bridge: Bridge, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """A streaming method called without SSE: the result is the list of all chunks."""
+    items: list[Any] = []
+    stream = bridge.stream(message, timeout)
+    try:
+        async for response in stream:
+            if "error" in response:
+                return response
+            items.append(response.get("result"))
+    finally:
+        await stream.aclose()
+    return result_response(items, message.get("id"))
