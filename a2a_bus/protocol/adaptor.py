@@ -15,6 +15,7 @@ import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import http_codec, kafka_codec
+from a2a_bus.protocol.binary import decode_binary
 from a2a_bus.protocol.constants import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -107,7 +108,7 @@ class Adaptor:
             return self._from_json_bytes(body)
         text_headers = _text_headers(headers)
         if content_type is None:
-            content_type = kafka_codec.header_value(text_headers, "content-type")
+            content_type = next((v for n, v in text_headers if n == "content-type"), None)
         media = (content_type or "").split(";", 1)[0].strip().lower()
         try:
             if media == media_types.CLOUDEVENT_BATCH:
@@ -156,7 +157,7 @@ class Adaptor:
     def _binary(self, headers: list[tuple[str, str]], body: bytes, prefix: str) -> CloudEvent:
         if prefix == http_codec.HEADER_PREFIX:
             return http_codec.from_http(dict(headers), body)[0]
-        return kafka_codec.from_kafka(body, [(n, v.encode()) for n, v in headers])
+        return decode_binary(headers, body, kafka_codec.HEADER_PREFIX, str)
 
     def _limit_batch(self, items: list[Converted]) -> list[Converted]:
         if not items:

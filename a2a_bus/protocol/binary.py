@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -30,6 +30,10 @@ def attribute_text(value: Any) -> str:
     return str(value)
 
 
+_TYPED = frozenset({"time", ext.SEQ})
+H = TypeVar("H")
+
+
 def _typed(name: str, text: str) -> Any:
     if name == "time":
         return parse_time(text)
@@ -39,38 +43,46 @@ def _typed(name: str, text: str) -> Any:
 
 
 def encode_binary(
-    event: CloudEvent, prefix: str, quote: Callable[[str], str] = str
-) -> tuple[list[tuple[str, str]], bytes]:
-    """Headers (name, text) and body for ``event`` in binary mode."""
+    event: CloudEvent, prefix: str, finish: Callable[[str], H]
+) -> tuple[list[tuple[str, H]], bytes]:
+    """Headers and body for ``event`` in binary mode; ``finish`` encodes header text."""
     attributes = event.get_attributes()
-    headers: list[tuple[str, str]] = []
+    headers: list[tuple[str, H]] = []
     content_type = attributes.get("datacontenttype")
     for name, value in attributes.items():
         if value is None or name == "datacontenttype":
             continue
-        headers.append((prefix + name, quote(attribute_text(value))))
+        text = value if type(value) is str else attribute_text(value)
+        headers.append((prefix + name, finish(text)))
     if content_type is not None:
-        headers.append((CONTENT_TYPE_HEADER, content_type))
+        headers.append((CONTENT_TYPE_HEADER, finish(content_type)))
     return headers, encode_data(event.get_data(), content_type)
 
 
 def decode_binary(
-    headers: Iterable[tuple[str, str]],
+    headers: Iterable[tuple[str, H]],
     body: bytes,
     prefix: str,
-    unquote: Callable[[str], str] = str,
+    read: Callable[[H], str],
 ) -> CloudEvent:
-    """Rebuild an event from binary-mode headers and body; raises :class:`ProtocolError`."""
+    """Rebuild an event from binary-mode headers and body; raises :class:`ProtocolError`.
+
+    ``read`` turns a header value into text (UTF-8 for Kafka, percent-decoding for HTTP).
+    """
     attributes: dict[str, Any] = {}
     cut = len(prefix)
-    for raw_name, raw_value in headers:
-        name = raw_name.lower()
-        if name.startswith(prefix):
-            attr = name[cut:]
-            attributes[attr] = _typed(attr, unquote(raw_value))
-        elif name == CONTENT_TYPE_HEADER:
-            attributes["datacontenttype"] = raw_value
+    try:
+        for raw_name, raw_value in headers:
+            name = raw_name if raw_name.islower() else raw_name.lower()
+            if name.startswith(prefix):
+                attr = name[cut:]
+                text = read(raw_value)
+                attributes[attr] = _typed(attr, text) if attr in _TYPED else text
+            elif name == CONTENT_TYPE_HEADER:
+                attributes["datacontenttype"] = read(raw_value)
+    except UnicodeDecodeError:
+        raise ProtocolError.invalid("a header value is not valid UTF-8") from None
     if "specversion" not in attributes:
-        raise ProtocolError.invalid(f"binary-mode event without a {prefix}specversion header")
+        raise ProtocolError.invalid(f"not a CloudEvent: no {prefix}specversion header")
     data = decode_data(body, attributes.get("datacontenttype"))
     return validated_event(attributes, data)

@@ -25,6 +25,7 @@ from a2a_bus.protocol.errors import ProtocolError
 from a2a_bus.protocol.formats import dump_structured, load_structured
 
 HEADER_PREFIX = "ce_"
+_STRUCTURED = content_type.CLOUDEVENT.encode()
 Mode = Literal["binary", "structured"]
 KafkaHeaders = Sequence[tuple[str, bytes]]
 
@@ -50,25 +51,19 @@ def to_kafka(event: CloudEvent, mode: Mode = "binary") -> KafkaRecord:
     """The Kafka record that carries ``event``."""
     key = record_key(event)
     if mode == "structured":
-        return KafkaRecord(
-            key, dump_structured(event), [(CONTENT_TYPE_HEADER, content_type.CLOUDEVENT.encode())]
-        )
-    headers, body = encode_binary(event, HEADER_PREFIX)
-    return KafkaRecord(key, body, [(name, text.encode()) for name, text in headers])
+        return KafkaRecord(key, dump_structured(event), [(CONTENT_TYPE_HEADER, _STRUCTURED)])
+    headers, body = encode_binary(event, HEADER_PREFIX, str.encode)
+    return KafkaRecord(key, body, headers)
 
 
-def decode_headers(headers: KafkaHeaders | None) -> list[tuple[str, str]]:
-    try:
-        return [(name, value.decode()) for name, value in headers or ()]
-    except UnicodeDecodeError:
-        raise ProtocolError.invalid("a record header is not valid UTF-8") from None
-
-
-def header_value(headers: Sequence[tuple[str, str]], wanted: str) -> str | None:
+def _media_type(headers: KafkaHeaders) -> str:
     for name, value in headers:
-        if name.lower() == wanted:
-            return value
-    return None
+        if name.lower() == CONTENT_TYPE_HEADER:
+            try:
+                return value.decode().split(";", 1)[0].strip().lower()
+            except UnicodeDecodeError:
+                raise ProtocolError.invalid("the content-type header is not valid UTF-8") from None
+    return ""
 
 
 def from_kafka(value: bytes, headers: KafkaHeaders | None, key: bytes | None = None) -> CloudEvent:
@@ -78,16 +73,14 @@ def from_kafka(value: bytes, headers: KafkaHeaders | None, key: bytes | None = N
     beside a structured content type do not make a record binary. A UTF-8 key that
     the attributes do not explain becomes the ``partitionkey`` attribute.
     """
-    text_headers = decode_headers(headers)
-    kind = (header_value(text_headers, CONTENT_TYPE_HEADER) or "").split(";", 1)[0].strip().lower()
+    headers = headers or ()
+    kind = _media_type(headers)
     if kind == content_type.CLOUDEVENT:
         event = load_structured(value)
     elif kind.startswith("application/cloudevents"):
         raise ProtocolError.invalid(f"unsupported event format {kind!r}")
-    elif header_value(text_headers, HEADER_PREFIX + "specversion") is not None:
-        event = decode_binary(text_headers, value, HEADER_PREFIX)
     else:
-        raise ProtocolError.invalid("not a CloudEvent: no ce_specversion header")
+        event = decode_binary(headers, value, HEADER_PREFIX, bytes.decode)
     if key is not None and record_key(event) != key:
         # An opaque binary key partitions the record but names no attribute.
         with contextlib.suppress(UnicodeDecodeError):

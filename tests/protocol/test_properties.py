@@ -165,3 +165,45 @@ def test_arbitrary_json_never_raises(value: Any) -> None:
 def test_arbitrary_headers_never_raise(headers: list[tuple[str, str]], body: bytes) -> None:
     for item in adaptor.from_bytes(body, headers=headers):
         assert isinstance(item, CloudEvent | Failure)
+
+
+attribute_names = st.sampled_from(
+    [
+        "id",
+        "source",
+        "type",
+        "subject",
+        "datacontenttype",
+        "dataschema",
+        "specversion",
+        "targetagent",
+        "seq",
+        "data",
+        "Upper",
+        "with-dash",
+        "x1",
+        "",
+    ]
+)
+attribute_values = st.none() | st.text(max_size=5) | st.integers(-3, 3) | st.booleans()
+
+
+@settings(max_examples=500)
+@given(st.dictionaries(attribute_names, attribute_values, max_size=8))
+def test_attribute_checks_agree_with_the_sdk(attributes: dict[str, Any]) -> None:
+    from cloudevents.core.exceptions import BaseCloudEventException
+
+    from a2a_bus.protocol import ProtocolError
+    from a2a_bus.protocol.events import check_attributes
+
+    try:
+        CloudEvent._validate_attribute(dict(attributes))
+        sdk_ok = attributes.get("specversion") == "1.0"
+    except BaseCloudEventException:
+        sdk_ok = False
+    try:
+        check_attributes(dict(attributes))
+        ours_ok = True
+    except ProtocolError:
+        ours_ok = False
+    assert ours_ok == sdk_ok
