@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# A real single-node Apache Kafka broker (KRaft, combined broker + controller)
+# for development and tests, run with plain `java` (no Docker needed).
+#
+#   scripts/kafka.sh start    # download (once), format, start, wait until ready
+#   scripts/kafka.sh stop     # stop it and wait until it is gone
+#   scripts/kafka.sh status   # exit 0 when running
+#   scripts/kafka.sh env      # print: export KAFKA_BOOTSTRAP_SERVERS=...
+#
+# Settings (environment):
+#   KAFKA_VERSION          Kafka release from Maven Central (default 4.2.0)
+#   KAFKA_PORT             client port on 127.0.0.1 (default 9092)
+#   KAFKA_CONTROLLER_PORT  KRaft controller port (default KAFKA_PORT + 1)
+#   KAFKA_PARTITIONS       num.partitions for auto-created topics (default 3)
+#   KAFKA_HEAP             JVM heap options (default "-Xms256m -Xmx512m")
+#   KAFKA_START_TIMEOUT    seconds to wait for readiness (default 90)
+#   KAFKA_KEEP_DATA=1      keep topics across restarts (default: fresh log dirs)
+#   A2A_CACHE_DIR          jar cache (default ~/.cache/a2a-bus); jars go to kafka-<version>/
+#   A2A_STATE_DIR          runtime state (default <repo>/.kafka); one subfolder per port
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KAFKA_VERSION=${KAFKA_VERSION:-4.2.0}
+KAFKA_PORT=${KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
+KAFKA_PARTITIONS=${KAFKA_PARTITIONS:-3}
+KAFKA_HEAP=${KAFKA_HEAP:--Xms256m -Xmx512m}
+KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
+CACHE_DIR=${A2A_CACHE_DIR:-$HOME/.cache/a2a-bus}
+LIB_DIR=$CACHE_DIR/kafka-$KAFKA_VERSION
+STATE_DIR=${A2A_STATE_DIR:-$ROOT/.kafka}/$KAFKA_PORT
+PID_FILE=$STATE_DIR/kafka.pid
+LOG_FILE=$STATE_DIR/kafka.log
+HOST=127.0.0.1
+
+say() { echo "kafka.sh: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+require() {
+  command -v "$1" >/dev/null 2>&1 || die "'$1' is not installed ($2)"
+}
+
+# The pid of our broker for this port, or nothing. Checks the command line so a
+# recycled pid is never mistaken for the broker.
+running_pid() {
+  [[ -f $PID_FILE ]] || return 0
+  local pid
+  pid=$(<"$PID_FILE")
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null \
+    && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$STATE_DIR/server.properties"; then
+    echo "$pid"
+  fi
+}
+
+port_open() {
+  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# A Kafka Metadata request (v4) over a raw socket: succeeds once the broker has
+# registered itself and answers with at least one broker.
+metadata_ok() {
+  local python
+  python=$(command -v python3 || command -v python) || return 1
+  "$python" - "$HOST" "$KAFKA_PORT" <<'EOF' 2>/dev/null
+import socket
+import struct
+import sys
+
+host, port = sys.argv[1], int(sys.argv[2])
+client_id = b"a2a-bus-probe"
+# header v1 (api_key=3 Metadata, version 4, correlation id 7, client id), then
+# topics=null (all) and allow_auto_topic_creation=false
+body = struct.pack(">hhih", 3, 4, 7, len(client_id)) + client_id + struct.pack(">i?", -1, False)
+with socket.create_connection((host, port), timeout=3) as sock:
+    sock.settimeout(3)
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            sys.exit(1)
+        data += chunk
+correlation_id, _throttle, brokers = struct.unpack(">iii", data[4:16])
+sys.exit(0 if correlation_id == 7 and brokers > 0 else 1)
+EOF
+}
+
+# Fetch kafka_2.13 and its runtime dependencies with Maven, once per version.
+fetch_jars() {
+  [[ -f $LIB_DIR/.complete ]] && return 0
+  require mvn "needed once to download Kafka $KAFKA_VERSION from Maven Central"
+  mkdir -p "$CACHE_DIR"
+  (
+    flock 9
+    [[ -f $LIB_DIR/.complete ]] && exit 0
+    say "downloading Kafka $KAFKA_VERSION with Maven into $LIB_DIR"
+    local work
+    work=$(mktemp -d "$CACHE_DIR/.kafka-$KAFKA_VERSION.XXXXXX")
+    # kafka_2.13 declares log4j-core but no slf4j binding; add the one the
+    # Kafka distribution ships so the broker log is not silently empty.
+    cat >"$work/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.a2a-bus</groupId>
+  <artifactId>kafka-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>2.24.3</version>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+    if ! mvn -B -q -f "$work/pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$work/libs" >"$work/mvn.log" 2>&1; then
+      tail -n 30 "$work/mvn.log" >&2
+      rm -rf "$work"
+      die "Maven could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+    fi
+    rm -rf "$LIB_DIR"
+    mv "$work/libs" "$LIB_DIR"
+    cp "$work/pom.xml" "$LIB_DIR/pom.xml"
+    rm -rf "$work"
+    touch "$LIB_DIR/.complete"
+  ) 9>"$CACHE_DIR/.kafka-$KAFKA_VERSION.lock"
+}
+
+# The storage tool moved between releases; take whichever class the jars have.
+storage_tool_class() {
+  local class jar
+  for class in kafka.tools.StorageTool org.apache.kafka.tools.StorageTool; do
+    for jar in "$LIB_DIR"/*.jar; do
+      if grep -q -a -F "${class//.//}.class" "$jar"; then
+        echo "$class"
+        return 0
+      fi
+    done
+  done
+  die "no StorageTool class in $LIB_DIR"
+}
+
+write_config() {
+  cat >"$STATE_DIR/server.properties" <<EOF
+# Generated by scripts/kafka.sh: single node, KRaft, broker + controller.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$STATE_DIR/data
+num.partitions=$KAFKA_PARTITIONS
+auto.create.topics.enable=true
+group.initial.rebalance.delay.ms=0
+offsets.topic.replication.factor=1
+# Fewer internal partitions: the first consumer group joins faster on small machines.
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=10
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+min.insync.replicas=1
+default.replication.factor=1
+num.network.threads=2
+num.io.threads=4
+log.retention.hours=24
+EOF
+  cat >"$STATE_DIR/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.server.name = org.apache.kafka.server
+logger.server.level = INFO
+EOF
+}
+
+start() {
+  require java "install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"
+  mkdir -p "$STATE_DIR"
+  exec 8>"$STATE_DIR/.lock"
+  flock 8
+  local pid
+  pid=$(running_pid)
+  if [[ -n $pid ]]; then
+    say "already running (pid $pid) on $HOST:$KAFKA_PORT"
+    return 0
+  fi
+  for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+    port_open "$port" && die "port $port on $HOST is already in use by another process"
+  done
+  fetch_jars
+  write_config
+  local classpath="$LIB_DIR/*"
+  local jvm=(java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
+    "-Dlog4j2.configurationFile=$STATE_DIR/log4j2.properties" -cp "$classpath")
+
+  if [[ ${KAFKA_KEEP_DATA:-0} != 1 || ! -f $STATE_DIR/data/meta.properties ]]; then
+    rm -rf "$STATE_DIR/data"
+    local cluster_id
+    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
+    cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    if ! "${jvm[@]}" "$(storage_tool_class)" format -t "$cluster_id" \
+      -c "$STATE_DIR/server.properties" >"$STATE_DIR/format.log" 2>&1 8>&-; then
+      cat "$STATE_DIR/format.log" >&2
+      die "formatting the KRaft storage failed"
+    fi
+  fi
+
+  say "starting Kafka $KAFKA_VERSION on $HOST:$KAFKA_PORT (log: $LOG_FILE)"
+  setsid nohup "${jvm[@]}" kafka.Kafka "$STATE_DIR/server.properties" \
+    >"$LOG_FILE" 2>&1 </dev/null 8>&- &
+  pid=$!
+  echo "$pid" >"$PID_FILE"
+
+  local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  until port_open "$KAFKA_PORT" && metadata_ok; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 40 "$LOG_FILE" >&2
+      rm -f "$PID_FILE"
+      die "the broker exited during start-up (log above, full log: $LOG_FILE)"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail -n 40 "$LOG_FILE" >&2
+      kill "$pid" 2>/dev/null || true
+      rm -f "$PID_FILE"
+      die "the broker did not answer a metadata request within ${KAFKA_START_TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+  say "ready: $HOST:$KAFKA_PORT (pid $pid)"
+}
+
+stop() {
+  local pid
+  pid=$(running_pid)
+  if [[ -z $pid ]]; then
+    rm -f "$PID_FILE"
+    say "not running on port $KAFKA_PORT"
+    return 0
+  fi
+  kill "$pid"
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((waited >= 60)); then
+      say "no exit after 30s, sending SIGKILL"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  rm -f "$PID_FILE"
+  say "stopped (pid $pid)"
+}
+
+status() {
+  local pid
+  pid=$(running_pid)
+  if [[ -n $pid ]]; then
+    echo "running: pid $pid, bootstrap $HOST:$KAFKA_PORT, log $LOG_FILE"
+  else
+    echo "not running (port $KAFKA_PORT)"
+    return 3
+  fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  env) echo "export KAFKA_BOOTSTRAP_SERVERS=$HOST:$KAFKA_PORT" ;;
+  *)
+    echo "usage: $0 start|stop|status|env" >&2
+    exit 2
+    ;;
+esac
