@@ -78,7 +78,7 @@ class _Partition:
     def read(self, offset: int) -> _Record | None:
         """The first live record at or after ``offset``."""
         log_ = self.log
-        if not log_:
+        if not log_ or offset >= self.next_offset:
             return None
         index = offset - log_[0].offset
         if not (0 <= index < len(log_) and log_[index].offset == offset):
@@ -229,6 +229,7 @@ class MemorySubscription(Subscription):
             if entry[0] == record.offset:
                 progress.finish(entry)
                 break
+        was_full = self.in_flight >= self.max_in_flight
         self.in_flight -= 1
         if record.key is not None:
             waiting = progress.busy_keys.get(record.key)
@@ -239,7 +240,8 @@ class MemorySubscription(Subscription):
                 progress.busy_keys.pop(record.key, None)
         if self.in_flight == 0:
             self._idle.set()
-        self.pump()
+        if was_full:  # otherwise every record was taken when it was appended
+            self.pump()
 
 
 class MemoryTransport(Transport):
