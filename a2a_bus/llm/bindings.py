@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_bus.llm.schema import parse_docstring, type_schema
-from a2a_bus.llm.tools import FunctionTool, ToolContext
+from a2a_bus.llm.tools import FunctionTool, ToolContext, is_context_hint
 
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -110,7 +110,7 @@ def mapped_tool(
                 schema["description"] = docs[param_name]
             properties[field] = schema
     context_param = next(
-        (p for p in params if hints.get(p) is ToolContext or params[p].annotation == "ToolContext"),
+        (p for p in params if is_context_hint(hints.get(p, params[p].annotation))),
         None,
     )
     for param in params.values():

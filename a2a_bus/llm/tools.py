@@ -88,8 +88,15 @@ class AgentTool(abc.ABC):
         return f"<{type(self).__name__} {self.name}>"
 
 
+def is_context_hint(hint: Any) -> bool:
+    """True for ``ToolContext`` and ``ToolContext | None`` (the injected parameter)."""
+    if hint is ToolContext or hint == "ToolContext":
+        return True
+    return ToolContext in typing.get_args(hint)
+
+
 def _is_context_param(param: inspect.Parameter, hint: Any) -> bool:
-    return hint is ToolContext or hint == "ToolContext"
+    return is_context_hint(hint)
 
 
 class FunctionTool(AgentTool):

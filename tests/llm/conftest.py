@@ -67,8 +67,9 @@ class ScriptedOpenAI:
 
     # -- scripting -------------------------------------------------------------
 
-    def reply(self, content: str, *, finish_reason: str = "stop",
-              usage: tuple[int, int] = (11, 7)) -> None:
+    def reply(
+        self, content: str, *, finish_reason: str = "stop", usage: tuple[int, int] = (11, 7)
+    ) -> None:
         self._answers.append(Completion(content, [], finish_reason, usage))
 
     def call_tools(self, *calls: tuple[str, Any], content: str | None = None) -> list[str]:
@@ -77,14 +78,16 @@ class ScriptedOpenAI:
         for name, args in calls:
             call_id = f"call_{uuid.uuid4().hex[:10]}"
             text = args if isinstance(args, str) else json.dumps(args)
-            specs.append({"id": call_id, "type": "function",
-                          "function": {"name": name, "arguments": text}})
+            specs.append(
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+            )
         self._answers.append(Completion(content, specs, "tool_calls"))
         return [spec["id"] for spec in specs]
 
     def fail(self, status: int, message: str = "scripted failure", **headers: str) -> None:
-        self._answers.append(Failure(status, message, {k.replace("_", "-"): v
-                                                       for k, v in headers.items()}))
+        self._answers.append(
+            Failure(status, message, {k.replace("_", "-"): v for k, v in headers.items()})
+        )
 
     def disconnect(self) -> None:
         self._answers.append(Disconnect())
@@ -109,8 +112,9 @@ class ScriptedOpenAI:
     def client(self, **options: Any) -> OpenAIClient:
         options.setdefault("backoff", 0.01)
         options.setdefault("max_backoff", 0.05)
-        return OpenAIClient("scripted-model", base_url=self.base_url, api_key="test-key",
-                            timeout=10.0, **options)
+        return OpenAIClient(
+            "scripted-model", base_url=self.base_url, api_key="test-key", timeout=10.0, **options
+        )
 
 
 def _message(answer: Completion) -> dict[str, Any]:
@@ -122,8 +126,11 @@ def _message(answer: Completion) -> dict[str, Any]:
 
 def _usage(answer: Completion) -> dict[str, int]:
     prompt, completion = answer.usage
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -142,15 +149,25 @@ def _sse_chunks(answer: Completion, model: str, include_usage: bool) -> Iterator
             yield chunk({"content": piece})
     # Tool calls: a header delta per call, then argument fragments interleaved across calls.
     for index, call in enumerate(answer.tool_calls):
-        yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                     "function": {"name": call["function"]["name"],
-                                                  "arguments": ""}}]})
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
     fragments = [_pieces(c["function"]["arguments"], 4) for c in answer.tool_calls]
     for step in range(max((len(f) for f in fragments), default=0)):
         for index, parts in enumerate(fragments):
             if step < len(parts):
-                yield chunk({"tool_calls": [{"index": index,
-                                             "function": {"arguments": parts[step]}}]})
+                yield chunk(
+                    {"tool_calls": [{"index": index, "function": {"arguments": parts[step]}}]}
+                )
     yield chunk({}, answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop"))
     if include_usage:
         yield {**base, "choices": [], "usage": _usage(answer)}
@@ -190,18 +207,31 @@ def _handler(state: ScriptedOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.connection.shutdown(2)
                 return
             if isinstance(answer, Failure):
-                self._send_json(answer.status, {"error": {"message": answer.message,
-                                                          "type": "scripted"}}, answer.headers)
+                self._send_json(
+                    answer.status,
+                    {"error": {"message": answer.message, "type": "scripted"}},
+                    answer.headers,
+                )
                 return
             model = str(body.get("model", ""))
             if not body.get("stream"):
-                self._send_json(200, {
-                    "id": "chatcmpl-scripted", "object": "chat.completion", "model": model,
-                    "choices": [{"index": 0, "message": _message(answer),
-                                 "finish_reason": answer.finish_reason
-                                 or ("tool_calls" if answer.tool_calls else "stop")}],
-                    "usage": _usage(answer),
-                })
+                self._send_json(
+                    200,
+                    {
+                        "id": "chatcmpl-scripted",
+                        "object": "chat.completion",
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": _message(answer),
+                                "finish_reason": answer.finish_reason
+                                or ("tool_calls" if answer.tool_calls else "stop"),
+                            }
+                        ],
+                        "usage": _usage(answer),
+                    },
+                )
                 return
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self.send_response(200)
@@ -209,7 +239,9 @@ def _handler(state: ScriptedOpenAI) -> type[BaseHTTPRequestHandler]:
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
-            events = [f"data: {json.dumps(c)}\n\n" for c in _sse_chunks(answer, model, include_usage)]
+            events = [
+                f"data: {json.dumps(c)}\n\n" for c in _sse_chunks(answer, model, include_usage)
+            ]
             events.append("data: [DONE]\n\n")
             for event in events:
                 data = event.encode()
@@ -293,6 +325,6 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
     yield make
     for store in opened:
         if isinstance(store, RedisStore):
-            for key in store.keys():
+            for key in store:
                 store.delete(key)
         store.close()

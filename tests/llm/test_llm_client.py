@@ -42,12 +42,16 @@ def test_chat_returns_content_usage_and_sends_the_request(
 def test_chat_keeps_every_tool_call_of_one_turn(
     llm_server: ScriptedOpenAI, llm_client: OpenAIClient
 ) -> None:
-    ids = llm_server.call_tools(("weather", {"city": "Paris"}), ("weather", {"city": "Oslo"}),
-                                ("time", {}))
+    ids = llm_server.call_tools(
+        ("weather", {"city": "Paris"}), ("weather", {"city": "Oslo"}), ("time", {})
+    )
     response = llm_client.chat(HELLO, [WEATHER])
     assert [c.id for c in response.tool_calls] == ids
     assert [json.loads(c.arguments) for c in response.tool_calls] == [
-        {"city": "Paris"}, {"city": "Oslo"}, {}]
+        {"city": "Paris"},
+        {"city": "Oslo"},
+        {},
+    ]
     assert response.finish_reason == "tool_calls"
 
 

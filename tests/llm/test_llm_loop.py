@@ -55,8 +55,9 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
 def test_several_tool_calls_in_one_turn_answer_in_call_order(
     llm_server: ScriptedOpenAI, llm_client: OpenAIClient
 ) -> None:
-    ids = llm_server.call_tools(("add", {"a": 1, "b": 2}), ("shout", {"text": "hi"}),
-                                ("add", {"a": 40, "b": 2}))
+    ids = llm_server.call_tools(
+        ("add", {"a": 1, "b": 2}), ("shout", {"text": "hi"}), ("add", {"a": 40, "b": 2})
+    )
     llm_server.reply("1+2=3, HI, 42")
     agent = AgentLoop(llm_client, tools=[add, shout], system_prompt="You compute.")
     output = agent.run("compute things")
@@ -65,7 +66,10 @@ def test_several_tool_calls_in_one_turn_answer_in_call_order(
     second = llm_server.requests[1]
     assert second["messages"][0] == {"role": "system", "content": "You compute."}
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages(second)] == [
-        (ids[0], "3"), (ids[1], "HI"), (ids[2], "42")]
+        (ids[0], "3"),
+        (ids[1], "HI"),
+        (ids[2], "42"),
+    ]
     assert output.tool_results == {ids[0]: 3, ids[1]: "HI", ids[2]: 42}
     assert llm_server.requests[0]["tools"][0]["function"]["parameters"]["required"] == ["a", "b"]
 
@@ -117,8 +121,14 @@ def test_bad_tool_calls_are_fed_back_to_the_model(
         """Always fails."""
         raise RuntimeError(f"kaput: {reason}")
 
-    llm_server.call_tools(("nope", {}), ("add", "{not json"), ("add", {"a": "x", "b": 1}),
-                          ("add", {"a": 1}), ("explode", {"reason": "test"}), ("add", "[1, 2]"))
+    llm_server.call_tools(
+        ("nope", {}),
+        ("add", "{not json"),
+        ("add", {"a": "x", "b": 1}),
+        ("add", {"a": 1}),
+        ("explode", {"reason": "test"}),
+        ("add", "[1, 2]"),
+    )
     llm_server.reply("sorry")
     output = AgentLoop(llm_client, tools=[add, explode]).run("try")
     assert output.content == "sorry"
@@ -141,8 +151,12 @@ def test_exit_condition_stops_after_the_tool_round(
 
     llm_server.call_tools(("escalate", {"reason": "angry customer"}), content="Escalating.")
     exits = ExitRecorder()
-    agent = AgentLoop(llm_client, tools=[escalate], listeners=[exits],
-                      exit_condition='finish_reason == "stop" || tool_call("escalate")')
+    agent = AgentLoop(
+        llm_client,
+        tools=[escalate],
+        listeners=[exits],
+        exit_condition='finish_reason == "stop" || tool_call("escalate")',
+    )
     output = agent.run("I want a human")
     assert len(llm_server.requests) == 1  # no further model call
     assert output.finish_reason == "tool_calls"  # the provider's reason, unchanged
@@ -157,8 +171,13 @@ def test_exit_condition_that_never_holds_runs_into_max_turns(
     for i in range(3):
         llm_server.call_tools(("add", {"a": i, "b": 1}))
     exits = ExitRecorder()
-    agent = AgentLoop(llm_client, tools=[add], max_turns=3, listeners=[exits],
-                      exit_condition='tool_results["missing"] == 1 && turn > 0')
+    agent = AgentLoop(
+        llm_client,
+        tools=[add],
+        max_turns=3,
+        listeners=[exits],
+        exit_condition='tool_results["missing"] == 1 && turn > 0',
+    )
     with pytest.raises(MaxTurnsExceeded) as info:
         agent.run("loop forever")
     assert exits.reasons == ["max_turns"]
@@ -173,7 +192,9 @@ def test_exit_condition_over_tool_results_and_content(
 ) -> None:
     llm_server.call_tools(("add", {"a": 1, "b": 1}))
     llm_server.call_tools(("add", {"a": 20, "b": 22}))
-    agent = AgentLoop(llm_client, tools=[add], exit_condition='tool_results["add"] == 42 and turn == 2')
+    agent = AgentLoop(
+        llm_client, tools=[add], exit_condition='tool_results["add"] == 42 and turn == 2'
+    )
     output = agent.run("reach 42")
     assert output.turns_used == 2 and output.exit_reason == "exit_condition"
 
@@ -224,13 +245,16 @@ def test_listener_callbacks_fire_in_order_with_their_payloads(
     ids = llm_server.call_tools(("add", {"a": 2, "b": 3}))
     llm_server.reply("5", usage=(30, 2))
     recorder = Recorder()
-    AgentLoop(llm_client, tools=[add], max_tool_concurrency=1,
-              listeners=[Broken(), recorder]).run("2+3?")
+    AgentLoop(llm_client, tools=[add], max_tool_concurrency=1, listeners=[Broken(), recorder]).run(
+        "2+3?"
+    )
     kinds = [kind for kind, _ in recorder.events]
     assert kinds == ["turn", "llm", "dispatched", "completed", "turn", "llm", "exited"]
     payloads = dict(recorder.events[:4])
     assert payloads["turn"].turn == 1 and payloads["turn"].message_count == 1
-    assert payloads["llm"].model == "scripted-model" and payloads["llm"].finish_reason == "tool_calls"
+    assert (
+        payloads["llm"].model == "scripted-model" and payloads["llm"].finish_reason == "tool_calls"
+    )
     assert payloads["dispatched"].tool_call_id == ids[0]
     assert json.loads(payloads["dispatched"].arguments_json) == {"a": 2, "b": 3}
     assert payloads["completed"].success and payloads["completed"].result_summary == "5"
@@ -242,8 +266,9 @@ def test_listener_callbacks_fire_in_order_with_their_payloads(
 def test_stream_yields_tokens_tool_chunks_and_done(
     llm_server: ScriptedOpenAI, llm_client: OpenAIClient
 ) -> None:
-    ids = llm_server.call_tools(("add", {"a": 1, "b": 1}), ("shout", {"text": "x"}),
-                                content="Let me see")
+    ids = llm_server.call_tools(
+        ("add", {"a": 1, "b": 1}), ("shout", {"text": "x"}), content="Let me see"
+    )
     llm_server.reply("Both done now")
     chunks = list(AgentLoop(llm_client, tools=[add, shout]).stream("go"))
     assert isinstance(chunks[-1], Done) and chunks[-1].output.content == "Both done now"
@@ -302,10 +327,18 @@ def test_checkpoint_is_json_and_resumes_the_conversation(
     assert output.content == "the sums are 3 and 7"
     resumed_request = llm_server.requests[-1]["messages"]
     assert [m["role"] for m in resumed_request] == [
-        "system", "user", "assistant", "tool", "assistant", "tool", "user"]
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "user",
+    ]
     assert output.turns_used == 1 and output.checkpoint.turn_count == 3
     assert AgentCheckpoint.from_json(output.checkpoint.to_json()).conversation[-1].content == (
-        "the sums are 3 and 7")
+        "the sums are 3 and 7"
+    )
 
 
 def test_invalid_checkpoint_json_is_a_clear_error() -> None:

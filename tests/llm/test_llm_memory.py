@@ -36,7 +36,10 @@ U, A, S = LlmMessage.user, LlmMessage.assistant, LlmMessage.system
 
 def tool_round(call_id: str, *results: str) -> list[LlmMessage]:
     calls = tuple(ToolCall(f"{call_id}-{i}", "t", "{}") for i in range(len(results)))
-    return [A(None, calls), *(LlmMessage.tool(c.id, r) for c, r in zip(calls, results, strict=True))]
+    return [
+        A(None, calls),
+        *(LlmMessage.tool(c.id, r) for c, r in zip(calls, results, strict=True)),
+    ]
 
 
 def assert_consistent(messages: Sequence[LlmMessage]) -> None:
@@ -104,7 +107,11 @@ def test_summary_folds_older_messages_and_updates_its_summary() -> None:
     memory.add(A("4"))
     kept = memory.messages()
     assert [m.content for m in kept] == [
-        "rules", "Summary of the earlier conversation: summary#2", "3", "4"]
+        "rules",
+        "Summary of the earlier conversation: summary#2",
+        "3",
+        "4",
+    ]
     assert kept[1].name == SUMMARY_NAME
     # The second fold saw the first summary plus the newly dropped message.
     assert seen == [["1"], ["Summary of the earlier conversation: summary#1", "2"]]
@@ -115,8 +122,15 @@ def test_summary_without_summarizer_degrades_to_a_window() -> None:
     assert [m.content for m in memory.messages()] == ["2", "3"]
 
 
-@pytest.mark.parametrize("make", [lambda: sliding_window(0), lambda: token_budget(-1),
-                                  lambda: summary(0), lambda: SlidingWindowMemory([], 0)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: sliding_window(0),
+        lambda: token_budget(-1),
+        lambda: summary(0),
+        lambda: SlidingWindowMemory([], 0),
+    ],
+)
 def test_sizes_must_be_positive(make: Callable[[], Any]) -> None:
     with pytest.raises(ValueError, match=">= 1"):
         make()
@@ -160,13 +174,18 @@ STRATEGIES: dict[str, Callable[[OpenAIClient], MemoryStrategy]] = {
 
 
 def chat_requests(server: ScriptedOpenAI) -> list[list[dict[str, Any]]]:
-    return [r["messages"] for r in server.requests
-            if not r["messages"][0]["content"].startswith("Summarize the conversation")]
+    return [
+        r["messages"]
+        for r in server.requests
+        if not r["messages"][0]["content"].startswith("Summarize the conversation")
+    ]
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_strategy_on_store(
-    llm_server: ScriptedOpenAI, llm_client: OpenAIClient, store_factory: StoreFactory,
+    llm_server: ScriptedOpenAI,
+    llm_client: OpenAIClient,
+    store_factory: StoreFactory,
     strategy: str,
 ) -> None:
     for _ in range(40):
@@ -188,9 +207,15 @@ def test_strategy_on_store(
     assert bob_last == ["hello from bob"]  # conversations are isolated
     assert alice_last[-1] == "question 4"
     if strategy == "full":
-        assert alice_last == ["question 1", "answer to question 1", "question 2",
-                              "answer to question 2", "question 3", "answer to question 3",
-                              "question 4"]
+        assert alice_last == [
+            "question 1",
+            "answer to question 1",
+            "question 2",
+            "answer to question 2",
+            "question 3",
+            "answer to question 3",
+            "question 4",
+        ]
     elif strategy == "sliding_window":
         assert alice_last == ["question 3", "answer to question 3", "question 4"]
     elif strategy == "token_budget":
