@@ -325,6 +325,6 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
     yield make
     for store in opened:
         if isinstance(store, RedisStore):
-            for key in store:
+            for key in store.keys():  # noqa: SIM118 - a store, not a dict
                 store.delete(key)
         store.close()
