@@ -1,0 +1,163 @@
+"""A short scripted multi-agent session: discovery, P2P, routing by method,
+fan-out, late-joiner replay, streaming both ways, batches, and the counters.
+
+Runs on the in-memory transport (default) or on Kafka (``--kafka BOOTSTRAP``);
+``python -m a2a_bus.demo`` or ``a2a-bus demo``. The example agents live in the
+repository's ``agents/`` folder and are loaded from there by path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from a2a_bus import Bus, Call, Client, JsonRpcError
+
+AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+
+
+def load_agents(name: str) -> ModuleType:
+    """Import ``agents/<name>.py`` by path (``agents`` is not an installed package)."""
+    path = AGENTS_DIR / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"example agent {path} not found (run from a source checkout)")
+    spec = importlib.util.spec_from_file_location(f"a2a_demo_agents.{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _wait(check: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def run(kafka: str | None = None, console: Console | None = None) -> int:
+    """Run the session; 0 when every step gave the expected answer."""
+    out = console or Console()
+    calculator, echo, news = load_agents("calculator"), load_agents("echo"), load_agents("news")
+    if kafka:
+        bus = Bus.kafka(kafka, bus_options={"prefix": f"demo{int(time.time())}"})
+    else:
+        bus = Bus.memory()
+    failures: list[str] = []
+
+    def check(label: str, got: Any, expected: Any) -> None:
+        ok = got == expected
+        mark = "[green]ok[/green]" if ok else f"[red]expected {escape(repr(expected))}[/red]"
+        out.print(f"  {escape(label)} -> [bold]{escape(repr(got))}[/bold]  {mark}")
+        if not ok:
+            failures.append(label)
+
+    bus.spawn(calculator.Calculator, replicas=2)
+    bus.spawn(echo.Echo)
+    bus.spawn(news.NewsDesk)
+    bus.spawn(news.SportsFan)
+    bus.spawn(news.NewsJunkie)
+    transport = f"Kafka at {kafka}" if kafka else "the in-memory transport"
+    out.rule(f"a2a-bus demo on {transport}")
+    with bus:
+        client: Client = bus.client()
+
+        out.print("[bold cyan]Discovery[/bold cyan]: methods/list")
+        table = Table("agent", "method", "params", "streaming")
+        for entry in client.request(None, "methods/list")["methods"]:
+            params = ", ".join(entry["params"]["properties"])
+            table.add_row(entry["agent"], entry["name"], params, entry.get("streaming", ""))
+        out.print(table)
+        card = client.request(None, "agent/card/get", {"agentId": "calc"})
+        check("agent/card/get calc: replicas", card["replicas"], 2)
+
+        out.print("[bold cyan]Point-to-point[/bold cyan]")
+        check("calc.subtract(42, 23)", client.request("calc", "subtract", [42, 23]), 19)
+        check("echo.shout('hello')", client.request("echo", "shout", {"text": "hello"}), "HELLO")
+
+        out.print("[bold cyan]Routed by method[/bold cyan] (no agent named)")
+        check("multiply(6, 7)", client.request(None, "multiply", [6, 7]), 42)
+        for label, agent, method_name, params in (
+            ("divide(1, 0)", "calc", "divide", [1, 0]),
+            ("no/such/method", None, "no/such/method", {}),
+            ("subtract('a', 1)", "calc", "subtract", ["a", 1]),
+        ):
+            try:
+                client.request(agent, method_name, params)
+                check(label, "no error", "an error")
+            except JsonRpcError as exc:
+                check(f"{label} error", (exc.code, exc.message), _expected_error(label))
+
+        out.print("[bold cyan]Pub/sub fan-out[/bold cyan]: one publish, every subscriber")
+        client.request("newsdesk", "publish", {"section": "sports", "headline": "Home win"})
+        client.request("newsdesk", "publish", {"section": "tech", "headline": "New chip"})
+        _wait(lambda: len(client.request("news-junkie", "read")) >= 2)
+        _wait(lambda: len(client.request("sports-fan", "read")) >= 1)
+        check("sports-fan read", client.request("sports-fan", "read"), ["news.sports: Home win"])
+        check(
+            "news-junkie read",
+            sorted(client.request("news-junkie", "read")),
+            [
+                "news.sports: Home win",
+                "news.tech: New chip",
+            ],
+        )
+
+        out.print("[bold cyan]Late joiner[/bold cyan]: the archivist replays retained history")
+        bus.spawn(news.Archivist)
+        _wait(lambda: len(client.request("archivist", "read")) >= 2)
+        check(
+            "archivist read",
+            sorted(client.request("archivist", "read")),
+            [
+                "news.sports: Home win",
+                "news.tech: New chip",
+            ],
+        )
+
+        out.print("[bold cyan]Streaming[/bold cyan]: agent -> caller and caller -> agent")
+        chunks = list(client.stream("calc", "count", {"to": 10}))
+        check("calc.count(to=10) chunks", chunks, list(range(1, 11)))
+        check("calc.sum(stream of 1..100)", client.stream_to("calc", "sum", range(1, 101)), 5050)
+
+        out.print("[bold cyan]Batch[/bold cyan]")
+        results = client.batch([Call("calc", "add", [1, 2]), Call(None, "shout", ["hi"])])
+        check("batch [add(1,2), shout('hi')]", results, [3, "HI"])
+
+        out.print("[bold cyan]Counters[/bold cyan]")
+        counters = bus.metrics.snapshot()
+        out.print({k: v for k, v in counters.items() if v})
+    out.rule("[green]all steps ok[/green]" if not failures else f"[red]failed: {failures}[/red]")
+    return 0 if not failures else 1
+
+
+def _expected_error(label: str) -> tuple[int, str]:
+    if label.startswith("divide"):
+        return (-32010, "Division by zero")
+    if label.startswith("no/such"):
+        return (-32601, "Method not found: no/such/method")
+    return (-32602, "Invalid params")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m a2a_bus.demo", description=__doc__)
+    parser.add_argument("--kafka", metavar="BOOTSTRAP", help="run on Kafka instead of in memory")
+    args = parser.parse_args(argv)
+    return run(args.kafka)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
