@@ -266,6 +266,9 @@ stop() {
     waited=$((waited + 1))
   done
   rm -f "$PID_FILE"
+  if [[ ${KAFKA_KEEP_DATA:-0} != 1 ]]; then
+    rm -rf "$STATE_DIR/data"
+  fi
   say "stopped (pid $pid)"
 }
 
