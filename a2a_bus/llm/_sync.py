@@ -1,7 +1,7 @@
 """Sync entry points over the async core: one private event loop per thread.
 
 Agents on the bus run in actor threads; each such thread gets a long-lived
-``asyncio.Runner`` so a sync ``run()`` costs no event-loop setup per call.
+event loop so a sync ``run()`` costs no event-loop setup per call.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ T = TypeVar("T")
 _local = threading.local()
 
 
-def _runner(what: str) -> asyncio.Runner:
+def _loop(what: str) -> asyncio.AbstractEventLoop:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -25,26 +25,28 @@ def _runner(what: str) -> asyncio.Runner:
         raise RuntimeError(
             f"{what} is the sync API and cannot run inside an event loop; use its async twin"
         )
-    runner: asyncio.Runner | None = getattr(_local, "runner", None)
-    if runner is None:
-        runner = asyncio.Runner()
-        _local.runner = runner
-    return runner
+    # A bare loop rather than asyncio.Runner: on the main thread Runner.run swaps the
+    # SIGINT handler on every call, which costs a repr of the whole task each time.
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+    return loop
 
 
 def run_sync(what: str, start: Callable[[], Awaitable[T]]) -> T:
     """Run the coroutine made by ``start`` on this thread's private loop."""
-    runner = _runner(what)
+    loop = _loop(what)
 
     async def main() -> T:
         return await start()
 
-    return runner.run(main())
+    return loop.run_until_complete(main())
 
 
 def iterate_sync(what: str, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
     """Iterate the async iterator made by ``start`` from sync code."""
-    runner = _runner(what)
+    loop = _loop(what)
     iterator = start()
 
     async def step() -> Any:
@@ -53,7 +55,7 @@ def iterate_sync(what: str, start: Callable[[], AsyncIterator[T]]) -> Iterator[T
     try:
         while True:
             try:
-                item = runner.run(step())
+                item = loop.run_until_complete(step())
             except StopAsyncIteration:
                 return
             yield item
@@ -64,4 +66,4 @@ def iterate_sync(what: str, start: Callable[[], AsyncIterator[T]]) -> Iterator[T
             async def finish() -> None:
                 await close()
 
-            runner.run(finish())
+            loop.run_until_complete(finish())

@@ -33,10 +33,13 @@ _TOKEN = re.compile(r"\S+\s*|\s+")
 
 
 class ScriptedClient(LlmClient):
-    """Answers from a script, rules or a function; records every request."""
+    """Answers from a script, rules or a function; records every request (``record``)."""
 
-    def __init__(self, script: Iterable[Step] | Responder, *, model: str = "scripted") -> None:
+    def __init__(
+        self, script: Iterable[Step] | Responder, *, model: str = "scripted", record: bool = True
+    ) -> None:
         self.model = model
+        self.record = record
         self._lock = threading.Lock()
         self._responder: Responder | None = None
         self._script: list[Step] = []
@@ -55,6 +58,7 @@ class ScriptedClient(LlmClient):
         default: Step = "I cannot help with that.",
         *,
         model: str = "scripted",
+        record: bool = True,
     ) -> ScriptedClient:
         """The first rule whose pattern matches the latest message (user or tool) answers."""
         compiled = [(re.compile(pattern, re.IGNORECASE), step) for pattern, step in rules]
@@ -66,11 +70,12 @@ class ScriptedClient(LlmClient):
                     return _fresh_ids(step)
             return _fresh_ids(default)
 
-        return cls(respond, model=model)
+        return cls(respond, model=model, record=record)
 
     def _next_step(self, messages: Sequence[LlmMessage], tools: Sequence[ToolDefinition]) -> Step:
         with self._lock:
-            self.requests.append(list(messages))
+            if self.record:
+                self.requests.append(list(messages))
             if self._responder is not None:
                 return self._responder(messages, tools)
             if self._position >= len(self._script):
