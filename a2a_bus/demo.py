@@ -90,11 +90,12 @@ def run(kafka: str | None = None, console: Console | None = None) -> int:
 
         out.print("[bold cyan]Routed by method[/bold cyan] (no agent named)")
         check("multiply(6, 7)", client.request(None, "multiply", [6, 7]), 42)
-        for label, agent, method_name, params in (
+        bad_calls: list[tuple[str, str | None, str, Any]] = [
             ("divide(1, 0)", "calc", "divide", [1, 0]),
             ("no/such/method", None, "no/such/method", {}),
             ("subtract('a', 1)", "calc", "subtract", ["a", 1]),
-        ):
+        ]
+        for label, agent, method_name, params in bad_calls:
             try:
                 client.request(agent, method_name, params)
                 check(label, "no error", "an error")
