@@ -143,3 +143,18 @@ def test_scripted_client_script_and_rules() -> None:
     assert tokens[-1].content == "?"  # type: ignore[union-attr]
     output = AgentLoop(rules, tools=[forecast]).run("weather please")
     assert output.content == "Cold in Oslo."
+
+
+def test_benchmark_is_importable_and_reports_figures() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_llm_loop.py"
+    spec = importlib.util.spec_from_file_location("bench_llm_loop", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = module.run(quick=True, turns=3)
+    assert results["baseline_us_per_turn"] > 0 and len(results["cases"]) == 5
+    assert all(value > 0 for value in results["cases"].values())
+    assert module.to_report(results).rows[0].baseline == results["baseline_us_per_turn"]
