@@ -1,6 +1,6 @@
 """Conversation memory: what part of a conversation is kept and sent to the model.
 
-Strategies (seed 004): ``full()``, ``sliding_window(n)``, ``token_budget(n)``,
+Strategies (the agent DSL's forms): ``full()``, ``sliding_window(n)``, ``token_budget(n)``,
 ``summary(n)`` and ``custom(factory)``. Pruning never splits a tool round: a
 tool message is only kept together with the assistant message that asked for
 it, so the model never sees a tool result without its call.
