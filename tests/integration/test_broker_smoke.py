@@ -5,18 +5,18 @@ If this fails, every other Kafka test is suspect: look at the broker first.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.structs import ConsumerRecord, RecordMetadata
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from . import group_consumer, produce, read
 
 pytestmark = pytest.mark.kafka
 
 RECORDS = 60
 KEYS = 6
-WAIT_SECONDS = 60
 
 Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
 
@@ -32,29 +32,6 @@ def make_records() -> list[Record]:
     ]
 
 
-async def produce(bootstrap: str, topic: str, records: list[Record]) -> list[RecordMetadata]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
-    await producer.start()
-    try:
-        pending = [
-            await producer.send(topic, value, key=key, headers=headers)
-            for key, value, headers in records
-        ]
-        return list(await asyncio.wait_for(asyncio.gather(*pending), WAIT_SECONDS))
-    finally:
-        await producer.stop()
-
-
-async def consume_all(consumer: AIOKafkaConsumer, count: int) -> list[ConsumerRecord]:
-    received: list[ConsumerRecord] = []
-    async with asyncio.timeout(WAIT_SECONDS):
-        while len(received) < count:
-            batches = await consumer.getmany(timeout_ms=500)
-            for batch in batches.values():
-                received.extend(batch)
-    return received
-
-
 async def test_records_round_trip_with_keys_headers_and_commits(
     kafka_bootstrap: str, unique_topic: str
 ) -> None:
@@ -62,16 +39,10 @@ async def test_records_round_trip_with_keys_headers_and_commits(
     written = await produce(kafka_bootstrap, unique_topic, sent)
     assert [meta.topic for meta in written] == [unique_topic] * RECORDS
 
-    consumer = AIOKafkaConsumer(
-        unique_topic,
-        bootstrap_servers=kafka_bootstrap,
-        group_id=f"{unique_topic}-group",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    consumer = group_consumer(kafka_bootstrap, unique_topic)
     await consumer.start()
     try:
-        received = await consume_all(consumer, RECORDS)
+        received = await read(consumer, RECORDS)
         await consumer.commit()
         partitions = [TopicPartition(unique_topic, p) for p in {m.partition for m in written}]
         committed = {tp: await consumer.committed(tp) for tp in partitions}
