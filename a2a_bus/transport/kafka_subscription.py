@@ -90,6 +90,8 @@ class KafkaSubscription(Subscription):
         #: Offsets below this were possibly handled by a previous owner.
         self._redelivery_bound: dict[TopicPartition, int] = {}
         self._tails: dict[tuple[TopicPartition, bytes], asyncio.Task[None]] = {}
+        #: Offset of the first record fetched per partition since its assignment.
+        self._first_fetched: dict[TopicPartition, int] = {}
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self._existing_topics: set[str] = set()
         self._epoch = 0
@@ -208,6 +210,7 @@ class KafkaSubscription(Subscription):
             self._trackers.pop(tp, None)
             self._redelivery_bound.pop(tp, None)
             self._previous_lease.pop(tp, None)
+            self._first_fetched.pop(tp, None)
         for key in [k for k in self._tails if k[0] in revoked]:
             del self._tails[key]
 
@@ -220,7 +223,8 @@ class KafkaSubscription(Subscription):
         self._assigned.set()
 
     async def _learn_previous_owner(self, assigned: set[TopicPartition]) -> None:
-        """Read the leases and end offsets that bound possible redeliveries."""
+        """Read the leases and end offsets that bound possible redeliveries, and
+        commit the start of partitions the group never committed."""
         partitions = sorted(assigned)
         try:
             committed = await self._transport.committed_offsets(self.group, partitions)
@@ -232,16 +236,58 @@ class KafkaSubscription(Subscription):
                 self._previous_lease[tp] = 0
                 self._redelivery_bound[tp] = 2**63 - 1
             return
+        fresh = []
         for tp in partitions:
             offset, metadata = committed.get(tp, (-1, ""))
+            if offset < 0:
+                fresh.append(tp)
+                if (
+                    self._is_pattern
+                    and not self._from_beginning
+                    and tp.topic in self._existing_topics
+                ):
+                    await self._consumer.seek_to_end(tp)
             lease = decode_lease(metadata) or 0
             self._previous_lease[tp] = lease
+        if fresh:
+            await self._commit_start(fresh)
+        # Set last: records of these partitions are dispatched only from here on.
+        for tp in partitions:
             # Records produced after this assignment cannot have been handed
             # out by the previous owner.
-            self._redelivery_bound[tp] = min(lease, ends.get(tp, 0))
-            existed = tp.topic in self._existing_topics
-            if offset < 0 and self._is_pattern and not self._from_beginning and existed:
-                await self._consumer.seek_to_end(tp)
+            self._redelivery_bound[tp] = min(self._previous_lease[tp], ends.get(tp, 0))
+
+    async def _commit_start(self, partitions: list[TopicPartition]) -> None:
+        """Commit where this member starts reading partitions the group never committed.
+
+        Otherwise a partition that moves to another member (rebalance, crash)
+        before its first commit is read by the next owner from that owner's own
+        offset reset: with "latest" every record produced in between is skipped.
+        """
+        offsets: dict[TopicPartition, tuple[int, str]] = {}
+        for tp in partitions:
+            try:
+                position = await asyncio.wait_for(
+                    self._consumer.position(tp), self._settings.join_timeout
+                )
+            except (IllegalStateError, KafkaError, TimeoutError) as exc:
+                log.warning("group %s: no start position for %s: %s", self.group, tp, exc)
+                continue
+            # Records the dispatch loop already fetched (before this callback)
+            # start below the position and are not handed out yet.
+            start = min(position, self._first_fetched.get(tp, position))
+            offsets[tp] = (start, encode_lease(start))
+        if not offsets:
+            return
+        async with self._commit_lock:
+            try:
+                await self._consumer.commit(offsets)
+            except (KafkaError, IllegalStateError) as exc:
+                log.warning("group %s: cannot commit start positions: %s", self.group, exc)
+                return
+        self._transport.metrics.commits += 1
+        for tp, (start, _) in offsets.items():
+            self._previous_lease[tp] = start
 
     # -- dispatch -------------------------------------------------------------------
 
@@ -257,6 +303,8 @@ class KafkaSubscription(Subscription):
                 continue
             epoch = self._epoch
             for tp, records in batches.items():
+                if records and self._epoch == epoch and tp not in self._first_fetched:
+                    self._first_fetched[tp] = records[0].offset
                 for index, record in enumerate(records):
                     if self._epoch != epoch:
                         break  # revoked: the new owner fetches from the commit

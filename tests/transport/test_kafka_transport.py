@@ -235,6 +235,32 @@ async def test_clean_handover_flags_nothing(kafka_bootstrap: str, uid: str) -> N
         assert not any(d.redelivered for d in second.deliveries)
 
 
+async def test_a_new_group_commits_its_start_so_the_next_owner_skips_nothing(
+    kafka_bootstrap: str, uid: str
+) -> None:
+    async with KafkaTransport(kafka_bootstrap, partitions=2, dlq_topic=f"test.dlq.{uid}") as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        topic = f"test.start.{uid}"
+        group = f"g-{uid}"
+        first = Recorder()
+        owner = await kafka.subscribe([topic], group, first)  # a new group, "latest"
+        partitions = [TopicPartition(topic, p) for p in range(2)]
+        starts = await kafka.committed_offsets(group, partitions)
+        assert {tp: offset for tp, (offset, _) in starts.items()} == {tp: 0 for tp in partitions}
+
+        owner.pause()  # the first owner hands out nothing, so it commits nothing itself
+        for n in range(6):
+            await kafka.publish(topic, event(n, key=f"k{n}"))
+        await owner.stop()
+
+        second = Recorder()
+        await kafka.subscribe([topic], group, second)  # "latest" would start at the end
+        await wait_until(lambda: len(second.deliveries) == 6, "the records the first skipped")
+        assert sorted(second.numbers()) == list(range(6))
+        assert first.deliveries == []
+        assert not any(d.redelivered for d in second.deliveries)
+
+
 async def read_all(bootstrap: str, topic: str, count: int) -> list[Any]:
     reader = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await reader.start()
