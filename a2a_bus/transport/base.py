@@ -116,6 +116,14 @@ class Transport(abc.ABC):
     def ready(self) -> bool:
         """True once started and connected."""
 
+    def lag(self) -> dict[str, int]:
+        """Records not handled yet, per consumer group with members in this process.
+
+        A cheap snapshot from state the transport already has (no broker
+        round trip); ``{}`` when the transport cannot tell.
+        """
+        return {}
+
     async def __aenter__(self) -> Transport:
         await self.start()
         return self
