@@ -96,6 +96,19 @@ class KafkaTransport(Transport):
     def ready(self) -> bool:
         return self._ready
 
+    @property
+    def dead_lettered(self) -> int:
+        """Records written to the dead-letter topic by this transport."""
+        return self.metrics.dead_lettered
+
+    def lag(self) -> dict[str, int]:
+        """Records not handled yet per consumer group of this process (the sum
+        over its members' assigned partitions, as of their last fetch)."""
+        lags: dict[str, int] = {}
+        for subscription in self._subscriptions:
+            lags[subscription.group] = lags.get(subscription.group, 0) + subscription.lag()
+        return lags
+
     # -- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> None:

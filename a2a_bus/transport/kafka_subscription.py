@@ -90,6 +90,9 @@ class KafkaSubscription(Subscription):
         #: Offsets below this were possibly handled by a previous owner.
         self._redelivery_bound: dict[TopicPartition, int] = {}
         self._tails: dict[tuple[TopicPartition, bytes], asyncio.Task[None]] = {}
+        #: Committed offset of each partition at assignment, and its end then (for lag).
+        self._start: dict[TopicPartition, int] = {}
+        self._end_at_assignment: dict[TopicPartition, int] = {}
         #: Offset of the first record fetched per partition since its assignment.
         self._first_fetched: dict[TopicPartition, int] = {}
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
@@ -197,6 +200,22 @@ class KafkaSubscription(Subscription):
         """Records being handled now."""
         return sum(len(group) for group in self._tasks.values())
 
+    def lag(self) -> int:
+        """Records of the assigned partitions not handled yet (in flight or not
+        fetched), as of the last fetch response; no request to the broker."""
+        total = 0
+        for tp in self._consumer.assignment():
+            tracker = self._trackers.get(tp)
+            handled = tracker.position if tracker is not None else None
+            if handled is None:
+                handled = self._start.get(tp)
+            end = self._consumer.highwater(tp)
+            if end is None:
+                end = self._end_at_assignment.get(tp)
+            if handled is not None and end is not None:
+                total += max(0, end - handled)
+        return total
+
     # -- rebalance ------------------------------------------------------------------
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -211,6 +230,8 @@ class KafkaSubscription(Subscription):
             self._redelivery_bound.pop(tp, None)
             self._previous_lease.pop(tp, None)
             self._first_fetched.pop(tp, None)
+            self._start.pop(tp, None)
+            self._end_at_assignment.pop(tp, None)
         for key in [k for k in self._tails if k[0] in revoked]:
             del self._tails[key]
 
@@ -239,7 +260,10 @@ class KafkaSubscription(Subscription):
         fresh = []
         for tp in partitions:
             offset, metadata = committed.get(tp, (-1, ""))
-            if offset < 0:
+            self._end_at_assignment[tp] = ends.get(tp, 0)
+            if offset >= 0:
+                self._start[tp] = offset
+            else:
                 fresh.append(tp)
                 if (
                     self._is_pattern
@@ -287,7 +311,7 @@ class KafkaSubscription(Subscription):
                 return
         self._transport.metrics.commits += 1
         for tp, (start, _) in offsets.items():
-            self._previous_lease[tp] = start
+            self._previous_lease[tp] = self._start[tp] = start
 
     # -- dispatch -------------------------------------------------------------------
 

@@ -261,6 +261,28 @@ async def test_a_new_group_commits_its_start_so_the_next_owner_skips_nothing(
         assert not any(d.redelivered for d in second.deliveries)
 
 
+async def test_lag_counts_records_not_handled_yet(transport: KafkaTransport, uid: str) -> None:
+    topic = f"test.lag.{uid}"
+    group = f"g-{uid}"
+    release = asyncio.Event()
+    handled: list[int] = []
+
+    async def handler(delivery: Delivery) -> None:
+        await release.wait()
+        handled.append(delivery.offset)
+
+    await transport.subscribe([topic], group, handler)
+    assert transport.lag() == {group: 0}
+    for n in range(5):
+        await transport.publish(topic, event(n, key="one"))  # one partition, in order
+    await wait_until(lambda: transport.lag().get(group) == 5, "a lag of 5")
+
+    release.set()
+    await wait_until(lambda: len(handled) == 5, "5 handled")
+    await wait_until(lambda: transport.lag().get(group) == 0, "no lag")
+    assert transport.lag() == {group: 0}
+
+
 async def read_all(bootstrap: str, topic: str, count: int) -> list[Any]:
     reader = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await reader.start()
@@ -326,6 +348,7 @@ async def test_handler_error_goes_to_the_dlq(
     assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
     assert headers["ce_id"] == headers["a2a-dlq-event-id"]  # the original event, unchanged
     assert calls == [0, 1, 2]  # the poison record did not stop its partition
+    assert transport.dead_lettered == transport.metrics.dead_lettered == 1
 
 
 async def test_raw_jsonrpc_records_are_decoded(transport: KafkaTransport, uid: str) -> None:
