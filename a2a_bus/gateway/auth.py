@@ -59,10 +59,10 @@ class Access:
         """Why this token may not send ``event`` (routed to ``agent``), or None."""
         if self.unrestricted:
             return None
+        # Methods are those of JSON-RPC calls; native events are held to topics and agents.
         method = event.get_extension(ext.METHOD)
-        name = method if isinstance(method, str) else event.get_type()
-        if not _allowed(self.methods, name):
-            return f"method {name!r} is not allowed for this token"
+        if isinstance(method, str) and not _allowed(self.methods, method):
+            return f"method {method!r} is not allowed for this token"
         subject = event.get_subject()
         if subject is not None and not _allowed(self.topics, subject):
             return f"topic {subject!r} is not allowed for this token"

@@ -11,6 +11,7 @@ import pytest
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+
 from .agents import Echo, Secret, Spec
 
 WAIT = 20.0  # seconds; a guard against hangs, never a performance limit

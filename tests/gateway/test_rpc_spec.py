@@ -143,8 +143,10 @@ async def test_specification_example(client: httpx.AsyncClient, body: str, expec
 
 async def test_notifications_reach_the_agent_and_get_no_answer(client: httpx.AsyncClient) -> None:
     agents.NOTIFIED.clear()
-    body = '[{"jsonrpc": "2.0", "method": "notify_sum", "params": [1,2,4]},' \
+    body = (
+        '[{"jsonrpc": "2.0", "method": "notify_sum", "params": [1,2,4]},'
         '{"jsonrpc": "2.0", "method": "notify_hello", "params": [7]}]'
+    )
     response = await client.post("/rpc", content=body)
     assert response.status_code == 204
 

@@ -1,0 +1,158 @@
+"""The gateway behind a real uvicorn server on 127.0.0.1: SSE streams, client
+disconnects, and many concurrent clients that all use the same JSON-RPC id."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import uvicorn
+
+from a2a_bus.bus import Bus
+from a2a_bus.gateway import GatewaySettings, create_app
+
+pytestmark = pytest.mark.timeout(120)
+
+WAIT = 20.0
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(poll(), WAIT)
+    except TimeoutError:
+        pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+async def url(bus: Bus, settings: GatewaySettings) -> AsyncIterator[str]:
+    config = uvicorn.Config(
+        create_app(bus, settings), host="127.0.0.1", port=0, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    await until(lambda: server.started or serving.done(), "uvicorn to start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await asyncio.wait_for(serving, WAIT)
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    """SSE frames as dicts of field -> value (data decoded from JSON)."""
+    frames = []
+    for block in text.strip().split("\n\n"):
+        frame: dict[str, Any] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            frame[name] = orjson.loads(value) if name == "data" else value
+        frames.append(frame)
+    return frames
+
+
+def request(method: str, params: Any, id: Any = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params, "id": id}
+
+
+async def test_sse_stream_of_100_chunks_in_order(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+        response = await http.post(
+            "/rpc",
+            json=request("count", {"n": 100}, id="s1"),
+            headers={"accept": "text/event-stream"},
+        )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    frames = parse_sse(response.text)
+    chunks, end = frames[:-1], frames[-1]
+    assert [f["event"] for f in chunks] == ["chunk"] * 100
+    assert [int(f["id"]) for f in chunks] == list(range(100))
+    assert [f["data"] for f in chunks] == [
+        {"jsonrpc": "2.0", "result": n, "id": "s1"} for n in range(100)
+    ]
+    assert end["event"] == "end"
+    assert end["data"] == {"jsonrpc": "2.0", "result": {"chunks": 100}, "id": "s1"}
+
+
+async def test_streaming_method_without_sse_answers_with_the_list(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+        response = await http.post("/rpc", json=request("count", {"n": 5}))
+    assert response.json() == {"jsonrpc": "2.0", "result": [0, 1, 2, 3, 4], "id": 1}
+
+
+async def test_sse_error_ends_the_stream_with_an_error_event(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+        response = await http.post(
+            "/rpc",
+            json=request("count", {"n": "many"}),
+            headers={"accept": "text/event-stream"},
+        )
+    (frame,) = parse_sse(response.text)
+    assert frame["event"] == "error"
+    assert frame["data"]["error"]["code"] == -32602
+
+
+async def test_client_disconnect_cancels_the_stream_upstream(url: str, bus: Bus) -> None:
+    assert bus.metrics.in_flight == 0
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=WAIT) as http,
+        http.stream(
+            "POST",
+            "/rpc",
+            json=request("count", {"n": 400, "pause": 0.005}),
+            headers={"accept": "text/event-stream"},
+        ) as response,
+    ):
+        lines = response.aiter_lines()
+        data = [line async for line in _take_data(lines, 3)]
+        assert [orjson.loads(d)["result"] for d in data] == [0, 1, 2]
+        assert bus.metrics.in_flight == 1
+    # The connection is gone: the gateway closes the bus stream, which forgets
+    # the request (later chunks are dropped and counted as late replies).
+    await until(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
+    await until(lambda: bus.metrics.late_replies > 0, "late chunks to be dropped")
+
+
+async def _take_data(lines: AsyncIterator[str], count: int) -> AsyncIterator[str]:
+    taken = 0
+    async for line in lines:
+        if line.startswith("data: "):
+            yield line[len("data: ") :]
+            taken += 1
+            if taken == count:
+                return
+
+
+async def test_200_concurrent_clients_with_the_same_id_get_their_own_answers(url: str) -> None:
+    async def one(n: int) -> Any:
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            response = await http.post("/rpc", json=request("echo", [f"client-{n}"], id=1))
+            return response.json()
+
+    answers = await asyncio.gather(*(one(n) for n in range(200)))
+    assert answers == [{"jsonrpc": "2.0", "result": f"client-{n}", "id": 1} for n in range(200)]
+
+
+async def test_health_readiness_agents_and_metrics(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        assert (await http.get("/readyz")).status_code == 200
+        await http.post("/rpc", json=request("nope", [], id=7))
+        cards = (await http.get("/agents")).json()["agents"]
+        assert {"echo", "spec", "secret"} <= {card["id"] for card in cards}
+        echo = (await http.get("/agents/echo")).json()
+        assert {m["name"] for m in echo["methods"]} == {"echo", "count"}
+        assert (await http.get("/agents/nobody")).status_code == 404
+        text = (await http.get("/metrics")).text
+    assert 'a2a_gateway_http_requests_total{route="/rpc",status="200"}' in text
+    assert 'a2a_gateway_rpc_errors_total{code="-32601"}' in text
+    assert "a2a_gateway_http_request_seconds_bucket" in text
+    assert "a2a_gateway_http_in_flight" in text
+    assert "a2a_dead_letters_total" in text
