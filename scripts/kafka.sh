@@ -214,8 +214,12 @@ start() {
   if [[ ${KAFKA_KEEP_DATA:-0} != 1 || ! -f $STATE_DIR/data/meta.properties ]]; then
     rm -rf "$STATE_DIR/data"
     local cluster_id
-    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
-    cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding; not starting
+    # with "-", which the tool's argument parser would take for an option.
+    cluster_id=-
+    while [[ $cluster_id == -* ]]; do
+      cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    done
     if ! "${jvm[@]}" "$(storage_tool_class)" format -t "$cluster_id" \
       -c "$STATE_DIR/server.properties" >"$STATE_DIR/format.log" 2>&1 8>&-; then
       cat "$STATE_DIR/format.log" >&2
