@@ -25,7 +25,7 @@ from a2a_bus.gateway.context import GatewayContext
 from a2a_bus.gateway.discovery import get_agent, list_agents
 from a2a_bus.gateway.events import events
 from a2a_bus.gateway.health import healthz, readyz
-from a2a_bus.gateway.prom import MetricsMiddleware, metrics
+from a2a_bus.gateway.prom import TRANSPORTS, MetricsMiddleware, metrics
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.rpc import rpc
 from a2a_bus.gateway.settings import GatewaySettings
@@ -90,4 +90,5 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    TRANSPORTS.watch(bus.transport)
     return app

@@ -7,6 +7,9 @@ Bus counters (requests, errors, dead letters, in-flight requests...) live in
 from __future__ import annotations
 
 import time
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -16,6 +19,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,6 +41,9 @@ RPC_ERRORS = Counter(
 EVENTS_PUBLISHED = Counter("a2a_gateway_events_published", "CloudEvents accepted on /events")
 DENIED = Counter("a2a_gateway_denied", "Requests refused by authentication or allow-lists", ["why"])
 INGRESS_RECORDS = Counter("a2a_ingress_records", "Kafka ingress messages, by outcome", ["outcome"])
+
+if TYPE_CHECKING:
+    from a2a_bus.transport.base import Transport
 
 _ROUTES = ("/rpc", "/events", "/agents", "/healthz", "/readyz", "/metrics")
 
@@ -75,6 +83,37 @@ class MetricsMiddleware:
             in_flight.dec()
             HTTP_LATENCY.labels(route).observe(time.perf_counter() - start)
             HTTP_REQUESTS.labels(route, str(status)).inc()
+
+
+class TransportCollector(Collector):
+    """Consumer lag and dead-letter totals of the transports behind the gateways of
+    this process, read at scrape time."""
+
+    def __init__(self) -> None:
+        self._transports: weakref.WeakSet[Transport] = weakref.WeakSet()
+
+    def watch(self, transport: Transport) -> None:
+        self._transports.add(transport)
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "a2a_consumer_lag", "Records not handled yet, per consumer group", labels=["group"]
+        )
+        dead = GaugeMetricFamily(
+            "a2a_transport_dead_letters", "Records the transport wrote to the dead-letter topic"
+        )
+        total = 0
+        for transport in list(self._transports):
+            for group, records in sorted(transport.lag().items()):
+                lag.add_metric([group], records)
+            total += int(getattr(transport, "dead_lettered", 0))
+        dead.add_metric([], total)
+        yield lag
+        yield dead
+
+
+TRANSPORTS = TransportCollector()
+REGISTRY.register(TRANSPORTS)
 
 
 async def metrics(request: Request) -> Response:

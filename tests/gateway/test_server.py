@@ -156,3 +156,5 @@ async def test_health_readiness_agents_and_metrics(url: str) -> None:
     assert "a2a_gateway_http_request_seconds_bucket" in text
     assert "a2a_gateway_http_in_flight" in text
     assert "a2a_dead_letters_total" in text
+    assert "a2a_transport_dead_letters" in text
+    assert "# TYPE a2a_consumer_lag gauge" in text

@@ -1,0 +1,211 @@
+"""Raw JSON-RPC over Kafka: answer what any Kafka client produces on the ingress topic.
+
+A record on ``<prefix>.ingress`` holds raw JSON-RPC (one message or a batch) or a
+structured CloudEvent; kcat is enough to send one. Each request is routed through
+the bus like any other, and its response is produced as raw JSON-RPC on the topic
+named in the record's ``reply-to`` header (default ``<prefix>.ingress.reply``),
+keyed by the request id. Notifications produce nothing.
+
+Bad input gets both an answer and a dead letter: the transport dead-letters a record
+it cannot decode (reason and JSON-RPC errors in ``a2a-dlq-*`` headers) before any
+handler sees it, so the ingress reads those dead letters back and produces the
+errors they carry as replies. A request the bus cannot route (unknown method or
+agent) is answered with the error and dead-lettered here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.gateway.prom import INGRESS_RECORDS
+from a2a_bus.protocol import ErrorCode, error_response, ext, mcptype, to_kafka
+from a2a_bus.transport.base import Delivery, Subscription
+from a2a_bus.transport.kafka_records import (
+    DLQ_ERROR,
+    DLQ_REASON,
+    DLQ_SOURCE_PARTITION,
+    DLQ_SOURCE_TOPIC,
+    dead_letter_headers,
+)
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+
+    from a2a_bus.bus import Bus
+
+log = logging.getLogger(__name__)
+
+REPLY_TO_HEADER = "reply-to"
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+#: Errors meaning the bus could not route the request: the record is dead-lettered too.
+_UNROUTABLE = {ErrorCode.METHOD_NOT_FOUND, ErrorCode.INVALID_REQUEST}
+
+
+def header(headers: Sequence[tuple[str, bytes]], name: str) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            with contextlib.suppress(UnicodeDecodeError):
+                return value.decode()
+    return None
+
+
+class Ingress:
+    """Consumes the ingress topic of ``bus`` and answers on reply topics.
+
+    ``async with Ingress(bus):`` on a started bus. Replicas in several processes
+    share the ingress partitions (one consumer group, ``<prefix>.ingress``).
+    """
+
+    def __init__(self, bus: Bus, *, timeout: float | None = None, max_in_flight: int = 256):
+        self.bus = bus
+        self.topic = bus.topics.ingress
+        self.reply_topic = f"{self.topic}.reply"
+        self.group = self.topic
+        self.timeout = timeout
+        self.max_in_flight = max_in_flight
+        self._bridge = Bridge(bus)
+        self._subscription: Subscription | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._dlq_consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        transport = self.bus.transport
+        self._subscription = await transport.subscribe(
+            [self.topic], self.group, self._on_delivery, max_in_flight=self.max_in_flight
+        )
+        if hasattr(transport, "settings"):  # Kafka: read back undecodable records
+            self._dlq_consumer = await self._open_dlq()
+            self._watcher = asyncio.create_task(self._watch_dlq(self._dlq_consumer))
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        if self._dlq_consumer is not None:
+            await self._dlq_consumer.stop()
+        if self._subscription is not None:
+            await self._subscription.stop()
+        self._watcher = self._dlq_consumer = self._subscription = None
+
+    async def __aenter__(self) -> Ingress:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- answering ----------------------------------------------------------------
+
+    def _reply_topic(self, headers: Sequence[tuple[str, bytes]]) -> str:
+        wanted = header(headers, REPLY_TO_HEADER)
+        if wanted is None:
+            return self.reply_topic
+        if not _TOPIC.match(wanted):
+            log.warning("ignored an invalid reply-to topic %r", wanted)
+            return self.reply_topic
+        return wanted
+
+    async def _reply(self, topic: str, response: dict[str, Any]) -> None:
+        id = response.get("id")
+        key = None if id is None else str(id).encode()
+        await self.bus.transport.publish_raw(topic, orjson.dumps(response), key=key)
+
+    async def _on_delivery(self, delivery: Delivery) -> None:
+        event = delivery.event
+        request = event.get_extension(ext.MCPTYPE) == mcptype.REQUEST
+        data = event.get_data()
+        id = data.get("id") if isinstance(data, dict) and delivery.raw else event.get_id()
+        try:
+            response = await self._bridge.send(event, self.timeout)
+        except Exception:
+            log.exception("ingress request %s failed", event.get_id())
+            response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
+        if response is None or not request:
+            INGRESS_RECORDS.labels("notification").inc()
+            return
+        await self._reply(self._reply_topic(delivery.headers), response)
+        error = response.get("error")
+        if isinstance(error, dict) and error.get("code") in _UNROUTABLE:
+            INGRESS_RECORDS.labels("unroutable").inc()
+            await self._dead_letter(delivery, f"unroutable: {error.get('message')}")
+        else:
+            INGRESS_RECORDS.labels("answered").inc()
+
+    async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+        record = to_kafka(delivery.event, "structured")
+        headers = dead_letter_headers(
+            delivery.headers, reason, delivery.topic, delivery.partition, delivery.offset
+        )
+        await self.bus.transport.publish_raw(
+            self.bus.topics.dlq, record.value, key=delivery.key, headers=headers + record.headers
+        )
+        self.bus.metrics.inc("dead_letters")
+
+    # -- undecodable records, read back from the dead-letter topic ---------------------
+
+    async def _open_dlq(self) -> AIOKafkaConsumer:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        settings: Any = self.bus.transport.settings  # type: ignore[attr-defined]
+        dlq = self.bus.topics.dlq
+        admin = AIOKafkaAdminClient(**settings.client_kwargs())
+        await admin.start()
+        try:
+            (described,) = await admin.describe_topics([dlq])
+        finally:
+            await admin.close()
+        partitions = sorted(p["partition"] for p in described.get("partitions", ()))
+        if not partitions:
+            raise RuntimeError(f"the dead-letter topic {dlq!r} has no partitions")
+        consumer = AIOKafkaConsumer(
+            enable_auto_commit=False,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            **settings.client_kwargs(),
+        )
+        await consumer.start()
+        try:
+            # No group: every ingress member reads every dead letter from now on and
+            # answers those of the ingress partitions it owns.
+            consumer.assign([TopicPartition(dlq, p) for p in partitions])
+            await consumer.seek_to_end()
+            for tp in consumer.assignment():
+                await consumer.position(tp)
+        except BaseException:
+            await consumer.stop()
+            raise
+        return consumer
+
+    def _owns(self, partition: str | None) -> bool:
+        assignment = getattr(self._subscription, "assignment", None)
+        if assignment is None or partition is None:
+            return True
+        return any(tp.topic == self.topic and str(tp.partition) == partition for tp in assignment)
+
+    async def _watch_dlq(self, consumer: AIOKafkaConsumer) -> None:
+        async for record in consumer:
+            headers = list(record.headers or ())
+            if header(headers, DLQ_SOURCE_TOPIC) != self.topic:
+                continue
+            errors, reason = header(headers, DLQ_ERROR), header(headers, DLQ_REASON) or ""
+            if errors is None or not reason.startswith("undecodable"):
+                continue  # dead letters the ingress wrote itself were answered already
+            if not self._owns(header(headers, DLQ_SOURCE_PARTITION)):
+                continue
+            INGRESS_RECORDS.labels("invalid").inc()
+            try:
+                responses = orjson.loads(errors)
+                topic = self._reply_topic(headers)
+                for response in responses:
+                    await self._reply(topic, response)
+            except Exception:
+                log.exception("could not answer the dead letter at offset %d", record.offset)
