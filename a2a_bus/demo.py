@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +24,17 @@ from rich.table import Table
 
 from a2a_bus import Bus, Call, Client, JsonRpcError
 
-AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+
+def _agents_dir() -> Path:
+    """``$A2A_AGENTS_DIR``, else the source checkout's ``agents/``, else ``./agents``."""
+    configured = os.environ.get("A2A_AGENTS_DIR")
+    if configured:
+        return Path(configured)
+    checkout = Path(__file__).resolve().parent.parent / "agents"
+    return checkout if checkout.is_dir() else Path.cwd() / "agents"
+
+
+AGENTS_DIR = _agents_dir()
 
 
 def load_agents(name: str) -> ModuleType:
@@ -149,7 +160,7 @@ def _expected_error(label: str) -> tuple[int, str]:
     if label.startswith("divide"):
         return (-32010, "Division by zero")
     if label.startswith("no/such"):
-        return (-32601, "Method not found: no/such/method")
+        return (-32601, "Method not found")
     return (-32602, "Invalid params")
 
 
