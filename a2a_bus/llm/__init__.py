@@ -6,6 +6,8 @@ Transport-free: an :class:`AgentLoop` runs anywhere; the bus hosts it as an acto
 from a2a_bus.llm import memory
 from a2a_bus.llm.agent_file import load_agent_file
 from a2a_bus.llm.builder import AgentBuilder
+from a2a_bus.llm.bus_agent import LlmAgent, agent_class_from_file, llm_agent_class
+from a2a_bus.llm.bus_tools import call_agent, publish
 from a2a_bus.llm.checkpoint import AgentCheckpoint
 from a2a_bus.llm.chunks import AgentStreamChunk, Done, Token, ToolEnd, ToolStart
 from a2a_bus.llm.client import LlmClient, StreamItem
@@ -65,6 +67,7 @@ __all__ = [
     "FunctionTool",
     "InMemoryNotes",
     "InMemoryStore",
+    "LlmAgent",
     "LlmCalled",
     "LlmClient",
     "LlmError",
@@ -92,7 +95,11 @@ __all__ = [
     "ToolStart",
     "TurnStarted",
     "Usage",
+    "agent_class_from_file",
+    "call_agent",
+    "llm_agent_class",
     "load_agent_file",
     "memory",
+    "publish",
     "tool",
 ]

@@ -17,6 +17,12 @@
           locale: ctx.locale          # from the context given at build/run time
           limit: 3                    # a constant
 
+    # Served on the bus (a2a_bus.llm.bus_agent.agent_class_from_file):
+    id: support                       # the bus agent id (default: name)
+    subscribe: [tickets.created]      # event triggers: each event becomes a prompt
+    output_topic: tickets.answered    # where trigger answers are published
+    bus_tools: [publish, call_agent]  # or true for every bus tool
+
 Every problem is reported as ``file:line: key: problem``.
 """
 
@@ -30,6 +36,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -44,6 +51,7 @@ from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.loop import AgentLoop
 from a2a_bus.llm.memory.strategies import parse_memory
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, FunctionTool
+from a2a_bus.routing import RoutingError, subject_matches, validate_name, validate_subject
 
 Path_ = tuple[str, ...]
 
@@ -62,8 +70,27 @@ TOP_KEYS = {
     "exit_condition",
     "tool_timeout",
     "tools",
+    "id",
+    "subscribe",
+    "output_topic",
+    "bus_tools",
 }
 TOOL_KEYS = {"description", "callable", "input", "blocking"}
+
+
+@dataclass(frozen=True, slots=True)
+class BusSettings:
+    """What an agent file says about serving the agent on a bus."""
+
+    #: The bus agent id: ``id``, else ``name``, else the file stem (None: not a valid id).
+    agent_id: str | None
+    description: str = ""
+    #: Subjects whose events become prompts (wildcards allowed).
+    subscribe: tuple[str, ...] = ()
+    #: Subject the answers to those events are published on.
+    output_topic: str | None = None
+    #: Names of the bus tools to give the model (``publish``, ``call_agent``).
+    bus_tools: tuple[str, ...] = ()
 
 
 class _Document:
@@ -248,6 +275,62 @@ def _build(doc: _Document, base: Path) -> AgentBuilder:
     return builder
 
 
+def _bus_settings(doc: _Document, name: str) -> BusSettings:
+    from a2a_bus.llm.bus_tools import BUS_TOOLS
+
+    data = doc.data
+    agent_id: str | None = name
+    if "id" in data:
+        agent_id = _expect(doc, ("id",), data["id"], str, "an agent id string")
+        try:
+            validate_name(agent_id)
+        except RoutingError as exc:
+            raise doc.error(("id",), exc.message) from None
+    else:
+        try:
+            validate_name(agent_id)
+        except RoutingError:
+            agent_id = None  # only an error when the agent is served on a bus
+    description = data.get("description") or ""
+    _expect(doc, ("description",), description, str, "a string")
+    subjects = data.get("subscribe") or []
+    if isinstance(subjects, str):
+        subjects = [subjects]
+    _expect(doc, ("subscribe",), subjects, list, "a subject or a list of subjects")
+    for index, subject in enumerate(subjects):
+        try:
+            validate_subject(subject, wildcards=True)
+        except RoutingError as exc:
+            raise doc.error(("subscribe", str(index)), exc.message) from None
+    output_topic = data.get("output_topic")
+    if output_topic is not None:
+        if not subjects:
+            raise doc.error(
+                ("output_topic",), "needs subscribe: (the topics whose events to answer)"
+            )
+        try:
+            validate_subject(output_topic)
+        except RoutingError as exc:
+            raise doc.error(("output_topic",), exc.message) from None
+        for subject in subjects:
+            if subject_matches(subject, output_topic):
+                raise doc.error(
+                    ("output_topic",),
+                    f"matches subscribe {subject!r}: the agent would answer its own answers",
+                )
+    tools = data.get("bus_tools") or ()
+    if tools is True:
+        tools = list(BUS_TOOLS)
+    _expect(doc, ("bus_tools",), tools, (list, tuple), "a list of bus tool names, or true")
+    for index, tool_name in enumerate(tools):
+        if tool_name not in BUS_TOOLS:
+            raise doc.error(
+                ("bus_tools", str(index)),
+                f"unknown bus tool {tool_name!r}; expected one of {', '.join(BUS_TOOLS)}",
+            )
+    return BusSettings(agent_id, description, tuple(subjects), output_topic, tuple(tools))
+
+
 def _tool(doc: _Document, base: Path, name: str, block: Any) -> AgentTool:
     path: Path_ = ("tools", name)
     if not TOOL_NAME.match(name):
@@ -344,15 +427,21 @@ def _load_path(path: Path) -> ModuleType:
 # -- entry points ------------------------------------------------------------
 
 
-def read_agent_file(path: str | os.PathLike[str]) -> AgentBuilder:
-    """Parse and validate an agent file into a builder (add ``.llm(...)``, then build)."""
+def parse_agent_file(path: str | os.PathLike[str]) -> tuple[AgentBuilder, BusSettings]:
+    """Parse and validate an agent file: the builder and the bus settings."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise AgentFileError(str(file), None, "", f"cannot read the file: {exc.strerror}") from None
     doc = _read_toml(str(file), text) if file.suffix == ".toml" else _read_yaml(str(file), text)
-    return _build(doc, file.parent)
+    builder = _build(doc, file.parent)
+    return builder, _bus_settings(doc, builder.agent_name)
+
+
+def read_agent_file(path: str | os.PathLike[str]) -> AgentBuilder:
+    """Parse and validate an agent file into a builder (add ``.llm(...)``, then build)."""
+    return parse_agent_file(path)[0]
 
 
 def load_agent_file(

@@ -215,6 +215,10 @@ class AgentBuilder:
         )
 
     @property
+    def agent_name(self) -> str:
+        return self._name
+
+    @property
     def model_name(self) -> str | None:
         return self._model
 

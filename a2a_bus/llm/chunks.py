@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from a2a_bus.llm.output import AgentOutput
 
@@ -42,3 +43,37 @@ class Done:
 
 
 AgentStreamChunk = Token | ToolStart | ToolEnd | Done
+
+
+def chunk_to_dict(chunk: AgentStreamChunk) -> dict[str, Any]:
+    """A chunk as plain JSON data with a ``type`` (``token``, ``tool_start``, ``tool_end``,
+    ``done``), as the bus streams it."""
+    if isinstance(chunk, Token):
+        return {"type": "token", "text": chunk.text, "turn": chunk.turn}
+    if isinstance(chunk, ToolStart):
+        return {
+            "type": "tool_start",
+            "tool_name": chunk.tool_name,
+            "tool_call_id": chunk.tool_call_id,
+            "turn": chunk.turn,
+        }
+    if isinstance(chunk, ToolEnd):
+        return {
+            "type": "tool_end",
+            "tool_name": chunk.tool_name,
+            "tool_call_id": chunk.tool_call_id,
+            "success": chunk.success,
+            "turn": chunk.turn,
+        }
+    output = chunk.output
+    return {
+        "type": "done",
+        "content": output.content,
+        "finish_reason": output.finish_reason,
+        "exit_reason": output.exit_reason,
+        "turns_used": output.turns_used,
+        "usage": {
+            "prompt_tokens": output.usage.prompt_tokens,
+            "completion_tokens": output.usage.completion_tokens,
+        },
+    }

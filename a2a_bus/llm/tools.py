@@ -20,6 +20,9 @@ from a2a_bus.llm.schema import function_schema
 
 #: OpenAI's rule for function names.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: Context keys under which a bus host passes its client and agent id to tools.
+BUS_CLIENT_KEY = "a2a_bus.client"
+BUS_AGENT_KEY = "a2a_bus.agent_id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,19 @@ class ToolContext:
     execution_id: str = ""
     #: Values bound by the application (build-time context merged with run-time context).
     context: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def bus(self) -> Any:
+        """The bus client (:class:`a2a_bus.Client`) when the agent runs on a bus, else None.
+
+        Sync tools call ``context.bus.request(...)``; async ones ``await context.bus.aio...``.
+        """
+        return self.context.get(BUS_CLIENT_KEY)
+
+    @property
+    def bus_agent_id(self) -> str | None:
+        """The id of the bus agent running this call, when on a bus."""
+        return self.context.get(BUS_AGENT_KEY)
 
 
 class ToolArgumentsError(ValueError):

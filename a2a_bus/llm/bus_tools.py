@@ -1,0 +1,83 @@
+"""Tools that are bus operations: publish an event, call another agent's method.
+
+They reach the bus through :attr:`ToolContext.bus`, which an LLM agent hosted on
+a bus (:mod:`a2a_bus.llm.bus_agent`) fills in for every run; outside a bus they
+answer the model with an error instead. Reading retained events of a topic
+(``read_topic``) is not offered: the bus client has no read API yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.llm.tools import AgentTool, FunctionTool, ToolContext
+from a2a_bus.routing import validate_subject
+
+
+class BusUnavailable(RuntimeError):
+    """A bus tool ran in an agent that is not hosted on a bus."""
+
+
+class RemoteCallError(RuntimeError):
+    """The called agent answered with a JSON-RPC error (the model reads the message)."""
+
+
+def _client(context: ToolContext) -> Any:
+    client = context.bus
+    if client is None:
+        raise BusUnavailable("this agent is not running on a bus")
+    return client
+
+
+async def publish(topic: str, data: Any, context: ToolContext) -> dict[str, str]:
+    """Publish an event on a bus topic; every subscriber of the topic receives it.
+
+    Args:
+        topic: dot-separated subject, e.g. orders.created
+        data: the event payload (any JSON value)
+    """
+    client = _client(context)
+    # The bus dead-letters an unroutable publish without telling the caller: check first.
+    validate_subject(topic)
+    event_id = await client.aio.publish(topic, data)
+    return {"published": event_id, "topic": topic}
+
+
+async def call_agent(
+    agent: str, method: str, context: ToolContext, params: dict[str, Any] | list[Any] | None = None
+) -> Any:
+    """Call a method of another agent on the bus and return its result.
+
+    Args:
+        agent: the id of the agent to call
+        method: the JSON-RPC method name
+        params: the method's parameters (an object by name, or an array in order)
+    """
+    client = _client(context)
+    if agent == context.bus_agent_id:
+        # One replica runs one message at a time: it would wait for itself until the timeout.
+        raise ValueError(f"agent {agent!r} cannot call itself over the bus")
+    try:
+        return await client.aio.request(agent, method, params)
+    except JsonRpcError as exc:
+        detail = f" ({exc.data})" if exc.data is not None else ""
+        raise RemoteCallError(
+            f"{agent}.{method} answered error {exc.code}: {exc}{detail}"
+        ) from None
+
+
+#: Bus tool name -> function; ``bus_tools: true`` in an agent file means all of them.
+BUS_TOOLS: dict[str, Callable[..., Any]] = {"publish": publish, "call_agent": call_agent}
+
+
+def bus_tools(names: Iterable[str]) -> list[AgentTool]:
+    """The bus tools called ``names`` (see :data:`BUS_TOOLS`)."""
+    made: list[AgentTool] = []
+    for name in names:
+        if name not in BUS_TOOLS:
+            raise ValueError(f"unknown bus tool {name!r}; expected one of {', '.join(BUS_TOOLS)}")
+        # Async functions run on the agent's loop; the bus client hands over to the bus loop.
+        made.append(FunctionTool(BUS_TOOLS[name], name=name))
+    return made
