@@ -29,6 +29,7 @@ from a2a_bus.gateway.prom import TRANSPORTS, MetricsMiddleware, metrics
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.rpc import rpc
 from a2a_bus.gateway.settings import GatewaySettings
+from a2a_bus.gateway.tail import tail
 from a2a_bus.protocol import Adaptor
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         routes=[
             Route("/rpc", rpc, methods=["POST"]),
             Route("/events", events, methods=["POST"]),
+            Route("/topics/{subject}/events", tail, methods=["GET"]),
             Route("/agents", list_agents, methods=["GET"]),
             Route("/agents/{agent_id}", get_agent, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),

@@ -55,6 +55,9 @@ class Access:
     def may_see_agent(self, agent_id: str) -> bool:
         return _allowed(self.agents, agent_id)
 
+    def may_see_topic(self, subject: str) -> bool:
+        return _allowed(self.topics, subject)
+
     def denies(self, event: CloudEvent, agent: str | None) -> str | None:
         """Why this token may not send ``event`` (routed to ``agent``), or None."""
         if self.unrestricted:

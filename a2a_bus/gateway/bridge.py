@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import ext
+from a2a_bus.protocol import ext, new_id
 from a2a_bus.routing import Route, decide
+from a2a_bus.transport.base import Handler, Subscription
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -53,6 +54,15 @@ class Bridge:
     async def publish(self, event: CloudEvent, route: Route) -> None:
         """Put a native event on the bus without waiting for any answer."""
         await self.bus.transport.publish(route.topic, event, key=route.key)
+
+    async def watch(self, subject: str, handler: Handler) -> Subscription:
+        """A live view of ``subject`` (wildcards allowed) in a fresh consumer group."""
+        topics = self.bus.topics
+        target = topics.subscription(subject)
+        group = f"{topics.prefix}.tail.{new_id()}"
+        return await self.bus.transport.subscribe(
+            [target] if isinstance(target, str) else target, group, handler
+        )
 
     # -- discovery ------------------------------------------------------------------
 

@@ -52,6 +52,8 @@ def route_label(path: str) -> str:
     """A bounded label for a request path (no ids in labels)."""
     if path.startswith("/agents/"):
         return "/agents/{id}"
+    if path.startswith("/topics/"):
+        return "/topics/{subject}/events"
     return path if path in _ROUTES else "other"
 
 

@@ -1,0 +1,48 @@
+"""``a2a-bus publish``: put one event on a pub/sub subject."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from a2a_bus.cli import app
+from a2a_bus.cli.call import (
+    DEFAULT_URL,
+    KafkaOption,
+    PrefixOption,
+    TokenOption,
+    UrlOption,
+    parse_json,
+    run_on_kafka,
+    run_remote,
+)
+from a2a_bus.protocol import DEFAULT_TYPE_PREFIX
+
+
+@app.command()
+def publish(
+    topic: Annotated[str, typer.Argument(help="Subject, e.g. orders.eu.")],
+    data: Annotated[str, typer.Argument(metavar="DATA_JSON", help="The event data (JSON).")],
+    type: Annotated[
+        str | None, typer.Option("--type", help="Event type (default <prefix>.<topic>).")
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    kafka: KafkaOption = None,
+    token: TokenOption = None,
+    prefix: PrefixOption = "a2a",
+) -> None:
+    """Publish DATA_JSON on TOPIC (every subscriber gets it); prints the event id."""
+    value = parse_json(data, "DATA_JSON")
+    event_type = type or f"{DEFAULT_TYPE_PREFIX}.{topic}"
+    if kafka:
+
+        async def on_bus(bus: Any) -> str:
+            client = bus.async_client()
+            event_id: str = await client.publish(topic, value, type=event_type)
+            return event_id
+
+        event_id = run_on_kafka(kafka, prefix, on_bus)
+    else:
+        event_id = run_remote(url, token, lambda gw: gw.publish(topic, value, event_type))
+    typer.echo(event_id)

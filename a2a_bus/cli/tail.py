@@ -1,0 +1,124 @@
+"""``a2a-bus tail``: a live view of the events published on subjects."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from a2a_bus.cli import app
+from a2a_bus.cli.call import (
+    DEFAULT_URL,
+    KafkaOption,
+    PrefixOption,
+    TokenOption,
+    UrlOption,
+    fail,
+)
+from a2a_bus.gateway.remote import GatewayClient, GatewayError
+from a2a_bus.protocol import to_structured
+from a2a_bus.transport.base import Delivery
+
+
+class Printer:
+    """One line per event: rich and readable, or one JSON object per line."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = Console(highlight=False)
+
+    def show(self, event: dict[str, Any]) -> None:
+        if self.as_json:
+            sys.stdout.write(orjson.dumps(event).decode() + "\n")
+            sys.stdout.flush()
+            return
+        data = event.get("data", event.get("data_base64"))
+        self.console.print(
+            f"[dim]{escape(str(event.get('time', '')))}[/] "
+            f"[bold cyan]{escape(str(event.get('subject', '')))}[/] "
+            f"[magenta]{escape(str(event.get('type', '')))}[/] "
+            f"[dim]id={escape(str(event.get('id', '')))} "
+            f"source={escape(str(event.get('source', '')))}[/]"
+            f"\n  {escape(orjson.dumps(data).decode())}"
+        )
+
+
+async def _from_gateway(url: str, token: str | None, subjects: list[str]) -> AsyncIterator[Any]:
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def pump(gateway: GatewayClient, subject: str) -> None:
+        try:
+            async for event in gateway.tail(subject):
+                await queue.put(event)
+        except Exception as exc:  # ends the whole view with the reason
+            await queue.put(exc)
+
+    async with GatewayClient(url, token=token) as gateway:
+        tasks = [asyncio.create_task(pump(gateway, subject)) for subject in subjects]
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+
+
+async def _from_kafka(bootstrap: str, prefix: str, subjects: list[str]) -> AsyncIterator[Any]:
+    from a2a_bus.bus import Bus
+    from a2a_bus.gateway.bridge import Bridge
+
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def on_event(delivery: Delivery) -> None:
+        await queue.put(to_structured(delivery.event))
+
+    async with Bus.kafka(bootstrap, bus_options={"prefix": prefix}) as bus:
+        bridge = Bridge(bus)
+        subscriptions = [await bridge.watch(subject, on_event) for subject in subjects]
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            for subscription in subscriptions:
+                await subscription.stop()
+
+
+@app.command()
+def tail(
+    topics: Annotated[list[str], typer.Argument(metavar="TOPIC...", help="Subjects (* and #).")],
+    url: UrlOption = DEFAULT_URL,
+    kafka: KafkaOption = None,
+    token: TokenOption = None,
+    prefix: PrefixOption = "a2a",
+    json: Annotated[bool, typer.Option("--json", help="One JSON CloudEvent per line.")] = False,
+) -> None:
+    """Show events published on TOPIC... from now on, until Ctrl-C."""
+    printer = Printer(json)
+    if not json:
+        where = f"Kafka at {kafka}" if kafka else url
+        printer.console.print(f"[dim]tailing {', '.join(topics)} on {where} (Ctrl-C stops)[/]")
+
+    async def go() -> None:
+        events = _from_kafka(kafka, prefix, topics) if kafka else _from_gateway(url, token, topics)
+        async for event in events:
+            printer.show(event)
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        return
+    except GatewayError as exc:
+        raise fail(str(exc)) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith(("httpx", "httpcore")):
+            raise fail(f"cannot reach the gateway at {url}: {exc}") from None
+        raise

@@ -1,0 +1,76 @@
+"""``GET /topics/{subject}/events``: a live Server-Sent Events view of a pub/sub subject.
+
+Each event is ``event: cloudevent`` with the structured CloudEvent as data. The
+view starts at the moment of the request (a fresh consumer group), holds at most
+``QUEUE`` undelivered events (older ones are dropped and counted in a comment
+line) and sends a keep-alive comment every ``KEEPALIVE`` seconds, so a client that
+went away is noticed and its subscription stopped even on a quiet subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import orjson
+from cloudevents.core.v1.event import CloudEvent
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from a2a_bus.gateway.context import context, require_access
+from a2a_bus.gateway.prom import DENIED
+from a2a_bus.gateway.responses import problem
+from a2a_bus.gateway.sse import MEDIA_TYPE
+from a2a_bus.protocol import to_structured
+from a2a_bus.routing import RoutingError
+from a2a_bus.transport.base import Delivery, Subscription
+
+QUEUE = 1024
+KEEPALIVE = 15.0
+
+
+async def tail(request: Request) -> Response:
+    ctx = context(request)
+    access = require_access(request)
+    subject = request.path_params["subject"]
+    if not access.may_see_topic(subject):
+        DENIED.labels("forbidden").inc()
+        return problem(403, f"topic {subject!r} is not allowed for this token")
+    queue: asyncio.Queue[CloudEvent] = asyncio.Queue(QUEUE)
+    dropped = 0
+
+    async def on_event(delivery: Delivery) -> None:
+        nonlocal dropped
+        if queue.full():
+            queue.get_nowait()
+            dropped += 1
+        queue.put_nowait(delivery.event)
+
+    try:
+        subscription = await ctx.bridge.watch(subject, on_event)
+    except RoutingError as exc:
+        return problem(400, exc.message)
+
+    async def body() -> AsyncIterator[bytes]:
+        reported = 0
+        try:
+            yield b": tailing " + subject.encode() + b"\n\n"
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), KEEPALIVE)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if dropped > reported:
+                    yield f": dropped {dropped - reported} events\n\n".encode()
+                    reported = dropped
+                data = orjson.dumps(to_structured(event))
+                yield b"event: cloudevent\ndata: " + data + b"\n\n"
+        finally:
+            await _stop(subscription)
+
+    return StreamingResponse(body(), media_type=MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
+
+
+async def _stop(subscription: Subscription) -> None:
+    await asyncio.shield(subscription.stop())
