@@ -6,10 +6,12 @@ as the only fake; callers are bus clients.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,15 @@ from a2a_bus.llm import (
     AgentConfigError,
     AgentFileError,
     InMemoryStore,
+    LlmMessage,
     agent_class_from_file,
     llm_agent_class,
 )
-from a2a_bus.llm.bus_agent import MAX_TURNS_EXCEEDED
-from tests.llm.conftest import ScriptedOpenAI
+from a2a_bus.llm.bus_agent import LLM_FAILED, MAX_TURNS_EXCEEDED
+from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.kafka_records import DLQ_REASON
+
+from .conftest import ScriptedOpenAI
 
 WAIT = 30.0  # upper bound on any wait; never a performance assertion
 
@@ -58,6 +64,16 @@ def listener(agent_id: str, subject: str, inbox: Inbox) -> type[Agent]:
 
     namespace = {"agent_id": agent_id, "on_event": subscribe(subject)(on_event)}
     return type(f"Listener_{agent_id.replace('-', '_')}", (Agent,), namespace)
+
+
+def eventually(predicate: Callable[[], bool]) -> bool:
+    """Whether ``predicate()`` became true within WAIT seconds."""
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def sent_messages(server: ScriptedOpenAI, index: int) -> list[dict[str, Any]]:
@@ -189,7 +205,7 @@ def test_llm_failure_is_a_json_rpc_error(
     llm_server.fail(400, "model 'x' does not exist")
     with pytest.raises(JsonRpcError) as info:
         bus.client().request("helper", "chat", {"message": "hi"})
-    assert info.value.code == -32021
+    assert info.value.code == LLM_FAILED
     assert "model 'x' does not exist" in info.value.data
     client.close()
 
@@ -224,6 +240,67 @@ def test_a_trigger_event_is_answered_on_the_output_topic(
     assert "printer" not in contents(sent_messages(llm_server, 1))
     assert "trigger" not in agent.card()["methods"][0]["name"]
     assert agent.card()["subscriptions"] == ["tickets.*"]
+
+
+def test_a_redelivered_trigger_reuses_its_stored_conversation(
+    bus: Bus, builder: AgentBuilder, llm_server: ScriptedOpenAI, store: InMemoryStore
+) -> None:
+    inbox = Inbox()
+    bus.spawn(llm_agent_class(builder.build(), "triage", subscribe=["t"], output_topic="out"))
+    bus.spawn(listener("desk", "out", inbox))
+    # As if a first delivery had answered, then crashed before acknowledging.
+    store.save("trigger:ev-1", [LlmMessage.user("earlier prompt"), LlmMessage.assistant("Done.")])
+    # As if a first delivery had been cut short after the prompt was stored.
+    store.save("trigger:ev-2", [LlmMessage.user("earlier prompt")])
+    llm_server.reply("Finished now.")
+    client = bus.client()
+    client.publish("t", {"n": 1}, id="ev-1")
+    client.publish("t", {"n": 2}, id="ev-2")
+
+    assert eventually(lambda: len(inbox.events) == 2)
+    answers = {e.get_extension("collaborationid"): e.get_data() for e in inbox.events}
+    assert answers["ev-1"]["answer"] == "Done." and answers["ev-2"]["answer"] == "Finished now."
+    assert len(llm_server.requests) == 1  # ev-1 was not asked again
+    assert [m["content"] for m in sent_messages(llm_server, 0)[1:]] == ["earlier prompt"]
+
+
+async def test_a_failed_trigger_run_is_dead_lettered_with_the_reason(
+    llm_server: ScriptedOpenAI, store: InMemoryStore
+) -> None:
+    client = llm_server.client()
+    loop = AgentBuilder("t").llm(client).store(store).max_turns(1).tool(_ping).build()
+    letters: list[Delivery] = []
+    async with Bus.memory(prefix=f"t{uuid.uuid4().hex[:8]}", request_timeout=WAIT) as bus:
+        await bus.aspawn(llm_agent_class(loop, "triage", subscribe=["t"]))
+        dlq = await bus.transport.subscribe(
+            [bus.topics.dlq], "dlq-reader", _collect(letters), from_beginning=True
+        )
+        llm_server.call_tools(("ping", {}))
+        event_id = await bus.async_client().publish("t", "go")
+        await asyncio.wait_for(_until(lambda: bool(letters)), WAIT)
+        await dlq.stop()
+    client.close()
+    [letter] = letters
+    assert letter.event.get_id() == event_id
+    reason = dict(letter.headers)[DLQ_REASON].decode()
+    assert reason == f"handler-error: {MAX_TURNS_EXCEEDED} Max turns exceeded"
+
+
+def _ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    while not predicate():
+        await asyncio.sleep(0.01)
+
+
+def _collect(letters: list[Delivery]) -> Callable[[Delivery], Awaitable[None]]:
+    async def on_letter(delivery: Delivery) -> None:
+        letters.append(delivery)
+
+    return on_letter
 
 
 def test_an_llm_tool_calls_another_agent_over_the_bus(

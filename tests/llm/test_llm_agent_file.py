@@ -15,6 +15,7 @@ from a2a_bus.llm import (
     ExitConditionError,
     FileSoul,
     OpenAIClient,
+    agent_class_from_file,
     load_agent_file,
 )
 from a2a_bus.llm.agent_file import read_agent_file
@@ -141,6 +142,10 @@ def test_example_support_agent_loads(llm_client: OpenAIClient) -> None:
     agent = load_agent_file(REPO / "agents" / "support.agent.yaml", client=llm_client)
     assert agent.tools.names() == ["search_knowledge_base", "escalate_to_human"]
     assert agent.exit_condition is not None
+    served = agent_class_from_file(REPO / "agents" / "support.agent.yaml", client=llm_client)
+    card = served.card()
+    assert (card["id"], card["subscriptions"]) == ("support", ["support.tickets"])
+    assert served.output_topic == "support.answers"
 
 
 @pytest.mark.parametrize(
