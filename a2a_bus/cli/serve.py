@@ -65,7 +65,10 @@ def _agent_file(path: Path) -> type[Agent]:
         ) from None
     if not path.is_file():
         raise typer.BadParameter(f"no such file: {path}", param_hint="TARGET")
-    agent_cls: type[Agent] = agent_class_from_file(path)
+    try:
+        agent_cls: type[Agent] = agent_class_from_file(path)
+    except Exception as exc:  # the file's own error, without a traceback
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="TARGET") from None
     return agent_cls
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -69,7 +70,7 @@ class GatewayClient:
 
     async def tail(self, subject: str) -> AsyncIterator[dict[str, Any]]:
         """Structured CloudEvents published on ``subject`` from now on."""
-        url = f"/topics/{subject}/events"
+        url = f"/topics/{quote(subject, safe='')}/events"  # '#' would start a fragment
         async with self._http.stream("GET", url, timeout=httpx.Timeout(None)) as response:
             if response.status_code >= 400:
                 await response.aread()

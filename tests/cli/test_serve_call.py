@@ -1,0 +1,187 @@
+"""The gateway commands end to end, as a user runs them: ``a2a-bus serve`` in a
+subprocess, then ``call``, ``publish``, ``agents`` and ``tail`` against it."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS = ROOT / "tests" / "gateway" / "agents.py"
+WAIT = 30.0  # seconds; a guard against hangs, never a performance limit
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if "KAFKA_BOOTSTRAP" not in k}
+    out.pop("A2A_GATEWAY_URL", None)
+    out["COLUMNS"] = "200"  # rich tables are read at a wide console
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Lines:
+    """A subprocess whose stdout lines arrive on a queue (read in a thread)."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "a2a_bus", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env(),
+            cwd=ROOT,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.decode())
+
+    def wait_for(self, text: str) -> str:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    break
+                continue
+            if text in line:
+                return line
+        stderr = self.process.stderr.read().decode() if self.process.poll() is not None else ""
+        pytest.fail(f"no line with {text!r} (exit {self.process.poll()}): {stderr}")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[tuple[str, Lines]]:
+    port = free_port()
+    served = Lines("serve", f"{AGENTS}:Spec", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
+    served.wait_for("listening on")
+    yield f"http://127.0.0.1:{port}", served
+    served.stop()
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "a2a_bus", *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 2,
+        env=env(),
+        cwd=ROOT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", ["serve", "call", "publish", "tail", "agents"])
+def test_every_command_has_help(command: str) -> None:
+    done = run(command, "--help")
+    assert done.returncode == 0
+    assert "Usage" in done.stdout
+
+
+def test_call_by_method_and_by_agent(gateway: tuple[str, Lines]) -> None:
+    url, _ = gateway
+    done = run("call", "subtract", "[42, 23]", "--url", url)
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout) == {"jsonrpc": "2.0", "result": 19, "id": 1}
+    done = run("call", "--agent", "echo", "echo", '{"value": "hi"}', "--url", url)
+    assert orjson.loads(done.stdout)["result"] == "hi"
+
+
+def test_call_errors_exit_1(gateway: tuple[str, Lines]) -> None:
+    url, _ = gateway
+    done = run("call", "nope", "--url", url)
+    assert done.returncode == 1
+    assert orjson.loads(done.stdout)["error"]["code"] == -32601
+    bad = run("call", "echo", "{not json", "--url", url)
+    assert bad.returncode == 2
+    assert "not JSON" in bad.stderr
+    unreachable = run("call", "echo", "--url", f"http://127.0.0.1:{free_port()}")
+    assert unreachable.returncode == 1
+    assert "cannot reach the gateway" in unreachable.stderr
+
+
+def test_agents_lists_cards_and_methods(gateway: tuple[str, Lines]) -> None:
+    url, _ = gateway
+    done = run("agents", "--url", url, "--json")
+    cards = {card["id"]: card for card in orjson.loads(done.stdout)}
+    assert set(cards) == {"spec", "echo"}
+    assert {m["name"] for m in cards["echo"]["methods"]} == {"echo", "count"}
+    table = run("agents", "--url", url)
+    assert table.returncode == 0
+    assert "subtract" in table.stdout and "count (response stream)" in table.stdout
+
+
+def test_tail_shows_what_publish_sends(gateway: tuple[str, Lines]) -> None:
+    url, _ = gateway
+    tail = Lines("tail", "news.#", "--json", "--url", url)
+    try:
+        published: list[str] = []
+        deadline = time.monotonic() + WAIT
+        line = None
+        # The tail subscribes asynchronously: publish until it shows one.
+        while line is None and time.monotonic() < deadline:
+            done = run("publish", "news.sport", '{"headline": "goal"}', "--url", url)
+            assert done.returncode == 0, done.stderr
+            published.append(done.stdout.strip())
+            try:
+                line = tail.lines.get(timeout=1.0)
+            except queue.Empty:
+                continue
+        assert line is not None, "tail showed nothing"
+        event = orjson.loads(line)
+        assert event["id"] in published
+        assert event["subject"] == "news.sport"
+        assert event["data"] == {"headline": "goal"}
+    finally:
+        assert tail.stop() in (0, -signal.SIGINT, 130)
+
+
+def test_serve_stops_cleanly_on_sigterm() -> None:
+    port = free_port()
+    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
+    served.wait_for("listening on")
+    served.process.send_signal(signal.SIGTERM)
+    served.wait_for("stopped")
+    assert served.process.wait(timeout=WAIT) == 0
+
+
+def test_serve_refuses_what_is_not_an_agent(tmp_path: Path) -> None:
+    done = run("serve", f"{AGENTS}:NOTIFIED")
+    assert done.returncode == 2
+    assert "not an Agent subclass" in done.stderr
+    agent_file = tmp_path / "helper.agent.yaml"
+    agent_file.write_text("name: helper\n")
+    done = run("serve", str(agent_file), "--http", f"127.0.0.1:{free_port()}")
+    assert done.returncode in (0, 1, 2)
+    assert "Traceback" not in done.stderr
