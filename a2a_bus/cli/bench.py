@@ -14,6 +14,8 @@ from a2a_bus.cli import app
 #: Benchmark name -> module with ``run(quick: bool) -> Report``.
 BENCHMARKS: dict[str, str] = {
     "adaptor": "a2a_bus.bench.adaptor",
+    "gateway": "a2a_bus.bench.gateway",
+    "kafka": "a2a_bus.bench.kafka",
 }
 
 
