@@ -68,7 +68,7 @@ async def _rate(app: Starlette, seconds: float) -> float:
 
 async def _run(quick: bool) -> Report:
     seconds = 0.5 if quick else 2.0
-    rounds = 1 if quick else 3
+    rounds = 2 if quick else 3
     report = Report("Gateway: JSON-RPC requests/s through POST /rpc (higher is better)")
     async with Bus.memory() as bus:
         await bus.aspawn(BenchEcho)
