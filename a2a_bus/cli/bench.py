@@ -15,6 +15,7 @@ from a2a_bus.cli import app
 BENCHMARKS: dict[str, str] = {
     "adaptor": "a2a_bus.bench.adaptor",
     "gateway": "a2a_bus.bench.gateway",
+    "kafka": "a2a_bus.bench.kafka",
 }
 
 

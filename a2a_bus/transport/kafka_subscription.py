@@ -1,8 +1,9 @@
 """One consumer group membership of the Kafka transport.
 
-The dispatch loop fetches records, decodes them and starts one task per record
-(at most ``max_in_flight`` at once). Records with the same key on a partition
-run one after another; other records run concurrently. Commits follow the
+The dispatch loop fetches records, decodes them and hands each to a runner (at
+most ``max_in_flight`` records at once). A record without a key gets its own
+task; records with a key on a partition are queued behind the one of that key
+that is running, and one task runs them in offset order. Commits follow the
 :class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
 so the committed position never passes an unfinished record.
 """
@@ -13,17 +14,17 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 
-from a2a_bus.protocol import Failure
 from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
-from a2a_bus.transport.kafka_records import Decoded, decode_record, failure_reason
+from a2a_bus.transport.kafka_records import Decoded, DecodedRecord, decode_record, failure_reason
 
 if TYPE_CHECKING:
     from a2a_bus.transport.kafka import KafkaTransport
@@ -32,6 +33,16 @@ log = logging.getLogger(__name__)
 
 #: Seconds to wait before fetching again after a failed fetch or lease commit.
 _RETRY_DELAY = 0.5
+
+
+class _Job(NamedTuple):
+    """One record handed out: what its runner needs to handle and finish it."""
+
+    tp: TopicPartition
+    record: ConsumerRecord
+    decoded: DecodedRecord
+    tracker: PartitionTracker
+    redelivered: bool
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -82,20 +93,25 @@ class KafkaSubscription(Subscription):
             metadata_max_age_ms=settings.metadata_max_age_ms,
             **settings.client_kwargs(),
         )
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._loop = asyncio.get_running_loop()
+        self._max_in_flight = max_in_flight
+        #: Records handed out and not finished (queued behind their key or running).
+        self._in_flight = 0
+        self._slot_freed: asyncio.Future[None] | None = None
         self._dedup = DedupWindow(settings.dedup_window)
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
         #: Lease found in the group's commit metadata at assignment.
         self._previous_lease: dict[TopicPartition, int] = {}
         #: Offsets below this were possibly handled by a previous owner.
         self._redelivery_bound: dict[TopicPartition, int] = {}
-        self._tails: dict[tuple[TopicPartition, bytes], asyncio.Task[None]] = {}
+        #: Records waiting behind a running record of the same key (one runner per key).
+        self._queues: dict[tuple[TopicPartition, bytes], deque[_Job]] = {}
         #: Committed offset of each partition at assignment, and its end then (for lag).
-        self._start: dict[TopicPartition, int] = {}
+        self._committed_at_assignment: dict[TopicPartition, int] = {}
         self._end_at_assignment: dict[TopicPartition, int] = {}
         #: Offset of the first record fetched per partition since its assignment.
         self._first_fetched: dict[TopicPartition, int] = {}
-        self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
+        self._running: dict[asyncio.Task[None], TopicPartition] = {}
         self._existing_topics: set[str] = set()
         self._epoch = 0
         self._paused = False
@@ -166,7 +182,7 @@ class KafkaSubscription(Subscription):
             self._run_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._run_task
-        tasks = [task for group in self._tasks.values() for task in group]
+        tasks = list(self._running)
         if tasks:
             _, unfinished = await asyncio.wait(tasks, timeout=timeout)
             for task in unfinished:
@@ -198,7 +214,7 @@ class KafkaSubscription(Subscription):
     @property
     def in_flight(self) -> int:
         """Records being handled now."""
-        return sum(len(group) for group in self._tasks.values())
+        return self._in_flight
 
     def lag(self) -> int:
         """Records of the assigned partitions not handled yet (in flight or not
@@ -208,7 +224,7 @@ class KafkaSubscription(Subscription):
             tracker = self._trackers.get(tp)
             handled = tracker.position if tracker is not None else None
             if handled is None:
-                handled = self._start.get(tp)
+                handled = self._committed_at_assignment.get(tp)
             end = self._consumer.highwater(tp)
             if end is None:
                 end = self._end_at_assignment.get(tp)
@@ -221,7 +237,7 @@ class KafkaSubscription(Subscription):
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         self._epoch += 1  # the dispatch loop drops the rest of its batch
         self._learned.clear()
-        tasks = [task for tp in revoked for task in self._tasks.get(tp, ())]
+        tasks = [task for task, tp in self._running.items() if tp in revoked]
         if tasks:
             await asyncio.wait(tasks, timeout=self._settings.drain_timeout)
         await self._commit(revoked, clean=True)
@@ -230,10 +246,11 @@ class KafkaSubscription(Subscription):
             self._redelivery_bound.pop(tp, None)
             self._previous_lease.pop(tp, None)
             self._first_fetched.pop(tp, None)
-            self._start.pop(tp, None)
+            self._committed_at_assignment.pop(tp, None)
             self._end_at_assignment.pop(tp, None)
-        for key in [k for k in self._tails if k[0] in revoked]:
-            del self._tails[key]
+        for key in [k for k in self._queues if k[0] in revoked]:
+            # not handed to a handler: the next owner handles them
+            self._release(len(self._queues.pop(key)))
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         if assigned:
@@ -262,7 +279,7 @@ class KafkaSubscription(Subscription):
             offset, metadata = committed.get(tp, (-1, ""))
             self._end_at_assignment[tp] = ends.get(tp, 0)
             if offset >= 0:
-                self._start[tp] = offset
+                self._committed_at_assignment[tp] = offset
             else:
                 fresh.append(tp)
                 if (
@@ -311,7 +328,7 @@ class KafkaSubscription(Subscription):
                 return
         self._transport.metrics.commits += 1
         for tp, (start, _) in offsets.items():
-            self._previous_lease[tp] = self._start[tp] = start
+            self._previous_lease[tp] = self._committed_at_assignment[tp] = start
 
     # -- dispatch -------------------------------------------------------------------
 
@@ -327,63 +344,115 @@ class KafkaSubscription(Subscription):
                 continue
             epoch = self._epoch
             for tp, records in batches.items():
-                if records and self._epoch == epoch and tp not in self._first_fetched:
+                if self._epoch != epoch:
+                    break  # revoked: the new owner fetches from the commit
+                if records and tp not in self._first_fetched:
                     self._first_fetched[tp] = records[0].offset
-                for index, record in enumerate(records):
-                    if self._epoch != epoch:
-                        break  # revoked: the new owner fetches from the commit
-                    if not await self._dispatch(tp, record, epoch):
-                        self._rewind(tp, records[index:])
-                        break
+                await self._hand_out(tp, records, epoch)
 
-    def _rewind(self, tp: TopicPartition, undispatched: list[ConsumerRecord]) -> None:
+    async def _hand_out(
+        self, tp: TopicPartition, records: list[ConsumerRecord], epoch: int
+    ) -> None:
+        """Start handling ``records`` of ``tp`` in offset order.
+
+        The common case is synchronous (a free slot, the partition known, the
+        offset well inside the committed lease); only the rest awaits.
+        """
+        half_lease = self._settings.redelivery_lease // 2
+        for record in records:
+            if self._in_flight >= self._max_in_flight:
+                await self._wait_for_slot()
+            if self._epoch != epoch:
+                return  # revoked: the new owner fetches from the commit
+            offset = record.offset
+            tracker = self._trackers.get(tp)
+            if tracker is None or not (
+                offset < tracker.committed_lease
+                and (offset < tracker.committed_lease - half_lease or offset < tracker.lease)
+            ):
+                tracker = await self._prepare(tp, offset, epoch)
+                if tracker is None:
+                    if self._epoch == epoch and tp in self._redelivery_bound:
+                        self._rewind(tp, offset)  # no lease yet: fetch it again later
+                    return
+            self._start(tp, record, tracker)
+
+    async def _wait_for_slot(self) -> None:
+        while self._in_flight >= self._max_in_flight:
+            self._slot_freed = self._loop.create_future()
+            await self._slot_freed
+
+    def _release(self, records: int) -> None:
+        self._in_flight -= records
+        waiter = self._slot_freed
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _prepare(
+        self, tp: TopicPartition, offset: int, epoch: int
+    ) -> PartitionTracker | None:
+        """Before handing out ``offset``: learn the partition's previous owner and
+        hold a lease covering it. None if it must not be handed out now."""
+        if tp not in self._redelivery_bound:
+            await self._learned.wait()
+        if self._epoch != epoch or tp not in self._redelivery_bound:
+            return None  # dropped on purpose: the partition was revoked
+        tracker = self._trackers.get(tp)
+        if tracker is None:
+            lease = self._previous_lease.get(tp, 0)
+            tracker = self._trackers[tp] = PartitionTracker(offset, lease=lease)
+        if not await self._hold_lease(tp, tracker, offset) or self._epoch != epoch:
+            return None
+        return tracker
+
+    def _rewind(self, tp: TopicPartition, offset: int) -> None:
         with contextlib.suppress(IllegalStateError):
             if tp in self._consumer.assignment():
-                self._consumer.seek(tp, undispatched[0].offset)
+                self._consumer.seek(tp, offset)
 
-    async def _dispatch(self, tp: TopicPartition, record: ConsumerRecord, epoch: int) -> bool:
-        """Start handling ``record``; False if it must be fetched again later."""
-        await self._slots.acquire()
-        started = False
+    def _start(self, tp: TopicPartition, record: ConsumerRecord, tracker: PartitionTracker) -> None:
+        """Hand ``record`` to a runner: its own task, or the queue of its key."""
+        decoded = decode_record(
+            self._transport.adaptor,
+            tp.topic,
+            tp.partition,
+            record.offset,
+            record.value,
+            record.headers,
+            record.key,
+        )
+        job = _Job(tp, record, decoded, tracker, record.offset < self._redelivery_bound[tp])
+        tracker.add(record.offset)
+        self._in_flight += 1
+        if record.key is None:
+            task = self._loop.create_task(self._handle(job))
+        else:
+            key = (tp, record.key)
+            queue = self._queues.get(key)
+            if queue is not None:
+                queue.append(job)  # strictly after the records of its key before it
+                return
+            queue = self._queues[key] = deque()
+            task = self._loop.create_task(self._run_key(key, queue, job))
+        self._running[task] = tp
+        task.add_done_callback(self._running_done)
+
+    def _running_done(self, task: asyncio.Task[None]) -> None:
+        del self._running[task]
+
+    async def _run_key(
+        self, key: tuple[TopicPartition, bytes], queue: deque[_Job], job: _Job
+    ) -> None:
+        """Handle ``job`` and then the records queued behind it, in order."""
         try:
-            if tp not in self._redelivery_bound:
-                await self._learned.wait()
-            if self._epoch != epoch or tp not in self._redelivery_bound:
-                return True  # dropped on purpose: the partition was revoked
-            tracker = self._trackers.get(tp)
-            if tracker is None:
-                lease = self._previous_lease.get(tp, 0)
-                tracker = self._trackers[tp] = PartitionTracker(record.offset, lease=lease)
-            if not await self._hold_lease(tp, tracker, record.offset) or self._epoch != epoch:
-                return self._epoch != epoch
-            decoded = decode_record(
-                self._transport.adaptor,
-                tp.topic,
-                tp.partition,
-                record.offset,
-                record.value,
-                record.headers,
-                record.key,
-            )
-            redelivered = record.offset < self._redelivery_bound[tp]
-            tracker.add(record.offset)
-            key = (tp, record.key) if record.key is not None else None
-            previous = self._tails.get(key) if key is not None else None
-            task = asyncio.create_task(
-                self._handle(
-                    tp, record, decoded.events, decoded.failures, tracker, redelivered, previous
-                )
-            )
-            started = True
-            self._tasks.setdefault(tp, set()).add(task)
-            task.add_done_callback(lambda t: self._tasks.get(tp, set()).discard(t))
-            if key is not None:
-                self._tails[key] = task
-                task.add_done_callback(lambda t: self._drop_tail(key, t))
-            return True
+            while True:
+                await self._handle(job)
+                if not queue:
+                    return
+                job = queue.popleft()
         finally:
-            if not started:
-                self._slots.release()
+            if self._queues.get(key) is queue:
+                del self._queues[key]
 
     async def _hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
         """Make sure a commit covers ``offset`` with the lease before it is handed out."""
@@ -400,33 +469,18 @@ class KafkaSubscription(Subscription):
         await asyncio.sleep(_RETRY_DELAY)
         return False
 
-    def _drop_tail(self, key: tuple[TopicPartition, bytes], task: asyncio.Task[None]) -> None:
-        if self._tails.get(key) is task:
-            del self._tails[key]
-
-    async def _handle(
-        self,
-        tp: TopicPartition,
-        record: ConsumerRecord,
-        events: list[Decoded],
-        failures: list[Failure],
-        tracker: PartitionTracker,
-        redelivered: bool,
-        previous: asyncio.Task[None] | None,
-    ) -> None:
+    async def _handle(self, job: _Job) -> None:
+        tp, record, decoded, tracker, redelivered = job
         finished = False
         try:
-            if previous is not None and not previous.done():
-                await asyncio.wait([previous])  # same key: strictly after it
-            if failures:
-                await self._transport.dead_letter(
-                    record, failure_reason(failures), failures=failures
-                )
-            for decoded in events:
-                await self._deliver(tp, record, decoded, redelivered)
+            if decoded.failures:
+                reason = failure_reason(decoded.failures)
+                await self._transport.dead_letter(record, reason, failures=decoded.failures)
+            for item in decoded.events:
+                await self._deliver(tp, record, item, redelivered)
             finished = True
         finally:
-            self._slots.release()
+            self._release(1)
             if finished:
                 tracker.finish(record.offset)
                 self._commit_wanted.set()

@@ -1,0 +1,421 @@
+"""Kafka: bus request/response and publish cost, beside a raw aiokafka ping-pong.
+
+Everything runs in one process, on the same broker, in the same run:
+
+* raw (the baseline): an aiokafka producer/consumer pair answering on a reply
+  topic, with the bus's producer guarantees (idempotent, ``acks=all``); the
+  responder auto-commits;
+* bus: ``Bus.kafka(...)`` hosting a real agent, called with the async
+  client's ``request`` (JSON-RPC -> CloudEvent, routing, the agent's inbox
+  group with in-order manual commits, dedup and leases, a supervised pykka
+  actor, the response event on the reply topic, correlation);
+* transport (for reading the figures, no target): the same request/response
+  over two bare ``KafkaTransport`` objects, without agents and correlator;
+* publish cost: median acknowledged publish with 1, 10 and 50 subscribing
+  groups listening in another process.
+
+The broker comes from ``KAFKA_BOOTSTRAP_SERVERS`` (or ``bootstrap=``); without
+one the report says so and measures nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from a2a_bus.agent import Agent, method
+from a2a_bus.bench.report import Report, Row
+from a2a_bus.bus import Bus
+from a2a_bus.protocol import Adaptor, Failure, ext, new_event
+from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.kafka import KafkaTransport
+
+TITLE = "Kafka: bus vs raw aiokafka (same broker, same run)"
+SUBSCRIBERS = (1, 10, 50)
+#: Producer and consumer tuning shared by every side (see docs/kafka.md).
+TUNING: dict[str, Any] = {"linger_ms": 0, "fetch_max_wait_ms": 100, "max_poll_records": 500}
+IN_FLIGHT = 64
+
+Call = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    requests: int  # sequential requests for the latency percentiles
+    seconds: float  # per throughput measurement
+    publishes: int  # per publish-cost measurement
+
+    @classmethod
+    def pick(cls, quick: bool) -> Sizes:
+        if quick:
+            return cls(100, 1.5, 50)
+        env = os.environ.get
+        return cls(
+            int(env("BENCH_KAFKA_REQUESTS", "400")),
+            float(env("BENCH_KAFKA_SECONDS", "4")),
+            int(env("BENCH_KAFKA_PUBLISHES", "200")),
+        )
+
+
+# -- measuring ------------------------------------------------------------------------
+
+
+async def latencies(call: Call, count: int) -> list[float]:
+    for _ in range(20):  # warm-up: connections, metadata, the broker's JIT
+        await call()
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def throughput(call: Call, in_flight: int, seconds: float) -> float:
+    """Requests per second with ``in_flight`` callers each waiting for its answer."""
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await call()
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(in_flight)))
+    return done / (time.perf_counter() - start)
+
+
+def percentile_ms(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def request_reply(call: Call, sizes: Sizes) -> dict[str, float]:
+    samples = await latencies(call, sizes.requests)
+    cpu = time.process_time()
+    wall = time.perf_counter()
+    rps_many = await throughput(call, IN_FLIGHT, sizes.seconds)
+    cpu_share = (time.process_time() - cpu) / (time.perf_counter() - wall)
+    return {
+        "p50_ms": percentile_ms(samples, 0.5),
+        "p99_ms": percentile_ms(samples, 0.99),
+        "rps_1": await throughput(call, 1, sizes.seconds),
+        "rps_many": rps_many,
+        # CPU of this process per request at IN_FLIGHT (all threads)
+        "cpu_us": cpu_share / rps_many * 1e6 if rps_many else 0.0,
+    }
+
+
+# -- the three request/response paths -------------------------------------------------
+
+
+class RawPingPong:
+    """The baseline: plain aiokafka, one request topic, one reply topic."""
+
+    def __init__(self, bootstrap: str, run_id: str) -> None:
+        self.bootstrap = bootstrap
+        self.requests = f"bench.raw.req.{run_id}"
+        self.replies = f"bench.raw.rep.{run_id}"
+        self.waiting: dict[bytes, asyncio.Future[None]] = {}
+        self.counter = 0
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        common = {"bootstrap_servers": self.bootstrap}
+        producer = {"enable_idempotence": True, "acks": "all", "linger_ms": TUNING["linger_ms"]}
+        consumer = {
+            "fetch_max_wait_ms": TUNING["fetch_max_wait_ms"],
+            "auto_offset_reset": "earliest",
+        }
+        self.producer = AIOKafkaProducer(**producer, **common)
+        self.server_producer = AIOKafkaProducer(**producer, **common)
+        self.server = AIOKafkaConsumer(
+            self.requests, group_id=f"{self.requests}.server", **consumer, **common
+        )
+        self.client = AIOKafkaConsumer(
+            self.replies, group_id=f"{self.replies}.client", **consumer, **common
+        )
+        for part in (self.producer, self.server_producer, self.server, self.client):
+            await part.start()
+        self.tasks = [asyncio.create_task(self._serve()), asyncio.create_task(self._collect())]
+
+    async def _serve(self) -> None:
+        async for record in self.server:
+            await self.server_producer.send(self.replies, record.value, key=record.key)
+
+    async def _collect(self) -> None:
+        async for record in self.client:
+            future = self.waiting.pop(record.value or b"", None)
+            if future is not None and not future.done():
+                future.set_result(None)
+
+    async def call(self) -> None:
+        self.counter += 1
+        token = str(self.counter).encode()
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[token] = future
+        await self.producer.send_and_wait(self.requests, token, key=token)
+        await future
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for part in (self.client, self.server, self.producer, self.server_producer):
+            await part.stop()
+
+
+class BenchEcho(Agent):
+    """Answers with its argument."""
+
+    agent_id = "bench-echo"
+    # Room for every request in flight, so the bench measures throughput, not
+    # backpressure pauses.
+    mailbox_size = 2 * IN_FLIGHT
+
+    @method
+    def echo(self, value: Any) -> Any:
+        return value
+
+
+class BusRequests:
+    """The bus path: ``Bus.kafka`` with a real agent, the async client's ``request``."""
+
+    def __init__(self, bootstrap: str, run_id: str) -> None:
+        options = {"prefix": f"bench{run_id}", "heartbeat": 60.0}
+        self.bus = Bus.kafka(bootstrap, bus_options=options, **TUNING)
+        self.bus.spawn(BenchEcho)
+        self.client = self.bus.async_client()
+        self.counter = 0
+
+    async def start(self) -> None:
+        await self.bus.astart()
+
+    async def call(self) -> None:
+        self.counter += 1
+        await self.client.request("bench-echo", "echo", [self.counter])
+
+    async def stop(self) -> None:
+        await self.bus.astop()
+
+
+class TransportRequests:
+    """Request/response as the bus does it, over two bare KafkaTransports."""
+
+    def __init__(self, bootstrap: str, run_id: str) -> None:
+        self.adaptor = Adaptor()
+        self.inbox = f"bench.t.agent.echo.{run_id}"
+        self.reply_topic = f"bench.t.reply.{run_id}"
+        self.run_id = run_id
+        self.client = KafkaTransport(bootstrap, dlq_topic=f"bench.dlq.{run_id}", **TUNING)
+        self.server = KafkaTransport(bootstrap, dlq_topic=f"bench.dlq.{run_id}", **TUNING)
+        self.waiting: dict[str, asyncio.Future[Any]] = {}
+        self.counter = 0
+
+    async def start(self) -> None:
+        await self.client.start()
+        await self.server.start()
+        await self.server.subscribe([self.inbox], f"echo.{self.run_id}", self._serve)
+        await self.client.subscribe(
+            [self.reply_topic], f"node.{self.run_id}", self._collect, max_in_flight=1024
+        )
+
+    async def _serve(self, delivery: Delivery) -> None:
+        request = delivery.event
+        data = request.get_data()
+        assert isinstance(data, dict)
+        response = {"jsonrpc": "2.0", "result": data.get("params"), "id": data.get("id")}
+        reply_to = request.get_extension(ext.REPLY_TO)
+        assert isinstance(reply_to, str)
+        await self.server.publish(reply_to, self.adaptor.response_event(request, response))
+
+    async def _collect(self, delivery: Delivery) -> None:
+        future = self.waiting.pop(str(delivery.event.get_extension(ext.COLLABORATION)), None)
+        if future is not None and not future.done():
+            future.set_result(delivery.event.get_data())
+
+    async def call(self) -> None:
+        self.counter += 1
+        message = {"jsonrpc": "2.0", "method": "echo", "params": [self.counter], "id": 1}
+        [request] = self.adaptor.from_jsonrpc(message)
+        if isinstance(request, Failure):
+            raise RuntimeError(request.message)
+        event_id = f"{self.run_id}-{self.counter}"  # unique in the bus, like new_id()
+        attributes = request.get_attributes()
+        attributes["id"] = event_id
+        attributes[ext.REPLY_TO] = self.reply_topic
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[event_id] = future
+        await self.client.publish(self.inbox, request)
+        await future
+
+    async def stop(self) -> None:
+        await self.client.stop()
+        await self.server.stop()
+
+
+# -- publish cost -----------------------------------------------------------------------
+
+
+async def listen(bootstrap: str, topic: str, groups: int) -> None:
+    """Child process: ``groups`` subscribing groups on ``topic`` until stdin closes."""
+    listeners = KafkaTransport(bootstrap, dlq_topic=f"{topic}.dlq", **TUNING)
+    await listeners.start()
+
+    async def handler(delivery: Delivery) -> None:
+        return None
+
+    await asyncio.gather(
+        *(listeners.subscribe([topic], f"sub{i}.{topic}", handler) for i in range(groups))
+    )
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await listeners.stop()
+
+
+async def publish_cost(
+    bootstrap: str, run_id: str, subscribers: int, publishes: int
+) -> tuple[float, float]:
+    """Median microseconds per acknowledged publish with ``subscribers`` groups
+    listening (in another process, so their work does not share this loop), and
+    records written per publish."""
+    topic = f"bench.fanout.{subscribers}.{run_id}"
+    publisher = KafkaTransport(bootstrap, dlq_topic=f"bench.dlq.{run_id}", **TUNING)
+    await publisher.start()
+    await publisher.ensure_topics([topic])
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        __name__,
+        "--listen",
+        bootstrap,
+        topic,
+        str(subscribers),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        ready = await asyncio.wait_for(child.stdout.readline(), 300)
+        if ready.strip() != b"ready":
+            raise RuntimeError("the listener process did not start")
+        for _ in range(20):  # warm-up
+            await publisher.publish(topic, new_event({"type": "bench", "source": "bench"}, {}))
+        produced = publisher.metrics.produced
+        samples = []
+        for _ in range(publishes):
+            event = new_event({"type": "bench", "source": "bench"}, {"x": 1})
+            start = time.perf_counter()
+            await publisher.publish(topic, event)
+            samples.append(time.perf_counter() - start)
+        writes = (publisher.metrics.produced - produced) / publishes
+        return statistics.median(samples) * 1e6, writes
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()
+        try:
+            await asyncio.wait_for(child.wait(), 60)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+        await publisher.stop()
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
+    run_id = uuid.uuid4().hex[:8]
+    results: dict[str, Any] = {}
+    for name, path in (
+        ("raw", RawPingPong(bootstrap, run_id)),
+        ("bus", BusRequests(bootstrap, run_id)),
+        ("transport", TransportRequests(bootstrap, run_id)),
+    ):
+        await path.start()
+        try:
+            results[name] = await request_reply(path.call, sizes)
+        finally:
+            await path.stop()
+    results["publish_us"] = {}
+    results["writes_per_publish"] = {}
+    for n in SUBSCRIBERS:
+        cost, writes = await publish_cost(bootstrap, run_id, n, sizes.publishes)
+        results["publish_us"][n] = cost
+        results["writes_per_publish"][n] = writes
+    return results
+
+
+def report(results: dict[str, Any]) -> Report:
+    raw, bus, bare = results["raw"], results["bus"], results["transport"]
+    out = Report(TITLE)
+    out.add(Row("request/response p50", bus["p50_ms"], "ms", raw["p50_ms"], "raw", 1.5))
+    out.add(Row("request/response p99", bus["p99_ms"], "ms", raw["p99_ms"], "raw"))
+    out.add(Row("throughput, 1 in flight", bus["rps_1"], "req/s", raw["rps_1"], "raw", None, True))
+    out.add(
+        Row(
+            f"throughput, {IN_FLIGHT} in flight",
+            bus["rps_many"],
+            "req/s",
+            raw["rps_many"],
+            "raw",
+            0.7,
+            True,
+        )
+    )
+    out.add(Row("CPU per request, 64 in flight", bus["cpu_us"], "us", raw["cpu_us"], "raw"))
+    out.add(
+        Row(
+            f"transport only: throughput, {IN_FLIGHT} in flight",
+            bare["rps_many"],
+            "req/s",
+            raw["rps_many"],
+            "raw",
+            None,
+            True,
+        )
+    )
+    out.add(Row("transport only: CPU per request", bare["cpu_us"], "us", raw["cpu_us"], "raw"))
+    base = results["publish_us"][SUBSCRIBERS[0]]
+    for n, cost in results["publish_us"].items():
+        target = 1.5 if n != SUBSCRIBERS[0] else None
+        out.add(Row(f"publish, {n} subscribers", cost, "us", base, "1 subscriber", target))
+    writes = ", ".join(f"{n}: {w:g}" for n, w in results["writes_per_publish"].items())
+    out.notes.append(f"records written per publish by number of subscribers: {writes}")
+    out.notes.append(
+        "bus = Bus.kafka + agent + AsyncClient.request; transport only = two bare "
+        "KafkaTransports (no agent, no correlator); CPU is this process's, all threads"
+    )
+    return out
+
+
+def run(quick: bool = False, bootstrap: str | None = None) -> Report:
+    """Measure on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
+    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        skipped = Report(f"{TITLE}: not run")
+        skipped.notes.append(
+            "no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS (a local one: scripts/kafka.sh start, "
+            "then eval $(scripts/kafka.sh env))"
+        )
+        return skipped
+    return report(asyncio.run(measure(bootstrap, Sizes.pick(quick))))
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--listen"]:
+    asyncio.run(listen(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+elif __name__ == "__main__":
+    result = run(bootstrap=sys.argv[1] if len(sys.argv) > 1 else None)
+    result.print()
+    raise SystemExit(0 if result.all_met else 1)
