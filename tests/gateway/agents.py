@@ -9,6 +9,8 @@ from typing import Any
 
 from a2a_bus.agent import Agent, method, subscribe
 
+#: The last item Echo.count yielded (streams in tests run one at a time).
+COUNTED = {"last": -1}
 #: Notifications the spec agent received: (method, params), in arrival order.
 NOTIFIED: list[tuple[str, tuple[Any, ...]]] = []
 _LOCK = threading.Lock()
@@ -66,6 +68,7 @@ class Echo(Agent):
         for i in range(n):
             if pause:
                 time.sleep(pause)
+            COUNTED["last"] = i
             yield i
 
     @subscribe("news.#")
