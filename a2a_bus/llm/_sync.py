@@ -1,13 +1,16 @@
-"""Sync entry points over the async core: one private event loop per thread.
+"""Sync entry points over the async core.
 
-Agents on the bus run in actor threads; each such thread gets a long-lived
-event loop so a sync ``run()`` costs no event-loop setup per call.
+``run_sync``/``iterate_sync`` use one private event loop per thread: agents on
+the bus run in actor threads, and each such thread gets a long-lived loop so a
+sync ``run()`` costs no event-loop setup per call. A :class:`Portal` is one loop
+thread shared by every caller, for clients that keep connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -31,7 +34,28 @@ def _loop(what: str) -> asyncio.AbstractEventLoop:
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
         _local.loop = loop
+        # Closed when the thread object goes away, so ended threads leave no open sockets.
+        weakref.finalize(threading.current_thread(), loop.close)
     return loop
+
+
+def idle_thread_loop() -> asyncio.AbstractEventLoop | None:
+    """This thread's private loop, when it has one and no loop is running here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+        return loop if loop is not None and not loop.is_closed() else None
+    return None
+
+
+def close_thread_loop() -> None:
+    """Close this thread's private loop (call it before a long-lived thread ends)."""
+    loop = idle_thread_loop()
+    if loop is not None:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    _local.loop = None
 
 
 def run_sync(what: str, start: Callable[[], Awaitable[T]]) -> T:
@@ -67,3 +91,68 @@ def iterate_sync(what: str, start: Callable[[], AsyncIterator[T]]) -> Iterator[T
                 await close()
 
             loop.run_until_complete(finish())
+
+
+class Portal:
+    """An event loop in a daemon thread, started on first use, that any thread can hand
+    coroutines to and wait for (also from inside another running loop).
+
+    A client whose sync methods run its async ones here keeps one connection pool for
+    all threads, and can close it from any thread.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name=self.name, daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def call(self, start: Callable[[], Awaitable[T]]) -> T:
+        """Run the coroutine made by ``start`` on the portal's loop and wait for it."""
+        loop = self._started()
+        if threading.current_thread() is self._thread:
+            raise RuntimeError(f"{self.name}: a blocking call from the portal's own loop")
+
+        async def main() -> T:
+            return await start()
+
+        return asyncio.run_coroutine_threadsafe(main(), loop).result()
+
+    def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+        """Iterate the async iterator made by ``start`` on the portal's loop."""
+        iterator = start()
+        try:
+            while True:
+                try:
+                    item = self.call(iterator.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                self.call(close)
+
+    def close(self) -> None:
+        """Stop the loop thread (a later call starts a new one)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

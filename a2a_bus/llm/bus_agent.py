@@ -26,6 +26,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.agent import Agent, method, subscribe
 from a2a_bus.errors import JsonRpcError
+from a2a_bus.llm._sync import close_thread_loop
 from a2a_bus.llm.agent_file import parse_agent_file
 from a2a_bus.llm.bus_tools import bus_tools as make_bus_tools
 from a2a_bus.llm.chunks import chunk_to_dict
@@ -113,6 +114,12 @@ class LlmAgent(Agent):
         existed = bool(store.load(key))
         store.delete(key)
         return existed
+
+    def on_stop(self) -> None:
+        # Runs in the actor thread: release what its runs opened there (the LLM client's
+        # connections and the thread's private event loop).
+        self.loop.client.close()
+        close_thread_loop()
 
     # -- helpers ---------------------------------------------------------------
 

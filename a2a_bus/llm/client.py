@@ -2,8 +2,9 @@
 
 A backend only has to implement :meth:`LlmClient.chat`; the async and streaming
 variants have working defaults (the async ones run the sync call in a worker
-thread, the streaming ones deliver the whole answer as one token). Backends
-that can do better (the OpenAI-compatible client) override them.
+thread, the streaming ones deliver the whole answer as :meth:`LlmClient.as_stream`
+items). Backends that can do better override them: the OpenAI-compatible client
+implements the async pair and drives it from the sync pair.
 """
 
 from __future__ import annotations
@@ -57,10 +58,7 @@ class LlmClient(abc.ABC):
         temperature: float | None = None,
     ) -> Iterator[StreamItem]:
         """Content tokens as they arrive, then the complete response."""
-        response = self.chat(messages, tools, model=model, temperature=temperature)
-        if response.content:
-            yield response.content
-        yield response
+        yield from self.as_stream(self.chat(messages, tools, model=model, temperature=temperature))
 
     async def astream(
         self,
@@ -71,9 +69,12 @@ class LlmClient(abc.ABC):
         temperature: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         response = await self.achat(messages, tools, model=model, temperature=temperature)
-        if response.content:
-            yield response.content
-        yield response
+        for item in self.as_stream(response):
+            yield item
+
+    def as_stream(self, response: ChatResponse) -> list[StreamItem]:
+        """A whole answer as stream items: by default its content as one token."""
+        return [response.content, response] if response.content else [response]
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release connections (no-op by default)."""

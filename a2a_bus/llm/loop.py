@@ -7,8 +7,8 @@ next turn starts. A turn without tool calls ends the run. After ``max_turns``
 turns without an answer, :class:`MaxTurnsExceeded` carries a checkpoint.
 
 The core is async and knows nothing about transports; ``run``/``stream`` are
-the sync twins of ``arun``/``astream`` (they drive the same core on a private
-event loop, calling the client's sync methods).
+the sync twins of ``arun``/``astream`` (they drive the same core on the calling
+thread's private event loop).
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ class AgentLoop:
                 call_started = time.perf_counter()
                 if streaming:
                     response = None
-                    async for item in self._stream_llm(messages, sync):
+                    async for item in self._stream_llm(messages):
                         if isinstance(item, str):
                             yield Token(item, turn)
                         else:
@@ -240,7 +240,7 @@ class AgentLoop:
                     if response is None:
                         raise LlmError("the LLM stream ended without a response")
                 else:
-                    response = await self._chat(messages, sync)
+                    response = await self._chat(messages)
                 llm_calls += 1
                 usage += response.usage
                 if listeners:
@@ -312,28 +312,15 @@ class AgentLoop:
             if conversation:
                 await self._store_call(sync, self.store.save, conversation, memory.messages())
 
-    async def _chat(self, messages: list[LlmMessage], sync: bool) -> ChatResponse:
+    async def _chat(self, messages: list[LlmMessage]) -> ChatResponse:
         tools = self.tools.definitions()
-        if sync:
-            return self.client.chat(messages, tools, model=self.model, temperature=self.temperature)
         return await self.client.achat(
             messages, tools, model=self.model, temperature=self.temperature
         )
 
-    async def _stream_llm(
-        self, messages: list[LlmMessage], sync: bool
-    ) -> AsyncIterator[str | ChatResponse]:
+    def _stream_llm(self, messages: list[LlmMessage]) -> AsyncIterator[str | ChatResponse]:
         tools = self.tools.definitions()
-        if sync:
-            for item in self.client.stream(
-                messages, tools, model=self.model, temperature=self.temperature
-            ):
-                yield item
-        else:
-            async for item in self.client.astream(
-                messages, tools, model=self.model, temperature=self.temperature
-            ):
-                yield item
+        return self.client.astream(messages, tools, model=self.model, temperature=self.temperature)
 
     async def _store_call(self, sync: bool, method: Callable[..., Any], *args: Any) -> Any:
         if sync or not self.store.blocking:

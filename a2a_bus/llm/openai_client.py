@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,16 +19,16 @@ from typing import Any
 
 import httpx
 
+from a2a_bus.llm._sync import Portal, idle_thread_loop
 from a2a_bus.llm.client import LlmClient, StreamItem
 from a2a_bus.llm.errors import LlmError
 from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolDefinition
 from a2a_bus.llm.openai_wire import (
-    SseDecoder,
     StreamAssembler,
+    aiter_sse_data,
     backoff_delay,
     build_body,
     error_from_response,
-    iter_sse_data,
     parse_completion,
 )
 
@@ -74,6 +73,9 @@ class _RetryBudget:
 class OpenAIClient(LlmClient):
     """Chat completions over HTTP, sync and async.
 
+    One implementation: the async methods; the sync ones run them on a loop thread
+    the client starts on first use (``close()`` stops it).
+
     Settings come from the arguments, else from the environment:
     ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (optional for local servers) and
     ``A2A_LLM_MODEL``.
@@ -110,8 +112,9 @@ class OpenAIClient(LlmClient):
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._url = f"{self.base_url}/chat/completions"
-        self._sync: httpx.Client | None = None
-        # An httpx.AsyncClient belongs to the event loop that created it.
+        # An httpx.AsyncClient belongs to the event loop that created it: one for the
+        # portal that runs the sync calls, one for each loop the async ones are awaited on.
+        self._portal = Portal("openai-client")
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -120,11 +123,6 @@ class OpenAIClient(LlmClient):
         return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- connections -------------------------------------------------------
-
-    def _sync_http(self) -> httpx.Client:
-        if self._sync is None:
-            self._sync = httpx.Client(headers=self._headers, timeout=self.timeout)
-        return self._sync
 
     def _async_http(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -135,12 +133,21 @@ class OpenAIClient(LlmClient):
         return client
 
     def close(self) -> None:
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        """Close the connections of sync calls, and of async calls made from this
+        thread's private loop (``AgentLoop.run``); use ``aclose`` on other loops."""
+        loop = self._portal.loop
+        if loop is not None:
+            client = self._async.pop(loop, None)
+            if client is not None:
+                self._portal.call(client.aclose)
+            self._portal.close()
+        loop = idle_thread_loop()
+        client = self._async.pop(loop, None) if loop is not None else None
+        if loop is not None and client is not None:
+            loop.run_until_complete(client.aclose())
 
     async def aclose(self) -> None:
-        self.close()
+        """Close the connections of calls made on the running loop."""
         client = self._async.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
@@ -180,7 +187,7 @@ class OpenAIClient(LlmClient):
             retryable=True,
         )
 
-    # -- sync --------------------------------------------------------------
+    # -- sync: the async implementation, run on the portal's loop -------------
 
     def chat(
         self,
@@ -190,20 +197,9 @@ class OpenAIClient(LlmClient):
         model: str | None = None,
         temperature: float | None = None,
     ) -> ChatResponse:
-        body = self._body(messages, tools, model, temperature, stream=False)
-        budget = _RetryBudget(self)
-        while True:
-            headers: Mapping[str, str] | None = None
-            try:
-                response = self._sync_http().post(self._url, json=body)
-            except httpx.TransportError as exc:
-                error = self._unreachable(exc)
-            else:
-                if response.status_code < 400:
-                    return _parse_json(response)
-                error = error_from_response(response.status_code, response.text)
-                headers = response.headers
-            time.sleep(budget.delay_or_raise(error, headers))
+        return self._portal.call(
+            lambda: self.achat(messages, tools, model=model, temperature=temperature)
+        )
 
     def stream(
         self,
@@ -213,39 +209,9 @@ class OpenAIClient(LlmClient):
         model: str | None = None,
         temperature: float | None = None,
     ) -> Iterator[StreamItem]:
-        body = self._body(messages, tools, model, temperature, stream=True)
-        budget = _RetryBudget(self)
-        while True:
-            started = False
-            headers: Mapping[str, str] | None = None
-            try:
-                with self._sync_http().stream("POST", self._url, json=body) as response:
-                    if response.status_code >= 400:
-                        response.read()
-                        error = error_from_response(response.status_code, response.text)
-                        headers = response.headers
-                    elif not _is_event_stream(response):
-                        # The server ignored "stream": take the plain answer.
-                        response.read()
-                        answer = _parse_json(response)
-                        if answer.content:
-                            yield answer.content
-                        yield answer
-                        return
-                    else:
-                        started = True
-                        assembler = StreamAssembler()
-                        for payload in iter_sse_data(response.iter_lines()):
-                            token = assembler.feed(payload)
-                            if token:
-                                yield token
-                        yield assembler.response()
-                        return
-            except httpx.TransportError as exc:
-                if started:
-                    raise LlmError(f"LLM stream broke off: {type(exc).__name__}: {exc}") from exc
-                error = self._unreachable(exc)
-            time.sleep(budget.delay_or_raise(error, headers))
+        return self._portal.iterate(
+            lambda: self.astream(messages, tools, model=model, temperature=temperature)
+        )
 
     # -- async -------------------------------------------------------------
 
@@ -301,7 +267,7 @@ class OpenAIClient(LlmClient):
                     else:
                         started = True
                         assembler = StreamAssembler()
-                        async for payload in _aiter_sse_data(response):
+                        async for payload in aiter_sse_data(response.aiter_lines()):
                             token = assembler.feed(payload)
                             if token:
                                 yield token
@@ -324,16 +290,3 @@ def _parse_json(response: httpx.Response) -> ChatResponse:
     except ValueError as exc:
         raise LlmError(f"LLM server sent invalid JSON: {response.text[:200]!r}") from exc
     return parse_completion(data)
-
-
-async def _aiter_sse_data(response: httpx.Response) -> AsyncIterator[str]:
-    decoder = SseDecoder()
-    async for line in response.aiter_lines():
-        payload = decoder.line(line)
-        if payload is not None:
-            yield payload
-        if decoder.done:
-            return
-    payload = decoder.flush()
-    if payload is not None:
-        yield payload

@@ -10,7 +10,7 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from a2a_bus.llm.errors import LlmError
@@ -107,10 +107,10 @@ class SseDecoder:
         return payload
 
 
-def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:
+async def aiter_sse_data(lines: AsyncIterable[str]) -> AsyncIterator[str]:
     """The ``data`` payloads of a Server-Sent Events stream, ending at ``[DONE]``."""
     decoder = SseDecoder()
-    for line in lines:
+    async for line in lines:
         payload = decoder.line(line)
         if payload is not None:
             yield payload

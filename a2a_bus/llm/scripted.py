@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from a2a_bus.llm.client import LlmClient, StreamItem
 from a2a_bus.llm.errors import LlmError
@@ -94,18 +94,6 @@ class ScriptedClient(LlmClient):
     ) -> ChatResponse:
         return _to_response(self._next_step(messages, tools), messages, model or self.model)
 
-    def stream(
-        self,
-        messages: Sequence[LlmMessage],
-        tools: Sequence[ToolDefinition] = (),
-        *,
-        model: str | None = None,
-        temperature: float | None = None,
-    ) -> Iterator[StreamItem]:
-        response = self.chat(messages, tools, model=model, temperature=temperature)
-        yield from _TOKEN.findall(response.content)
-        yield response
-
     async def achat(
         self,
         messages: Sequence[LlmMessage],
@@ -116,6 +104,10 @@ class ScriptedClient(LlmClient):
     ) -> ChatResponse:
         # Answers are computed in memory: no worker thread needed.
         return self.chat(messages, tools, model=model, temperature=temperature)
+
+    def as_stream(self, response: ChatResponse) -> list[StreamItem]:
+        """Word by word, like a model streaming tokens."""
+        return [*_TOKEN.findall(response.content), response]
 
 
 def _fresh_ids(step: Step) -> Step:

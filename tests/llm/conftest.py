@@ -56,6 +56,7 @@ class ScriptedOpenAI:
         self.base_url = ""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.clients: list[OpenAIClient] = []
         self._answers: deque[Answer | Callable[[dict[str, Any]], Answer]] = deque()
         self._lock = threading.Lock()
 
@@ -112,9 +113,11 @@ class ScriptedOpenAI:
     def client(self, **options: Any) -> OpenAIClient:
         options.setdefault("backoff", 0.01)
         options.setdefault("max_backoff", 0.05)
-        return OpenAIClient(
+        client = OpenAIClient(
             "scripted-model", base_url=self.base_url, api_key="test-key", timeout=10.0, **options
         )
+        self.clients.append(client)  # closed when the test ends
+        return client
 
 
 def _message(answer: Completion) -> dict[str, Any]:
@@ -270,6 +273,8 @@ def llm_server(_scripted_server: ScriptedOpenAI) -> Iterator[ScriptedOpenAI]:
     """The scripted server, emptied for this test."""
     _scripted_server.reset()
     yield _scripted_server
+    while _scripted_server.clients:
+        _scripted_server.clients.pop().close()
     _scripted_server.reset()
 
 
