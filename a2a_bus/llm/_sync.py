@@ -58,39 +58,37 @@ def close_thread_loop() -> None:
     _local.loop = None
 
 
+async def _await(start: Callable[[], Awaitable[T]]) -> T:
+    return await start()
+
+
 def run_sync(what: str, start: Callable[[], Awaitable[T]]) -> T:
     """Run the coroutine made by ``start`` on this thread's private loop."""
-    loop = _loop(what)
-
-    async def main() -> T:
-        return await start()
-
-    return loop.run_until_complete(main())
+    return _loop(what).run_until_complete(_await(start))
 
 
 def iterate_sync(what: str, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
     """Iterate the async iterator made by ``start`` from sync code."""
     loop = _loop(what)
+    return drive_iterator(lambda step: loop.run_until_complete(_await(step)), start)
+
+
+def drive_iterator(
+    run: Callable[[Callable[[], Awaitable[Any]]], Any], start: Callable[[], AsyncIterator[T]]
+) -> Iterator[T]:
+    """Iterate an async iterator from sync code; ``run`` waits for one awaitable."""
     iterator = start()
-
-    async def step() -> Any:
-        return await iterator.__anext__()
-
     try:
         while True:
             try:
-                item = loop.run_until_complete(step())
+                item = run(iterator.__anext__)
             except StopAsyncIteration:
                 return
             yield item
     finally:
         close = getattr(iterator, "aclose", None)
         if close is not None:
-
-            async def finish() -> None:
-                await close()
-
-            loop.run_until_complete(finish())
+            run(close)
 
 
 class Portal:
@@ -126,25 +124,11 @@ class Portal:
         if threading.current_thread() is self._thread:
             raise RuntimeError(f"{self.name}: a blocking call from the portal's own loop")
 
-        async def main() -> T:
-            return await start()
-
-        return asyncio.run_coroutine_threadsafe(main(), loop).result()
+        return asyncio.run_coroutine_threadsafe(_await(start), loop).result()
 
     def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         """Iterate the async iterator made by ``start`` on the portal's loop."""
-        iterator = start()
-        try:
-            while True:
-                try:
-                    item = self.call(iterator.__anext__)
-                except StopAsyncIteration:
-                    return
-                yield item
-        finally:
-            close = getattr(iterator, "aclose", None)
-            if close is not None:
-                self.call(close)
+        return drive_iterator(self.call, start)
 
     def close(self) -> None:
         """Stop the loop thread (a later call starts a new one)."""
