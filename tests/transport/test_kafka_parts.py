@@ -202,3 +202,13 @@ def test_ssl_settings_build_a_context() -> None:
     context = settings.build_ssl_context()
     assert context is not None and context.check_hostname is False
     assert isinstance(settings.client_kwargs()["ssl_context"], ssl.SSLContext)
+
+
+def test_kafka_benchmark_without_a_broker_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from a2a_bus.bench.kafka import run
+
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    report = run(quick=True)
+    assert report.rows == []
+    assert "not run" in report.title
+    assert "KAFKA_BOOTSTRAP_SERVERS" in report.notes[0]
