@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "adaptor": "a2a_bus.bench.adaptor",
     "gateway": "a2a_bus.bench.gateway",
     "kafka": "a2a_bus.bench.kafka",
+    "llm": "a2a_bus.bench.llm",
 }
 
 
