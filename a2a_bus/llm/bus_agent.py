@@ -16,6 +16,7 @@ answer on an output subject. Its tools reach the bus through
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -62,10 +63,6 @@ def max_turns_error(exc: MaxTurnsExceeded) -> JsonRpcError:
     )
 
 
-def _invalid(detail: str) -> JsonRpcError:
-    return JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
-
-
 class LlmAgent(Agent):
     """An agent whose methods run an LLM agent loop (made by :func:`llm_agent_class`)."""
 
@@ -95,21 +92,16 @@ class LlmAgent(Agent):
     def chat_stream(self, message: str, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Like chat, streamed: token, tool_start and tool_end chunks, then done."""
         conversation = self._session(session_id)
-        try:
+        with _as_json_rpc_errors():
             for chunk in self.loop.stream(
                 _checked(message), conversation=conversation, context=self._context()
             ):
                 yield chunk_to_dict(chunk)
-        except MaxTurnsExceeded as exc:
-            raise max_turns_error(exc) from None
-        except LlmError as exc:
-            raise JsonRpcError(LLM_FAILED, "LLM call failed", str(exc)) from None
 
     @method
     def reset(self, session_id: str) -> bool:
         """Forget a session's conversation; true if there was one."""
-        key = self._session(session_id)
-        assert key is not None
+        key = session_conversation(_checked(session_id, "session_id"))
         store = self.loop.store
         existed = bool(store.load(key))
         store.delete(key)
@@ -126,9 +118,7 @@ class LlmAgent(Agent):
     def _session(self, session_id: str | None) -> str | None:
         if session_id is None:
             return None
-        if not session_id.strip():
-            raise _invalid("session_id must not be empty")
-        return session_conversation(session_id)
+        return session_conversation(_checked(session_id, "session_id"))
 
     def _context(self) -> Mapping[str, Any]:
         if self.client is None:
@@ -136,12 +126,8 @@ class LlmAgent(Agent):
         return {BUS_CLIENT_KEY: self.client, BUS_AGENT_KEY: self.agent_id}
 
     def _run(self, prompt: str | None, conversation: str | None) -> AgentOutput:
-        try:
+        with _as_json_rpc_errors():
             return self.loop.run(prompt, conversation=conversation, context=self._context())
-        except MaxTurnsExceeded as exc:
-            raise max_turns_error(exc) from None
-        except LlmError as exc:
-            raise JsonRpcError(LLM_FAILED, "LLM call failed", str(exc)) from None
 
     def answer_event(self, event: CloudEvent) -> str:
         """Answer a trigger event in its own conversation and publish the answer."""
@@ -163,10 +149,21 @@ class LlmAgent(Agent):
         return content
 
 
-def _checked(message: Any) -> str:
-    if not message.strip():
-        raise _invalid("message must not be empty")
-    return str(message)
+def _checked(value: str, name: str = "message") -> str:
+    if not value.strip():
+        raise JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", f"{name} must not be empty")
+    return value
+
+
+@contextlib.contextmanager
+def _as_json_rpc_errors() -> Iterator[None]:
+    """The run's own failures as JSON-RPC errors (anything else is a crash)."""
+    try:
+        yield
+    except MaxTurnsExceeded as exc:
+        raise max_turns_error(exc) from None
+    except LlmError as exc:
+        raise JsonRpcError(LLM_FAILED, "LLM call failed", str(exc)) from None
 
 
 def _trigger_handler() -> Any:
