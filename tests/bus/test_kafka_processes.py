@@ -9,7 +9,6 @@ also for a process that was killed.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import uuid
@@ -35,14 +34,8 @@ IN_FLIGHT = 64
 
 
 @pytest.fixture
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    try:
-        return str(request.getfixturevalue("kafka_bootstrap"))
-    except pytest.FixtureLookupError:
-        value = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-        if not value:
-            pytest.skip("no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS (scripts/kafka.sh start)")
-        return value
+def bootstrap(kafka_bootstrap: str) -> str:
+    return kafka_bootstrap
 
 
 class Worker:
