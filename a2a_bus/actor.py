@@ -44,8 +44,9 @@ class Job:
     label: str
     event: Any = None
     redelivered: bool = False
-    #: For streaming handlers: called in the actor thread with (seq, item).
-    emit: Callable[[int, Any], None] | None = None
+    #: For streaming handlers: called in the actor thread with (seq, item);
+    #: False means the stream was cancelled and the generator is closed.
+    emit: Callable[[int, Any], bool] | None = None
     attempts: int = 0
     future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
 
@@ -83,7 +84,9 @@ class AgentActor(pykka.ThreadingActor):
             if job.emit is not None and inspect.isgenerator(value):
                 count = 0
                 for item in value:
-                    job.emit(count, item)
+                    if not job.emit(count, item):
+                        value.close()  # runs the generator's finally blocks
+                        break
                     count += 1
                 value = count
         except JsonRpcError as exc:

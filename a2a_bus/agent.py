@@ -128,15 +128,29 @@ class MethodSpec:
             bound = self.signature.bind(*positional, **named)
         except TypeError as exc:
             raise JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", str(exc)) from None
-        for name, value in bound.arguments.items():
-            check = self._checks.get(name)
-            if check is not None and not check(value):
-                expected = schema_for(self.hints[name])
-                raise JsonRpcError(
-                    ErrorCode.INVALID_PARAMS,
-                    "Invalid params",
-                    f"{name}: expected {expected}, got {type(value).__name__}",
-                )
+        checks = self._checks
+        if checks:
+            parameters = self.signature.parameters
+            for name, value in bound.arguments.items():
+                check = checks.get(name)
+                if check is None:
+                    continue
+                kind = parameters[name].kind
+                # ``*args: int`` / ``**kwargs: int`` describe each item, not the tuple/dict.
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    items = [(f"{name}[{i}]", item) for i, item in enumerate(value)]
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    items = list(value.items())
+                else:
+                    items = [(name, value)]
+                for label, item in items:
+                    if not check(item):
+                        raise JsonRpcError(
+                            ErrorCode.INVALID_PARAMS,
+                            "Invalid params",
+                            f"{label}: expected {schema_for(self.hints[name])}, "
+                            f"got {type(item).__name__}",
+                        )
         return bound
 
     def describe(self) -> dict[str, Any]:

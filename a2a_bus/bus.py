@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
@@ -36,8 +36,9 @@ from a2a_bus.protocol import (
     to_kafka,
 )
 from a2a_bus.routing import RouteKind, RoutingError, Topics, decide
+from a2a_bus.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.supervisor import RestartPolicy
-from a2a_bus.transport.base import Subscription, Transport
+from a2a_bus.transport.base import Delivery, Subscription, Transport
 from a2a_bus.transport.kafka_records import dead_letter_headers
 from a2a_bus.transport.memory import MemoryTransport
 
@@ -72,10 +73,13 @@ class Bus:
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
         self.metrics = Metrics()
-        self.correlator = Correlator(self.metrics)
+        self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
         self.directory = Directory(self.adaptor, card_ttl if card_ttl else 3 * heartbeat)
         self.reply_topic = self.topics.reply(self.node)
         self.hosts: list[AgentHost] = []
+        #: Agent -> caller streams running here: request id -> stop it.
+        self.running_streams: dict[str, Callable[[], None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self._subscriptions: list[Subscription] = []
         self._heartbeats: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -204,7 +208,7 @@ class Bus:
         topics = self.topics
         self._subscriptions = [
             await self.transport.subscribe(
-                [self.reply_topic], self.reply_topic, self.correlator.on_reply, max_in_flight=1024
+                [self.reply_topic], self.reply_topic, self._on_reply, max_in_flight=1024
             ),
             await self.transport.subscribe(
                 [topics.registry],
@@ -234,6 +238,7 @@ class Bus:
             await host.stop()
         for subscription in self._subscriptions:
             await subscription.stop()
+        await asyncio.gather(*self._background, return_exceptions=True)
         self._running = False
         self.correlator.close()
         await self.transport.stop()
@@ -350,8 +355,9 @@ class Bus:
         except RoutingError as exc:
             if is_request:
                 self.metrics.inc("errors")
-                return error_response(exc.code, exc.message, caller_id)
-            await self.dead_letter(event, f"unroutable: {exc.message}")
+                return error_response(exc.code, exc.message, caller_id, exc.data)
+            detail = f"{exc.message}: {exc.data}" if exc.data is not None else exc.message
+            await self.dead_letter(event, f"unroutable: {detail}")
             return None
         if not is_request or route.kind is RouteKind.PUBSUB:
             await self.transport.publish(route.topic, event, key=route.key)
@@ -379,7 +385,7 @@ class Bus:
             route = decide(event, self.topics, self.directory.method_owner)
         except RoutingError as exc:
             stream = ReplyStream()
-            stream.fail(JsonRpcError(exc.code, exc.message))
+            stream.fail(JsonRpcError(exc.code, exc.message, exc.data))
             return stream
         request_id, outgoing = self._request_event(event, route.agent_id)
         stream = self.correlator.expect_stream(request_id, timeout or self.request_timeout)
@@ -401,6 +407,46 @@ class Bus:
         if agent_id is not None:
             attributes[ext.TARGET_AGENT] = agent_id
         return request_id, new_event(attributes, event.get_data())
+
+    # -- the reply topic: answers for this node's callers, cancels for its streams ----
+
+    async def _on_reply(self, delivery: Delivery) -> None:
+        event = delivery.event
+        if event.get_extension(ext.METHOD) != CANCEL_METHOD:
+            await self.correlator.on_reply(delivery)
+            return
+        data = event.get_data()
+        params = data.get("params") if isinstance(data, dict) else None
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        stop = self.running_streams.get(request_id) if isinstance(request_id, str) else None
+        if stop is not None:
+            stop()
+        else:  # it ended before the cancel came
+            log.debug("stream/cancel for %r: no such stream running here", request_id)
+
+    def _send_cancel(self, request_id: str, control: str) -> None:
+        """Tell the node running a stream's generator to stop it (from the loop)."""
+        if control == self.reply_topic:
+            # Running here: stop it now rather than behind the chunks queued on
+            # this node's reply topic.
+            stop = self.running_streams.get(request_id)
+            if stop is not None:
+                stop()
+            return
+        if not self._running or not control.startswith(f"{self.topics.prefix}.reply."):
+            return  # only a node's reply topic takes cancels
+        item = self.adaptor.from_jsonrpc(cancel_message(request_id))[0]
+        if not isinstance(item, CloudEvent):
+            return
+        task = asyncio.get_running_loop().create_task(self._publish_cancel(control, item))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _publish_cancel(self, control: str, event: CloudEvent) -> None:
+        try:
+            await self.transport.publish(control, event)
+        except Exception as exc:  # the generator then runs to its end, unread
+            log.warning("could not send stream/cancel to %s: %s", control, exc)
 
     def _builtin(self, method: str, params: Any, id: Any) -> dict[str, Any]:
         if method == "methods/list":

@@ -138,8 +138,12 @@ class AsyncClient:
     ) -> AsyncGenerator[Any, None]:
         """The items a streaming handler yields, in order (timeout: per chunk)."""
         event = self._event(agent, method, params, request=True)
-        async for item in self._stream_event(event, timeout):
-            yield item
+        items = self._stream_event(event, timeout)
+        try:
+            async for item in items:
+                yield item
+        finally:  # closing this stream closes the request's, now: the cancel goes out
+            await items.aclose()
 
     async def call_stream(
         self, message: dict[str, Any], *, timeout: float | None = None
@@ -151,13 +155,18 @@ class AsyncClient:
             yield item.response()
             return
         id = message.get("id")
+        chunks = self._stream_event(item, timeout)
         try:
-            async for chunk in self._stream_event(item, timeout):
+            async for chunk in chunks:
                 yield {"jsonrpc": "2.0", "result": chunk, "id": id}
         except JsonRpcError as exc:
             yield {"jsonrpc": "2.0", "error": exc.to_dict(), "id": id}
+        finally:
+            await chunks.aclose()
 
-    async def _stream_event(self, event: CloudEvent, timeout: float | None) -> AsyncIterator[Any]:
+    async def _stream_event(
+        self, event: CloudEvent, timeout: float | None
+    ) -> AsyncGenerator[Any, None]:
         bus = self.bus
         stream = await bus._on_loop(bus.open_stream(event, timeout=timeout))
         items = stream.__aiter__()

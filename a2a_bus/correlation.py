@@ -5,6 +5,10 @@ reply topic in ``replyto``; the answer carries that id in ``collaborationid``.
 A request is answered at most once: the first response resolves it and any
 later one is dropped and counted (``duplicate_replies``); a response after the
 deadline is dropped and counted (``late_replies``), never handed to anyone.
+
+A caller that stops reading a stream cancels it: the request is forgotten and
+``stream/cancel`` goes to the node running the generator (the ``streamcontrol``
+of its chunks; if no chunk came yet, the cancel leaves with the first one).
 """
 
 from __future__ import annotations
@@ -12,19 +16,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.metrics import Metrics
 from a2a_bus.protocol import ErrorCode, error_response, ext
-from a2a_bus.streams import STREAM_END, SeqReceiver
+from a2a_bus.streams import STREAM_CONTROL, STREAM_END, SeqReceiver
 from a2a_bus.transport.base import Delivery
 
 log = logging.getLogger(__name__)
 
 _EXPIRED = "expired"
 _ANSWERED = "answered"
+#: A cancelled stream whose generator's node is not known yet.
+_CANCEL_UNSENT = "cancel-unsent"
 _END = object()
 
 
@@ -47,6 +53,8 @@ class ReplyStream:
         self.chunks = 0
         #: The bus-issued id of the request this stream answers.
         self.request_id: str | None = None
+        #: Where a cancel goes: the reply topic of the node running the generator.
+        self.control: str | None = None
 
     async def put(self, seq: Any, item: Any) -> None:
         for ready in self.receiver.accept(seq, item):
@@ -108,13 +116,24 @@ class _Pending:
 
 
 class Correlator:
-    """Matches responses to pending requests by ``collaborationid``."""
+    """Matches responses to pending requests by ``collaborationid``.
 
-    def __init__(self, metrics: Metrics, *, remember: int = 10_000) -> None:
+    ``stop_upstream(request_id, control)`` is called (on the loop) when a stream
+    the caller abandoned should be cancelled at the node reached by ``control``.
+    """
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        remember: int = 10_000,
+        stop_upstream: Callable[[str, str], None] | None = None,
+    ) -> None:
         self._metrics = metrics
         self._pending: dict[str, _Pending] = {}
         self._finished: OrderedDict[str, str] = OrderedDict()
         self._remember = remember
+        self.stop_upstream = stop_upstream
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -143,12 +162,22 @@ class Correlator:
         self._metrics.in_flight_delta(1)
 
     def cancel(self, request_id: str) -> None:
-        """Forget a request whose caller gave up (a later reply counts as late)."""
+        """Forget a request whose caller gave up (a later reply counts as late);
+        a stream is also cancelled upstream."""
         pending = self._pending.get(request_id)
         if pending is not None:
             self._settle(request_id, pending, _EXPIRED)
             if pending.stream is not None:
                 pending.stream.abandon()
+                self._cancel_upstream(request_id, pending.stream.control)
+
+    def _cancel_upstream(self, request_id: str, control: Any) -> None:
+        if self.stop_upstream is None:
+            return
+        if isinstance(control, str):
+            self.stop_upstream(request_id, control)
+        else:  # no chunk yet: cancel when the first one says where from
+            self._finished[request_id] = _CANCEL_UNSENT
 
     def _settle(self, request_id: str, pending: _Pending, how: str) -> None:
         del self._pending[request_id]
@@ -170,6 +199,7 @@ class Correlator:
             pending.future.set_result(response)
         if pending.stream is not None:
             pending.stream.fail(JsonRpcError.from_dict(response["error"]))
+            self._cancel_upstream(request_id, pending.stream.control)
 
     async def on_reply(self, delivery: Delivery) -> None:
         """Handler of the caller's reply topic."""
@@ -177,7 +207,7 @@ class Correlator:
         request_id = event.get_extension(ext.COLLABORATION)
         pending = self._pending.get(request_id) if isinstance(request_id, str) else None
         if pending is None:
-            self._count_stray(request_id)
+            self._count_stray(request_id, event.get_extension(STREAM_CONTROL))
             return
         message = event.get_data()
         if pending.stream is None:
@@ -188,6 +218,8 @@ class Correlator:
                 pending.future.set_result(message if isinstance(message, dict) else {})
             return
         stream = pending.stream
+        if stream.control is None:
+            stream.control = event.get_extension(STREAM_CONTROL)
         seq = event.get_extension(ext.SEQ)
         if event.get_extension(STREAM_END) or seq is None:
             self._settle(request_id, pending, _ANSWERED)
@@ -209,8 +241,11 @@ class Correlator:
         if stream.receiver.out_of_order > early:
             self._metrics.inc("stream_gaps")
 
-    def _count_stray(self, request_id: Any) -> None:
+    def _count_stray(self, request_id: Any, control: Any = None) -> None:
         how = self._finished.get(request_id) if isinstance(request_id, str) else None
+        if how == _CANCEL_UNSENT and isinstance(control, str):
+            self._finished[request_id] = _EXPIRED
+            self._cancel_upstream(request_id, control)
         if how == _ANSWERED:
             self._metrics.inc("duplicate_replies")
             log.debug("dropped a second reply to %s", request_id)

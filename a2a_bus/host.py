@@ -96,11 +96,14 @@ class AgentHost:
             replica.start()
             self.replicas.append(replica)
             inbox = topics.agent(self.agent_id)
+            # A new inbox group starts at the oldest retained record: requests sent
+            # before the agent's first start wait for it instead of being skipped.
             subscriptions = [
                 await transport.subscribe(
                     [inbox],
                     inbox,
                     functools.partial(self._on_inbox, replica),
+                    from_beginning=True,
                     max_in_flight=mailbox,
                 )
             ]
@@ -221,31 +224,49 @@ class AgentHost:
     ) -> None:
         """Run a generator handler; publish each item as a chunk, in order, then the end."""
         event = delivery.event
+        request_id = event.get_id()
         reply_to = event.get_extension(ext.REPLY_TO)
+        control = self.bus.reply_topic
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
         credits = threading.Semaphore(STREAM_CREDITS)
+        cancelled = threading.Event()
 
-        def emit(seq: int, item: Any) -> None:  # runs in the actor thread
+        def emit(seq: int, item: Any) -> bool:  # runs in the actor thread
+            if cancelled.is_set():
+                return False
             if not credits.acquire(timeout=60):
                 raise TimeoutError("the stream's reader stopped taking chunks")
+            if cancelled.is_set():
+                return False
             loop.call_soon_threadsafe(queue.put_nowait, (seq, item))
+            return True
+
+        def cancel() -> None:  # on the loop, when the caller sent stream/cancel
+            cancelled.set()
+            credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
 
         async def pump() -> None:
             adaptor, transport = self.bus.adaptor, self.bus.transport
             while (entry := await queue.get()) is not None:
-                if isinstance(reply_to, str):
-                    chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to)
+                if isinstance(reply_to, str) and not cancelled.is_set():
+                    chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to, control)
                     await transport.publish(reply_to, chunk, key=record_key(chunk))
                 credits.release()
 
         job.emit = emit
+        self.bus.running_streams[request_id] = cancel
         pumping = loop.create_task(pump())
         try:
             outcome = await replica.submit(job)
         finally:
             queue.put_nowait(None)
             await pumping
+            self.bus.running_streams.pop(request_id, None)
+        if cancelled.is_set():  # the caller is gone: nothing more to send
+            self.bus.metrics.inc("handled")
+            await self._answer_stream_failure(delivery, outcome)
+            return
         id = message.get("id")
         if outcome.result is not None and outcome.error is None and outcome.crash is None:
             count = outcome.result

@@ -35,10 +35,11 @@ INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 class RoutingError(ValueError):
     """An event or a name that cannot be routed; carries a JSON-RPC error code."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
 
 
 def validate_name(value: Any, what: str = "agent id") -> str:
@@ -177,5 +178,6 @@ def decide(
         )
     owner = method_owner(method) if method_owner is not None else None
     if owner is None:
-        raise RoutingError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+        # The JSON-RPC spec's own wording; the method goes in ``data``.
+        raise RoutingError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
     return Route(RouteKind.BY_METHOD, topics.agent(owner), key, agent_id=owner)

@@ -11,6 +11,11 @@ request id), each ``result`` one item. Caller -> agent: chunks are JSON-RPC
 notifications of the method with ``params._sessionId``/``_seq``/``chunk``; the
 end marker is the request itself (``_seq`` = chunk count, ``_end``: true),
 answered like any request.
+
+Cancel: every agent -> caller chunk names, in ``streamcontrol``, the reply
+topic of the node running the generator. A caller that stops reading sends
+the JSON-RPC notification ``stream/cancel`` (``params.requestId``) there; that
+node stops the generator (it is closed at its next item) and sends nothing more.
 """
 
 from __future__ import annotations
@@ -28,22 +33,39 @@ from a2a_bus.protocol import Adaptor, ErrorCode, ext, result_response
 
 #: Extension flag on the event that closes a stream.
 STREAM_END = "streamend"
+#: Extension on agent -> caller chunks: where to send ``stream/cancel``.
+STREAM_CONTROL = "streamcontrol"
+#: The notification that stops an agent -> caller stream upstream.
+CANCEL_METHOD = "stream/cancel"
 #: params member carrying one item of a caller -> agent stream; and its end flag.
 CHUNK_PARAM = "chunk"
 END_PARAM = "_end"
 
 
 def chunk_event(
-    adaptor: Adaptor, request: CloudEvent, seq: int, item: Any, reply_to: str
+    adaptor: Adaptor,
+    request: CloudEvent,
+    seq: int,
+    item: Any,
+    reply_to: str,
+    control: str | None = None,
 ) -> CloudEvent:
-    """One agent -> caller chunk answering ``request``."""
+    """One agent -> caller chunk answering ``request``; ``control`` is where a
+    cancel for this stream goes."""
     message = request.get_data()
     id = message.get("id") if isinstance(message, dict) else None
     event = adaptor.response_event(request, result_response(item, id))
     attributes = event.get_attributes()
     attributes[ext.SEQ] = seq
     attributes[ext.REPLY_TO] = reply_to
+    if control is not None:
+        attributes[STREAM_CONTROL] = control
     return event
+
+
+def cancel_message(request_id: str) -> dict[str, Any]:
+    """The JSON-RPC notification that stops the stream answering ``request_id``."""
+    return {"jsonrpc": "2.0", "method": CANCEL_METHOD, "params": {"requestId": request_id}}
 
 
 def end_event(

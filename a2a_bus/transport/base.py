@@ -116,6 +116,11 @@ class Transport(abc.ABC):
     def ready(self) -> bool:
         """True once started and connected."""
 
+    @property
+    def dead_lettered(self) -> int:
+        """Records this transport wrote to the dead-letter topic."""
+        return 0
+
     def lag(self) -> dict[str, int]:
         """Records not handled yet, per consumer group with members in this process.
 

@@ -265,7 +265,7 @@ class MemoryTransport(Transport):
         self.adaptor = adaptor or Adaptor()
         #: Copies of an event skipped by de-duplication.
         self.duplicates = 0
-        self.dead_lettered = 0
+        self._dead_lettered = 0
         self._topics: dict[str, list[_Partition]] = {}
         self._groups: dict[str, _Group] = {}
         self._round_robin = itertools.count()
@@ -428,7 +428,7 @@ class MemoryTransport(Transport):
         headers = dead_letter_headers(
             record.headers, reason, topic, partition, record.offset, failures
         )
-        self.dead_lettered += 1
+        self._dead_lettered += 1
         if record.value is None and record.event is not None:
             # Stored as an event: dead-letter it as a structured CloudEvent.
             encoded = to_kafka(record.event, "structured")
@@ -442,6 +442,22 @@ class MemoryTransport(Transport):
         log.warning("dead letter %s/%d/%d: %s", topic, partition, record.offset, reason)
 
     # -- introspection (tests, metrics) ---------------------------------------
+
+    @property
+    def dead_lettered(self) -> int:
+        """Records this transport wrote to the dead-letter topic."""
+        return self._dead_lettered
+
+    def lag(self) -> dict[str, int]:
+        """Records not handled yet per consumer group (end offset minus committed)."""
+        lags: dict[str, int] = {}
+        for name, group in self._groups.items():
+            if group.members:
+                lags[name] = sum(
+                    max(0, self._partition(tp).next_offset - progress.committed)
+                    for tp, progress in group.progress.items()
+                )
+        return lags
 
     def committed(self, group: str, topic: str) -> int:
         """Records of ``topic`` whose handling finished in ``group`` (summed over partitions)."""

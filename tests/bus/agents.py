@@ -118,3 +118,27 @@ class Slow(Agent):
         Slow.started.set()
         time.sleep(seconds)
         return tag
+
+
+class Ticker(Agent):
+    """Streams 0..limit-1; records how far it got and whether it was closed early."""
+
+    agent_id = "ticker"
+    produced = 0
+    closed_early = threading.Event()
+    done = threading.Event()
+
+    @method
+    def tick(self, limit: int) -> Iterator[int]:
+        Ticker.produced = 0
+        Ticker.closed_early.clear()
+        Ticker.done.clear()
+        try:
+            for n in range(limit):
+                Ticker.produced += 1
+                yield n
+        except GeneratorExit:
+            Ticker.closed_early.set()
+            raise
+        finally:
+            Ticker.done.set()

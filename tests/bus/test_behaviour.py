@@ -18,7 +18,7 @@ from a2a_bus import Bus, JsonRpcError, RestartPolicy
 from a2a_bus.discovery import card_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka_records import DLQ_REASON
-from tests.bus.agents import RECORDER, Calc, Echo, Flaky, Phoenix, Slow, subscriber
+from tests.bus.agents import RECORDER, Calc, Echo, Flaky, Phoenix, Slow, Ticker, subscriber
 
 WAIT = 30.0  # upper bound on any single await; never a performance assertion
 FAST_RESTARTS = RestartPolicy(max_retries=2, backoff_initial=0.001, backoff_max=0.01)
@@ -56,12 +56,15 @@ async def make_bus(request: pytest.FixtureRequest) -> AsyncIterator[Callable[...
     prefix = f"t{uuid.uuid4().hex[:10]}"
     buses: list[Bus] = []
 
-    async def make(*agents: Any, **options: Any) -> Bus:
+    async def make(*agents: Any, peer: Bus | None = None, **options: Any) -> Bus:
+        """``peer``: another node on the same transport (in memory: the same one)."""
         options.setdefault("prefix", prefix)
         options.setdefault("heartbeat", 60.0)
         options.setdefault("restart_policy", FAST_RESTARTS)
         options.setdefault("request_timeout", WAIT)
-        if kind == "memory":
+        if kind == "memory" and peer is not None:
+            bus = Bus(peer.transport, **options)
+        elif kind == "memory":
             bus = Bus.memory(**options)
         else:
             bus = Bus.kafka(bootstrap, bus_options=options, metadata_max_age_ms=1000)
@@ -122,10 +125,11 @@ async def test_route_by_method_and_unknown_method(make_bus: Callable[..., Awaita
     assert await client.request(None, "echo", {"value": "hi"}) == "hi"
     with pytest.raises(JsonRpcError) as by_method:
         await client.request(None, "no/such", {})
-    assert by_method.value.code == -32601
     with pytest.raises(JsonRpcError) as p2p:
         await client.request("calc", "no/such", {})
-    assert p2p.value.code == -32601
+    # The JSON-RPC spec's wording, the method in data, whichever side answers.
+    for error in (by_method.value, p2p.value):
+        assert (error.code, error.message, error.data) == (-32601, "Method not found", "no/such")
 
 
 @pytest.mark.parametrize(
@@ -286,6 +290,35 @@ async def test_stream_errors_surface(make_bus: Callable[..., Awaitable[Bus]]) ->
         async for _ in bus.async_client().stream("calc", "count", ["many"]):
             pass
     assert error.value.code == -32602
+
+
+async def test_closing_a_stream_stops_the_agents_generator(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Ticker)
+    limit = 100_000  # bounded: without a cancel the generator runs to the end
+    # A caller on another node: the cancel travels through the transport.
+    caller = await make_bus(peer=bus)
+    stream = caller.async_client().stream("ticker", "tick", [limit])
+    assert [await asyncio.wait_for(anext(stream), WAIT) for _ in range(3)] == [0, 1, 2]
+    await asyncio.wait_for(stream.aclose(), WAIT)
+    await eventually(Ticker.done.is_set)
+    assert Ticker.closed_early.is_set()
+    assert Ticker.produced < limit
+    await eventually(lambda: not bus.running_streams)
+
+    def read_three_then_break() -> list[int]:  # the sync client of the agent's node
+        seen = []
+        for item in bus.client().stream("ticker", "tick", [limit]):
+            seen.append(item)
+            if len(seen) == 3:
+                break
+        return seen
+
+    assert await asyncio.wait_for(asyncio.to_thread(read_three_then_break), WAIT) == [0, 1, 2]
+    await eventually(Ticker.done.is_set)
+    assert Ticker.closed_early.is_set()
+    assert Ticker.produced < limit
 
 
 # -- supervision -----------------------------------------------------------------------

@@ -80,6 +80,35 @@ def test_optional_union_param() -> None:
         spec.bind(["x", "not-a-list"])
 
 
+class Variadic(Agent):
+    agent_id = "variadic"
+
+    @method
+    def total(self, *values: int) -> int:
+        return sum(values)
+
+    @method
+    def labels(self, **labels: str) -> list[str]:
+        return sorted(labels)
+
+
+def test_variadic_params_are_checked_item_by_item() -> None:
+    total = Variadic.methods["total"]
+    assert total.bind([1, 2, 3]).args == (1, 2, 3)
+    assert total.bind([]).args == ()
+    with pytest.raises(JsonRpcError) as error:
+        total.bind([1, "2", 3])
+    assert (error.value.code, error.value.data) == (
+        -32602,
+        "values[1]: expected {'type': 'integer'}, got str",
+    )
+    labels = Variadic.methods["labels"]
+    assert labels.bind({"a": "x", "b": "y"}).kwargs == {"a": "x", "b": "y"}
+    with pytest.raises(JsonRpcError) as error:
+        labels.bind({"a": "x", "b": 2})
+    assert error.value.data == "b: expected {'type': 'string'}, got int"
+
+
 def test_card_schemas_from_type_hints() -> None:
     card = Shapes.card()
     assert card["id"] == "shapes"

@@ -1,0 +1,63 @@
+"""The in-memory transport's figures for metrics: consumer lag and dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+
+from a2a_bus.protocol import CloudEvent, new_event
+from a2a_bus.transport.base import Delivery, Transport
+from a2a_bus.transport.memory import MemoryTransport
+
+WAIT = 30.0
+
+
+def _event(n: int) -> CloudEvent:
+    return new_event({"source": "test", "type": "t.n"}, {"n": n})
+
+
+async def test_lag_counts_records_not_handled_yet_per_group() -> None:
+    transport = MemoryTransport(partitions=2)
+    await transport.start()
+    release = asyncio.Event()
+    handled: list[Delivery] = []
+
+    async def slow(delivery: Delivery) -> None:
+        await release.wait()
+        handled.append(delivery)
+
+    async def fast(delivery: Delivery) -> None:
+        handled.append(delivery)
+
+    await transport.subscribe(["t.lag"], "slow-group", slow)
+    await transport.subscribe(["t.lag"], "fast-group", fast)
+    for n in range(5):
+        await transport.publish("t.lag", _event(n))
+    await asyncio.sleep(0)  # let the fast group's handlers run
+    assert transport.lag() == {"slow-group": 5, "fast-group": 0}
+    release.set()
+    async with asyncio.timeout(WAIT):
+        while transport.lag()["slow-group"]:
+            await asyncio.sleep(0.001)
+    assert len(handled) == 10
+    await transport.stop()
+    assert transport.lag() == {}  # no members left
+
+
+async def test_dead_lettered_counts_undecodable_records() -> None:
+    transport: Transport = MemoryTransport(dlq_topic="t.dlq")
+    await transport.start()
+    seen: list[Delivery] = []
+
+    async def handler(delivery: Delivery) -> None:
+        seen.append(delivery)
+
+    await transport.subscribe(["t.in"], "g", handler)
+    assert transport.dead_lettered == 0
+    await transport.publish_raw("t.in", b"not json")
+    await transport.publish_raw("t.in", b'{"jsonrpc": "2.0", "method": "ok"}')
+    async with asyncio.timeout(WAIT):
+        while not seen:
+            await asyncio.sleep(0.001)
+    assert transport.dead_lettered == 1
+    assert [d.event.get_extension("a2amethod") for d in seen] == ["ok"]
+    await transport.stop()
