@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode
 from a2a_bus.routing import validate_name, validate_subject
-from a2a_bus.schema import checker, schema_for, stream_item_type
+from a2a_bus.schema import checker, parameters_schema, parse_docstring, schema_for, stream_item_type
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -76,6 +76,8 @@ class MethodSpec:
     streams_out: bool = False
     #: Name of the parameter receiving the caller's stream, if any.
     stream_param: str | None = None
+    #: Parameter descriptions from the docstring (``Args:`` or ``:param:``).
+    param_descriptions: dict[str, str] = field(default_factory=dict)
     _checks: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
 
     @classmethod
@@ -84,16 +86,18 @@ class MethodSpec:
         parameters = list(signature.parameters.values())[1:]  # drop self
         signature = signature.replace(parameters=parameters)
         try:
-            hints = typing.get_type_hints(func)
+            hints = typing.get_type_hints(func, include_extras=True)
         except Exception:  # unresolvable forward references: describe as "anything"
             hints = {}
+        summary, param_descriptions = parse_docstring(inspect.getdoc(func))
         spec = cls(
             name=name,
             attribute=func.__name__,
-            description=description or inspect.getdoc(func) or "",
+            description=description or summary,
             signature=signature,
             hints=hints,
             streams_out=inspect.isgeneratorfunction(func),
+            param_descriptions=param_descriptions,
         )
         for parameter in parameters:
             hint = hints.get(parameter.name, Any)
@@ -155,23 +159,24 @@ class MethodSpec:
 
     def describe(self) -> dict[str, Any]:
         """This method's entry in the agent card."""
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        for parameter in self.signature.parameters.values():
-            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                continue
-            hint = self.hints.get(parameter.name, Any)
-            item = stream_item_type(hint) if parameter.name == self.stream_param else None
-            properties[parameter.name] = schema_for(item if item is not None else hint)
-            if parameter.default is parameter.empty and parameter.name != self.stream_param:
-                required.append(parameter.name)
+        hints = self.hints
+        optional: tuple[str, ...] = ()
+        if self.stream_param is not None:  # described by its items; may come as a stream
+            hints = {**hints, self.stream_param: stream_item_type(hints[self.stream_param])}
+            optional = (self.stream_param,)
+        params = parameters_schema(
+            self.signature.parameters.values(),
+            hints,
+            self.param_descriptions,
+            optional=optional,
+        )
         result_hint = self.hints.get("return", Any)
         if self.streams_out:
             result_hint = stream_item_type(result_hint) or Any
         entry: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
-            "params": {"type": "object", "properties": properties, "required": required},
+            "params": params,
             "result": schema_for(result_hint),
         }
         if self.streams_out:

@@ -1,52 +1,85 @@
-"""JSON Schemas inferred from Python type hints (for agent cards and param checks)."""
+"""JSON Schemas inferred from Python type hints and docstrings.
+
+One implementation for agent cards (method params and results), parameter
+checks when binding JSON-RPC params, and LLM tool definitions.
+"""
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
+import inspect
+import re
 import types
 import typing
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    str: {"type": "string"},
-    bool: {"type": "boolean"},
-    bytes: {"type": "string", "contentEncoding": "base64"},
-    type(None): {"type": "null"},
-    None: {"type": "null"},
-}
-_ARRAYS = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable)
+_ARRAYS = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Set)
 _STREAMS = (collections.abc.Iterator, collections.abc.Iterable, collections.abc.Generator)
+_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
+#: Checked in order: ``bool`` before ``int`` (a bool is an int to Python, not to JSON).
+_SCALARS: tuple[tuple[type, dict[str, Any]], ...] = (
+    (bool, {"type": "boolean"}),
+    (int, {"type": "integer"}),
+    (float, {"type": "number"}),
+    (str, {"type": "string"}),
+    (bytes, {"type": "string", "contentEncoding": "base64"}),
+)
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Yields|Raises|Examples?):", re.M)
 
 
 def schema_for(annotation: Any) -> dict[str, Any]:
-    """The JSON Schema for a type hint; ``{}`` (anything) when it cannot say more."""
-    if annotation is typing.Any or annotation is object:
+    """The JSON Schema for a type hint; ``{}`` (anything) when it cannot say more.
+
+    ``T | None`` is ``{"type": [T's type, "null"]}``; ``Annotated[T, "text"]``
+    adds ``"description": "text"``; enums list their values; dataclasses and
+    TypedDicts describe their fields.
+    """
+    if annotation is typing.Any or annotation is object or annotation is inspect.Parameter.empty:
         return {}
-    if annotation in _PRIMITIVES:
-        return dict(_PRIMITIVES[annotation])
+    if annotation is None or annotation is type(None):
+        return {"type": "null"}
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [schema_for(a) for a in args]}
+    if origin is typing.Annotated:
+        schema = schema_for(args[0])
+        for extra in args[1:]:
+            if isinstance(extra, str):
+                schema["description"] = extra
+        return schema
     if origin is typing.Literal:
         return {"enum": list(args)}
-    if annotation in (dict, collections.abc.Mapping) or origin in (dict, collections.abc.Mapping):
-        schema: dict[str, Any] = {"type": "object"}
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        schema = (
+            schema_for(options[0])
+            if len(options) == 1
+            else {"anyOf": [schema_for(a) for a in options]}
+        )
+        return _allow_null(schema) if len(options) < len(args) else schema
+    if annotation in _MAPPINGS or origin in _MAPPINGS:
+        schema = {"type": "object"}
         if len(args) == 2 and args[1] is not typing.Any:
             schema["additionalProperties"] = schema_for(args[1])
         return schema
-    if annotation in _ARRAYS or origin in _ARRAYS or origin in _STREAMS:
+    if annotation in _ARRAYS or annotation in _STREAMS or origin in _ARRAYS or origin in _STREAMS:
         schema = {"type": "array"}
         if origin is tuple and args and args[-1] is not Ellipsis:
             schema["prefixItems"] = [schema_for(a) for a in args]
-        elif args:
+        elif args and args[0] is not typing.Any:
             schema["items"] = schema_for(args[0])
         return schema
-    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
-        hints = typing.get_type_hints(annotation)
+    if not isinstance(annotation, type):
+        return {}
+    if issubclass(annotation, enum.Enum):
+        return {"enum": [member.value for member in annotation]}
+    for python_type, scalar in _SCALARS:
+        if issubclass(annotation, python_type):
+            return dict(scalar)
+    if dataclasses.is_dataclass(annotation):
+        hints = _hints(annotation)
         fields = dataclasses.fields(annotation)
         return {
             "type": "object",
@@ -58,13 +91,33 @@ def schema_for(annotation: Any) -> dict[str, Any]:
             ],
         }
     if typing.is_typeddict(annotation):
-        hints = typing.get_type_hints(annotation)
+        hints = _hints(annotation)
         return {
             "type": "object",
             "properties": {name: schema_for(hint) for name, hint in hints.items()},
-            "required": sorted(annotation.__required_keys__),
+            "required": sorted(getattr(annotation, "__required_keys__", ())),
         }
     return {}
+
+
+def _allow_null(schema: dict[str, Any]) -> dict[str, Any]:
+    if not schema:
+        return schema  # anything already includes null
+    if isinstance(schema.get("type"), str):
+        return {**schema, "type": [schema["type"], "null"]}
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], None]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _hints(obj: Any, *, extras: bool = False) -> dict[str, Any]:
+    """Resolved type hints; ``{}`` when forward references cannot be resolved."""
+    try:
+        return typing.get_type_hints(obj, include_extras=extras)
+    except Exception:  # NameError, TypeError: describe as "anything"
+        return {}
 
 
 def stream_item_type(annotation: Any) -> Any | None:
@@ -76,8 +129,10 @@ def stream_item_type(annotation: Any) -> Any | None:
     return None
 
 
-def checker(annotation: Any) -> typing.Callable[[Any], bool] | None:
+def checker(annotation: Any) -> Callable[[Any], bool] | None:
     """A fast membership test for simple hints; None when the hint is not checked."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return checker(typing.get_args(annotation)[0])
     if annotation is int:
         return lambda v: type(v) is int
     if annotation is float:
@@ -95,8 +150,101 @@ def checker(annotation: Any) -> typing.Callable[[Any], bool] | None:
         parts = [checker(a) for a in typing.get_args(annotation)]
         if any(p is None for p in parts):
             return None
-        known = typing.cast(list[typing.Callable[[Any], bool]], parts)
+        known = typing.cast(list[Callable[[Any], bool]], parts)
         return lambda v: any(p(v) for p in known)
     if annotation is type(None) or annotation is None:
         return lambda v: v is None
     return None
+
+
+# -- docstrings and signatures ---------------------------------------------------------
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The summary (first paragraph) and parameter descriptions of a docstring
+    (Google ``Args:`` or Sphinx ``:param name:`` style)."""
+    if not doc:
+        return "", {}
+    text = inspect.cleandoc(doc)
+    params: dict[str, str] = {}
+    for match in re.finditer(r"^:param\s+(?:[^:]*\s)?(\w+):\s*(.+?)(?=^:|\Z)", text, re.M | re.S):
+        params[match.group(1)] = " ".join(match.group(2).split())
+    section = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?|\s*\n)+)", text, re.M)
+    if section:
+        block = section.group(1)
+        first_indent = next((_indent(line) for line in block.splitlines() if line.strip()), 0)
+        current: str | None = None
+        for line in block.splitlines():
+            entry = re.match(r"^\s{0,8}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+            if entry and _indent(line) <= first_indent:
+                current = entry.group(1).lstrip("*")
+                params[current] = entry.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    summary: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(":") or _SECTION.match(line):
+            break
+        summary.append(line.strip())
+    return " ".join(summary), params
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def parameters_schema(
+    parameters: Iterable[inspect.Parameter],
+    hints: Mapping[str, Any],
+    descriptions: Mapping[str, str] | None = None,
+    *,
+    optional: Collection[str] = (),
+    closed: bool = False,
+) -> dict[str, Any]:
+    """The object schema of named parameters (``*args``/``**kwargs`` are left out).
+
+    Each property has the hint's schema, the docstring's description and a JSON
+    default; parameters without a default are required unless in ``optional``.
+    ``closed`` adds ``"additionalProperties": false``.
+    """
+    descriptions = descriptions or {}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        name = parameter.name
+        schema = schema_for(hints.get(name, parameter.annotation))
+        if name in descriptions and "description" not in schema:
+            schema["description"] = descriptions[name]
+        if parameter.default is not parameter.empty:
+            if _is_json_scalar(parameter.default):
+                schema["default"] = parameter.default
+        elif name not in optional:
+            required.append(name)
+        properties[name] = schema
+    result: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if closed:
+        result["additionalProperties"] = False
+    return result
+
+
+def function_schema(
+    func: Callable[..., Any], *, skip: Callable[[inspect.Parameter, Any], bool] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The docstring summary and the closed parameters schema of ``func`` (LLM tools).
+
+    Parameters for which ``skip(parameter, hint)`` is true (injected ones) are left out.
+    """
+    hints = _hints(func, extras=True)
+    summary, descriptions = parse_docstring(inspect.getdoc(func))
+    parameters = [
+        p
+        for p in inspect.signature(func).parameters.values()
+        if skip is None or not skip(p, hints.get(p.name, p.annotation))
+    ]
+    return summary, parameters_schema(parameters, hints, descriptions, closed=True)
+
+
+def _is_json_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import enum
+import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 
 from a2a_bus import Agent, JsonRpcError, method, subscribe
-from a2a_bus.schema import schema_for
+from a2a_bus.schema import function_schema, parse_docstring, schema_for
 from a2a_bus.streams import SeqReceiver
 
 
@@ -120,20 +122,122 @@ def test_card_schemas_from_type_hints() -> None:
         "description": "Area of a rectangle.",
         "params": {
             "type": "object",
-            "properties": {"width": {"type": "number"}, "height": {"type": "number"}},
+            "properties": {
+                "width": {"type": "number"},
+                "height": {"type": "number", "default": 1.0},
+            },
             "required": ["width"],
         },
         "result": {"type": "number"},
     }
     tag = next(m for m in card["methods"] if m["name"] == "tag")
     assert tag["params"]["properties"]["tags"] == {
-        "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]
+        "type": ["array", "null"],
+        "items": {"type": "string"},
+        "default": None,
     }
-    assert tag["params"]["properties"]["mode"] == {"enum": ["a", "b"]}
+    assert tag["params"]["properties"]["mode"] == {"enum": ["a", "b"], "default": "a"}
     numbers = next(m for m in card["methods"] if m["name"] == "numbers")
     assert (numbers["streaming"], numbers["result"]) == ("response", {"type": "integer"})
     total = next(m for m in card["methods"] if m["name"] == "total")
     assert (total["streaming"], total["streamParam"]) == ("request", "values")
+
+
+class Unit(enum.Enum):
+    C = "celsius"
+    F = "fahrenheit"
+
+
+class Documented(Agent):
+    agent_id = "documented"
+
+    @method
+    def forecast(
+        self,
+        city: str,
+        unit: Unit = Unit.C,
+        ratio: Annotated[float, "share of sunny hours"] = 0.5,
+    ) -> dict[str, Any]:
+        """Weather forecast for a city.
+
+        Longer explanation that is not part of the summary.
+
+        Args:
+            city: name of the city,
+                possibly with the country
+            unit: the temperature unit
+        """
+        return {"city": city}
+
+
+def test_card_takes_descriptions_from_docstring_and_annotated() -> None:
+    (entry,) = Documented.card()["methods"]
+    assert entry["description"] == "Weather forecast for a city."
+    assert entry["params"] == {
+        "type": "object",
+        "properties": {
+            "city": {
+                "type": "string",
+                "description": "name of the city, possibly with the country",
+            },
+            "unit": {"enum": ["celsius", "fahrenheit"], "description": "the temperature unit"},
+            "ratio": {"type": "number", "description": "share of sunny hours", "default": 0.5},
+        },
+        "required": ["city"],
+    }
+    assert Documented.methods["forecast"].bind(["Paris", "celsius", 0.7]).args[2] == 0.7
+    with pytest.raises(JsonRpcError):
+        Documented.methods["forecast"].bind(["Paris", "celsius", "sunny"])
+
+
+def test_sphinx_docstrings_and_closed_function_schemas() -> None:
+    def lookup(query: str, limit: int = 5, injected: object = None) -> list[str]:
+        """Search the index.
+
+        :param query: what to look for
+        :param limit: at most this many hits
+        """
+        return []
+
+    summary, params = function_schema(lookup, skip=lambda p, hint: p.name == "injected")
+    assert summary == "Search the index."
+    assert params == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what to look for"},
+            "limit": {"type": "integer", "description": "at most this many hits", "default": 5},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    assert parse_docstring(inspect.getdoc(lookup))[1] == {
+        "query": "what to look for",
+        "limit": "at most this many hits",
+    }
+    assert parse_docstring(None) == ("", {})
+
+
+@pytest.mark.parametrize(
+    ("hint", "schema"),
+    [
+        (int | None, {"type": ["integer", "null"]}),
+        (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
+        (int | str | None, {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}),
+        (Literal["a"] | None, {"enum": ["a", None]}),
+        (bool, {"type": "boolean"}),
+        (
+            tuple[int, str],
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        ),
+        (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+        (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
+        (set[str], {"type": "array", "items": {"type": "string"}}),
+        (Any, {}),
+        (Any | None, {}),
+    ],
+)
+def test_schema_for_hints(hint: Any, schema: dict[str, Any]) -> None:
+    assert schema_for(hint) == schema
 
 
 def test_dataclass_schema() -> None:
