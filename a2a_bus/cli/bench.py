@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "gateway": "a2a_bus.bench.gateway",
     "kafka": "a2a_bus.bench.kafka",
     "llm": "a2a_bus.bench.llm",
+    "memory": "a2a_bus.bench.memory",
 }
 
 
