@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_bus.llm.schema import parse_docstring, type_schema
 from a2a_bus.llm.tools import FunctionTool, ToolContext, is_context_hint
+from a2a_bus.schema import parse_docstring, schema_for
 
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -105,7 +105,7 @@ def mapped_tool(
             if field in properties:
                 raise BindingError(param_name, f"tool_args.{field} is mapped twice")
             param = params.get(param_name)
-            schema = type_schema(hints.get(param_name, param.annotation if param else Any))
+            schema = schema_for(hints.get(param_name, param.annotation if param else Any))
             if param_name in docs and "description" not in schema:
                 schema["description"] = docs[param_name]
             properties[field] = schema
