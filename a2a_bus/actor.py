@@ -49,6 +49,10 @@ class Job:
     emit: Callable[[int, Any], bool] | None = None
     attempts: int = 0
     future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
+    #: Called on the loop with the final outcome, before ``future`` is resolved;
+    #: True when it answered the caller itself (a caller in this process).
+    answer: Callable[[Outcome], bool] | None = field(default=None, repr=False)
+    answered: bool = False
 
 
 Report = Callable[[Job, Outcome], None]

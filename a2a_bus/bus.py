@@ -76,6 +76,8 @@ class Bus:
         self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
         self.directory = Directory(self.adaptor, card_ttl if card_ttl else 3 * heartbeat)
         self.reply_topic = self.topics.reply(self.node)
+        #: Answers to this process's callers skip the reply topic (in-process transport).
+        self.local_replies = isinstance(transport, MemoryTransport)
         self.hosts: list[AgentHost] = []
         #: Agent -> caller streams running here: request id -> stop it.
         self.running_streams: dict[str, Callable[[], None]] = {}

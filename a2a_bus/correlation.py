@@ -201,6 +201,21 @@ class Correlator:
             pending.stream.fail(JsonRpcError.from_dict(response["error"]))
             self._cancel_upstream(request_id, pending.stream.control)
 
+    def answer(self, request_id: str, message: dict[str, Any]) -> None:
+        """Resolve request ``request_id`` with a JSON-RPC response (its ``result`` or
+        ``error``): what a reply does, for answers made in this process."""
+        pending = self._pending.get(request_id)
+        if pending is None:
+            self._count_stray(request_id)
+            return
+        self._settle(request_id, pending, _ANSWERED)
+        if "error" in message:
+            self._metrics.inc("errors")
+        if pending.stream is not None:  # answered without streaming
+            pending.stream.end(None, message)
+        elif pending.future is not None and not pending.future.done():
+            pending.future.set_result(message)
+
     async def on_reply(self, delivery: Delivery) -> None:
         """Handler of the caller's reply topic."""
         event = delivery.event
@@ -211,11 +226,7 @@ class Correlator:
             return
         message = event.get_data()
         if pending.stream is None:
-            self._settle(request_id, pending, _ANSWERED)
-            if isinstance(message, dict) and "error" in message:
-                self._metrics.inc("errors")
-            if pending.future is not None and not pending.future.done():
-                pending.future.set_result(message if isinstance(message, dict) else {})
+            self.answer(request_id, message if isinstance(message, dict) else {})
             return
         stream = pending.stream
         if stream.control is None:

@@ -166,10 +166,36 @@ class AgentHost:
             event=event,
             redelivered=delivery.redelivered,
         )
-        if spec.streams_out and "id" in message:
-            await self._stream_out(replica, delivery, message, job)
+        if "id" in message:
+            if spec.streams_out:
+                await self._stream_out(replica, delivery, message, job)
+                return
+            if self._is_local_caller(delivery):
+                job.answer = functools.partial(self._answer_local_caller, event.get_id())
+        outcome = await replica.submit(job)
+        if job.answered:
+            self.bus.metrics.inc("handled")
             return
-        await self._answer(delivery, message, await replica.submit(job))
+        await self._answer(delivery, message, outcome)
+
+    def _is_local_caller(self, delivery: Delivery) -> bool:
+        """The caller is in this process and the transport lets us skip the reply topic."""
+        bus = self.bus
+        return (
+            bus.local_replies
+            and not delivery.raw
+            and delivery.event.get_extension(ext.REPLY_TO) == bus.reply_topic
+        )
+
+    def _answer_local_caller(self, request_id: str, outcome: Outcome) -> bool:
+        """Resolve the caller's request at once, on the loop, as the outcome lands."""
+        if outcome.crash is not None:
+            return False  # dead-lettered first, then answered by _answer
+        if outcome.error is None:
+            self.bus.correlator.answer(request_id, {"result": outcome.result})
+        else:
+            self.bus.correlator.answer(request_id, {"error": outcome.error.to_dict()})
+        return True
 
     async def _builtin_or_unknown(
         self, delivery: Delivery, message: dict[str, Any], method: str
@@ -204,6 +230,9 @@ class AgentHost:
     async def respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
         """Send ``response`` to the caller's reply topic (raw if the request was raw)."""
         event = delivery.event
+        if self._is_local_caller(delivery):
+            self.bus.correlator.answer(event.get_id(), response)
+            return
         reply_to = event.get_extension(ext.REPLY_TO)
         transport = self.bus.transport
         if delivery.raw:

@@ -122,6 +122,8 @@ class Replica:
 
     def _resolve(self, job: Job, outcome: Outcome) -> None:
         self._outstanding.pop(job, None)
+        if job.answer is not None:
+            job.answered = job.answer(outcome)
         if job.future is not None and not job.future.done():
             job.future.set_result(outcome)
         if self._full and len(self._outstanding) <= self.mailbox_size // 2:

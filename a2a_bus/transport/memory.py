@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import itertools
 import logging
 import re
 import zlib
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +33,16 @@ from cloudevents.core.v1.event import CloudEvent
 from a2a_bus.protocol import Adaptor, to_kafka
 from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern, Transport
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.eager import run_eagerly
 from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
 
 log = logging.getLogger(__name__)
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 TP = tuple[str, int]
+#: Handlers started eagerly inside one another (a handler that publishes) at
+#: most this deep; deeper ones get a task, so the stack stays short.
+MAX_EAGER_DEPTH = 4
 
 
 @dataclass(slots=True)
@@ -103,7 +108,9 @@ class _Progress:
     committed: int
     #: Offsets handed out, in order, with a done flag (commit = contiguous done).
     outstanding: deque[list[Any]] = field(default_factory=deque)
-    busy_keys: dict[bytes, deque[tuple[MemorySubscription, _Record]]] = field(default_factory=dict)
+    busy_keys: dict[bytes, deque[tuple[MemorySubscription, _Record, list[Any]]]] = field(
+        default_factory=dict
+    )
 
     def finish(self, entry: list[Any]) -> None:
         entry[1] = True
@@ -190,21 +197,57 @@ class MemorySubscription(Subscription):
         if record.key is not None:
             waiting = progress.busy_keys.get(record.key)
             if waiting is not None:
-                waiting.append((self, record))
+                waiting.append((self, record, entry))
                 return
             progress.busy_keys[record.key] = deque()
-        self._start(tp, progress, record)
+        self._start(tp, progress, record, entry)
 
-    def _start(self, tp: TP, progress: _Progress, record: _Record) -> None:
-        task = asyncio.get_running_loop().create_task(self._run(tp, progress, record))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _run(self, tp: TP, progress: _Progress, record: _Record) -> None:
+    def _start(self, tp: TP, progress: _Progress, record: _Record, entry: list[Any]) -> None:
+        transport = self._transport
+        event = record.event
+        if event is not None:  # stored as an event: nothing to decode
+            delivery = Delivery(event, tp[0], tp[1], record.offset, record.key)
+            run = self._handle(delivery, (event.get_source(), event.get_id()), None)
+        else:
+            run = transport._deliver(self, tp, record)
+        done = functools.partial(self._finished, tp, progress, record, entry)
+        loop = asyncio.get_running_loop()
+        if transport._eager_depth >= MAX_EAGER_DEPTH:
+            task = loop.create_task(run)
+            self._tasks.add(task)
+            task.add_done_callback(functools.partial(self._task_finished, done))
+            return
+        # Fast path: the handler's first step runs now (it usually hands the
+        # event to an actor and waits), not one loop iteration later in a task.
+        transport._eager_depth += 1
         try:
-            await self._transport._deliver(self, tp, record)
+            run_eagerly(run, done, loop)
         finally:
-            self._done(tp, progress, record)
+            transport._eager_depth -= 1
+
+    def _task_finished(
+        self, done: Callable[[BaseException | None], None], task: asyncio.Task[None]
+    ) -> None:
+        self._tasks.discard(task)
+        done(None if task.cancelled() else task.exception())
+
+    def _finished(
+        self,
+        tp: TP,
+        progress: _Progress,
+        record: _Record,
+        entry: list[Any],
+        error: BaseException | None,
+    ) -> None:
+        if error is not None:
+            log.error(
+                "group %s: delivery of %s/%d/%d failed",
+                self._group.name,
+                *tp,
+                record.offset,
+                exc_info=error,
+            )
+        self._done(tp, progress, record, entry)
 
     async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
         original = self._dedup.claim(dedup_key)
@@ -224,18 +267,15 @@ class MemorySubscription(Subscription):
         finally:
             self._dedup.done(dedup_key)
 
-    def _done(self, tp: TP, progress: _Progress, record: _Record) -> None:
-        for entry in progress.outstanding:
-            if entry[0] == record.offset:
-                progress.finish(entry)
-                break
+    def _done(self, tp: TP, progress: _Progress, record: _Record, entry: list[Any]) -> None:
+        progress.finish(entry)
         was_full = self.in_flight >= self.max_in_flight
         self.in_flight -= 1
         if record.key is not None:
             waiting = progress.busy_keys.get(record.key)
             if waiting:
-                owner, following = waiting.popleft()
-                owner._start(tp, progress, following)
+                owner, following, following_entry = waiting.popleft()
+                owner._start(tp, progress, following, following_entry)
             else:
                 progress.busy_keys.pop(record.key, None)
         if self.in_flight == 0:
@@ -269,6 +309,7 @@ class MemoryTransport(Transport):
         self._topics: dict[str, list[_Partition]] = {}
         self._groups: dict[str, _Group] = {}
         self._round_robin = itertools.count()
+        self._eager_depth = 0
         self._started = False
         #: Records written, per topic (tests check "one write per publish").
         self.writes: dict[str, int] = {}
