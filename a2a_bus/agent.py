@@ -12,10 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode
+from a2a_bus.binding import Binder, Bound
 from a2a_bus.routing import validate_name, validate_subject
-from a2a_bus.schema import checker, parameters_schema, parse_docstring, schema_for, stream_item_type
+from a2a_bus.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,7 +77,7 @@ class MethodSpec:
     stream_param: str | None = None
     #: Parameter descriptions from the docstring (``Args:`` or ``:param:``).
     param_descriptions: dict[str, str] = field(default_factory=dict)
-    _checks: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
+    binder: Binder = field(init=False)
 
     @classmethod
     def build(cls, name: str, func: Callable[..., Any], description: str | None) -> MethodSpec:
@@ -99,63 +98,16 @@ class MethodSpec:
             streams_out=inspect.isgeneratorfunction(func),
             param_descriptions=param_descriptions,
         )
-        for parameter in parameters:
-            hint = hints.get(parameter.name, Any)
-            if stream_item_type(hint) is not None and spec.stream_param is None:
-                spec.stream_param = parameter.name
-                continue
-            check = checker(hint)
-            if check is not None:
-                spec._checks[parameter.name] = check
+        spec.stream_param = next(
+            (p.name for p in parameters if stream_item_type(hints.get(p.name, Any)) is not None),
+            None,
+        )
+        spec.binder = Binder(signature, hints, spec.stream_param)
         return spec
 
-    def bind(self, params: Any, stream: Iterator[Any] | None = None) -> inspect.BoundArguments:
+    def bind(self, params: Any, stream: Iterator[Any] | None = None) -> Bound:
         """Bind JSON-RPC ``params``; a mismatch raises -32602."""
-        if isinstance(params, dict):
-            named = {k: v for k, v in params.items() if k not in ROUTING_PARAMS}
-            positional: list[Any] = []
-        elif isinstance(params, list):
-            named, positional = {}, list(params)
-        elif params is None:
-            named, positional = {}, []
-        else:
-            raise JsonRpcError(
-                ErrorCode.INVALID_PARAMS, "Invalid params", "params must be an array or object"
-            )
-        if self.stream_param is not None:
-            given = named.get(self.stream_param)
-            if stream is not None:
-                named[self.stream_param] = stream
-            elif isinstance(given, list):  # a whole stream sent as one array
-                named[self.stream_param] = iter(given)
-        try:
-            bound = self.signature.bind(*positional, **named)
-        except TypeError as exc:
-            raise JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", str(exc)) from None
-        checks = self._checks
-        if checks:
-            parameters = self.signature.parameters
-            for name, value in bound.arguments.items():
-                check = checks.get(name)
-                if check is None:
-                    continue
-                kind = parameters[name].kind
-                # ``*args: int`` / ``**kwargs: int`` describe each item, not the tuple/dict.
-                if kind is inspect.Parameter.VAR_POSITIONAL:
-                    items = [(f"{name}[{i}]", item) for i, item in enumerate(value)]
-                elif kind is inspect.Parameter.VAR_KEYWORD:
-                    items = list(value.items())
-                else:
-                    items = [(name, value)]
-                for label, item in items:
-                    if not check(item):
-                        raise JsonRpcError(
-                            ErrorCode.INVALID_PARAMS,
-                            "Invalid params",
-                            f"{label}: expected {schema_for(self.hints[name])}, "
-                            f"got {type(item).__name__}",
-                        )
-        return bound
+        return self.binder.bind(params, stream)
 
     def describe(self) -> dict[str, Any]:
         """This method's entry in the agent card."""

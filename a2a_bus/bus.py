@@ -335,9 +335,13 @@ class Bus:
     # -- the caller side (runs on the bus loop) -------------------------------------
 
     async def send(
-        self, event: CloudEvent, *, timeout: float | None = None
+        self, event: CloudEvent, *, timeout: float | None = None, fresh: bool = False
     ) -> dict[str, Any] | None:
-        """Route ``event``; for a request wait for its response (the caller's id restored)."""
+        """Route ``event``; for a request wait for its response (the caller's id restored).
+
+        ``fresh``: the event was made for this call alone, so it is sent as is
+        (given its bus-wide id and reply topic) rather than copied.
+        """
         if not self._running:
             raise BusStopped("the bus is not running")
         is_request = event.get_extension(ext.MCPTYPE) == mcptype.REQUEST
@@ -368,7 +372,7 @@ class Bus:
                     {"published": event.get_id(), "topic": route.topic}, caller_id
                 )
             return None
-        request_id, outgoing = self._request_event(event, route.agent_id)
+        request_id, outgoing = self._request_event(event, route.agent_id, fresh)
         future = self.correlator.expect(request_id, timeout or self.request_timeout)
         self.metrics.inc("requests")
         try:
@@ -400,15 +404,18 @@ class Bus:
         stream.request_id = request_id
         return stream
 
-    def _request_event(self, event: CloudEvent, agent_id: str | None) -> tuple[str, CloudEvent]:
-        """A copy of ``event`` with an id unique in the bus and this node's reply topic."""
-        attributes = dict(event.get_attributes())
+    def _request_event(
+        self, event: CloudEvent, agent_id: str | None, fresh: bool = False
+    ) -> tuple[str, CloudEvent]:
+        """``event`` (a copy unless ``fresh``) with an id unique in the bus and this
+        node's reply topic."""
+        attributes = event.get_attributes() if fresh else dict(event.get_attributes())
         request_id = new_id()
         attributes["id"] = request_id
         attributes[ext.REPLY_TO] = self.reply_topic
         if agent_id is not None:
             attributes[ext.TARGET_AGENT] = agent_id
-        return request_id, new_event(attributes, event.get_data())
+        return request_id, event if fresh else new_event(attributes, event.get_data())
 
     # -- the reply topic: answers for this node's callers, cancels for its streams ----
 

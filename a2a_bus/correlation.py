@@ -14,7 +14,9 @@ of its chunks; if no chunk came yet, the cancel leaves with the first one).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -32,6 +34,8 @@ _ANSWERED = "answered"
 #: A cancelled stream whose generator's node is not known yet.
 _CANCEL_UNSENT = "cancel-unsent"
 _END = object()
+#: A deadline this close is due (loop timers fire within the clock's resolution).
+_DUE_SLACK = 0.001
 
 
 def timeout_response(timeout: float) -> dict[str, Any]:
@@ -101,7 +105,7 @@ class ReplyStream:
 
 
 class _Pending:
-    __slots__ = ("future", "stream", "timeout", "timer")
+    __slots__ = ("deadline", "future", "stream", "timeout")
 
     def __init__(
         self,
@@ -112,7 +116,7 @@ class _Pending:
         self.future = future
         self.stream = stream
         self.timeout = timeout
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = math.inf
 
 
 class Correlator:
@@ -134,6 +138,11 @@ class Correlator:
         self._finished: OrderedDict[str, str] = OrderedDict()
         self._remember = remember
         self.stop_upstream = stop_upstream
+        # Deadlines: one loop timer for the earliest of a heap of (when, request id);
+        # entries of settled requests are dropped lazily (cheaper than a timer each).
+        self._deadlines: list[tuple[float, str]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -157,9 +166,43 @@ class Correlator:
     def _add(self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop) -> None:
         if request_id in self._pending:
             raise ValueError(f"request id {request_id!r} is already pending")
-        pending.timer = loop.call_later(pending.timeout, self._expire, request_id)
         self._pending[request_id] = pending
+        self._set_deadline(request_id, pending, loop)
         self._metrics.in_flight_delta(1)
+
+    def _set_deadline(
+        self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        when = pending.deadline = loop.time() + pending.timeout
+        heap = self._deadlines
+        heapq.heappush(heap, (when, request_id))
+        if when < self._timer_at:
+            self._arm(loop, when)
+        elif len(heap) > 2 * len(self._pending) + 1024:
+            self._deadlines = [entry for entry in heap if self._current(entry)]
+            heapq.heapify(self._deadlines)
+
+    def _current(self, entry: tuple[float, str]) -> bool:
+        pending = self._pending.get(entry[1])
+        return pending is not None and pending.deadline == entry[0]
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(when, self._sweep, loop)
+        self._timer_at = when
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Expire what is due; re-arm for the earliest deadline still current."""
+        self._timer, self._timer_at = None, math.inf
+        now = loop.time() + _DUE_SLACK
+        heap = self._deadlines
+        while heap and (heap[0][0] <= now or not self._current(heap[0])):
+            entry = heapq.heappop(heap)
+            if entry[0] <= now and self._current(entry):
+                self._expire(entry[1])
+        if heap:
+            self._arm(loop, heap[0][0])
 
     def cancel(self, request_id: str) -> None:
         """Forget a request whose caller gave up (a later reply counts as late);
@@ -181,8 +224,6 @@ class Correlator:
 
     def _settle(self, request_id: str, pending: _Pending, how: str) -> None:
         del self._pending[request_id]
-        if pending.timer is not None:
-            pending.timer.cancel()
         self._metrics.in_flight_delta(-1)
         self._finished[request_id] = how
         while len(self._finished) > self._remember:
@@ -236,10 +277,8 @@ class Correlator:
             self._settle(request_id, pending, _ANSWERED)
             stream.end(seq, message)
             return
-        if pending.timer is not None:  # for streams the deadline is per chunk
-            pending.timer.cancel()
-            loop = asyncio.get_running_loop()
-            pending.timer = loop.call_later(pending.timeout, self._expire, request_id)
+        # For streams the deadline is per chunk.
+        self._set_deadline(request_id, pending, asyncio.get_running_loop())
         result = message.get("result") if isinstance(message, dict) else message
         duplicates, early = stream.receiver.duplicates, stream.receiver.out_of_order
         try:
@@ -266,6 +305,9 @@ class Correlator:
 
     def close(self, reason: str = "the bus stopped") -> None:
         """Answer every pending request with an error (used at shutdown)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at, self._deadlines = None, math.inf, []
         for request_id, pending in list(self._pending.items()):
             self._settle(request_id, pending, _EXPIRED)
             response = error_response(ErrorCode.AGENT_UNAVAILABLE, reason)

@@ -1,31 +1,43 @@
-"""Bus counters: per-bus numbers for tests and the process-wide Prometheus metrics."""
+"""Bus counters: per-bus numbers for tests, and process-wide Prometheus metrics.
+
+Counting is a plain attribute increment (it happens several times per
+request); the Prometheus side adds up every bus's counters only when scraped.
+Counters of buses that were garbage-collected are kept, so the process-wide
+totals never go down.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import REGISTRY
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-_PROM_COUNTERS = {
-    "requests": Counter("a2a_requests", "Requests sent by this process's callers"),
-    "errors": Counter("a2a_errors", "Requests answered with a JSON-RPC error"),
-    "late_replies": Counter("a2a_late_replies", "Replies that came after their deadline"),
-    "duplicate_replies": Counter("a2a_duplicate_replies", "Second replies to one request"),
-    "dead_letters": Counter("a2a_dead_letters", "Records written to the dead-letter topic"),
-    "redeliveries": Counter("a2a_redeliveries", "Messages handled again (crash or redelivery)"),
-    "duplicates_skipped": Counter("a2a_duplicates_skipped", "Redeliveries skipped by dedup"),
-    "restarts": Counter("a2a_agent_restarts", "Agent actors restarted after a crash"),
-    "pauses": Counter("a2a_backpressure_pauses", "Inboxes paused because a mailbox was full"),
-    "handled": Counter("a2a_messages_handled", "Messages handled by agents"),
-    "stream_gaps": Counter("a2a_stream_gaps", "Stream chunks that arrived out of order"),
-    "stream_duplicates": Counter("a2a_stream_duplicates", "Stream chunks dropped as repeats"),
+#: Bus counter -> (Prometheus name, help); exported as ``<name>_total``.
+PROMETHEUS_COUNTERS = {
+    "requests": ("a2a_requests", "Requests sent by this process's callers"),
+    "errors": ("a2a_errors", "Requests answered with a JSON-RPC error"),
+    "late_replies": ("a2a_late_replies", "Replies that came after their deadline"),
+    "duplicate_replies": ("a2a_duplicate_replies", "Second replies to one request"),
+    "dead_letters": ("a2a_dead_letters", "Records written to the dead-letter topic"),
+    "redeliveries": ("a2a_redeliveries", "Messages handled again (crash or redelivery)"),
+    "duplicates_skipped": ("a2a_duplicates_skipped", "Redeliveries skipped by dedup"),
+    "restarts": ("a2a_agent_restarts", "Agent actors restarted after a crash"),
+    "pauses": ("a2a_backpressure_pauses", "Inboxes paused because a mailbox was full"),
+    "handled": ("a2a_messages_handled", "Messages handled by agents"),
+    "stream_gaps": ("a2a_stream_gaps", "Stream chunks that arrived out of order"),
+    "stream_duplicates": ("a2a_stream_duplicates", "Stream chunks dropped as repeats"),
 }
-IN_FLIGHT = Gauge("a2a_in_flight", "Requests waiting for their answer")
 
 
-@dataclass
+@dataclass(eq=False)
 class Metrics:
-    """Counters of one bus. ``inc`` also feeds the Prometheus counter of the same name."""
+    """Counters of one bus; every instance feeds the process-wide Prometheus metrics."""
 
     requests: int = 0
     errors: int = 0
@@ -39,17 +51,60 @@ class Metrics:
     handled: int = 0
     stream_gaps: int = 0
     stream_duplicates: int = 0
+    #: Requests waiting for their answer (a gauge).
     in_flight: int = 0
     #: Highest number of messages one replica held at once (queued + running).
     peak_mailbox: int = 0
 
+    def __post_init__(self) -> None:
+        _COLLECTOR.add(self)
+
     def inc(self, name: str, amount: int = 1) -> None:
         setattr(self, name, getattr(self, name) + amount)
-        _PROM_COUNTERS[name].inc(amount)
 
     def in_flight_delta(self, amount: int) -> None:
         self.in_flight += amount
-        IN_FLIGHT.inc(amount)
 
     def snapshot(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __del__(self) -> None:
+        # At interpreter shutdown there is nothing left to report to.
+        with contextlib.suppress(Exception):
+            _COLLECTOR.retire(self)
+
+
+class _BusCollector(Collector):
+    """Sums the counters of every live bus, plus those of buses gone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # RLock: a bus may be collected during a scrape
+        self._live: weakref.WeakSet[Metrics] = weakref.WeakSet()
+        self._retired = dict.fromkeys(PROMETHEUS_COUNTERS, 0)
+
+    def add(self, metrics: Metrics) -> None:
+        with self._lock:
+            self._live.add(metrics)
+
+    def retire(self, metrics: Metrics) -> None:
+        with self._lock:
+            if metrics in self._live:
+                self._live.discard(metrics)
+                for name in PROMETHEUS_COUNTERS:
+                    self._retired[name] += getattr(metrics, name, 0)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            totals = dict(self._retired)
+            in_flight = 0
+            for metrics in list(self._live):
+                for name in PROMETHEUS_COUNTERS:
+                    totals[name] += getattr(metrics, name)
+                in_flight += metrics.in_flight
+        for name, (metric, documentation) in PROMETHEUS_COUNTERS.items():
+            yield CounterMetricFamily(metric, documentation, value=totals[name])
+        yield GaugeMetricFamily("a2a_in_flight", "Requests waiting for their answer", in_flight)
+
+
+_COLLECTOR = _BusCollector()
+REGISTRY.register(_COLLECTOR)

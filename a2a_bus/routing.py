@@ -16,11 +16,12 @@ dead letters         ``a2a.dlq``           what could not be parsed, routed, han
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -82,7 +83,7 @@ class Topics:
         validate_name(self.prefix, "topic prefix")
 
     def agent(self, agent_id: str) -> str:
-        return f"{self.prefix}.agent.{validate_name(agent_id)}"
+        return _agent_topic(self.prefix, agent_id)
 
     def subject(self, subject: str) -> str:
         return f"{self.prefix}.topic.{validate_subject(subject)}"
@@ -115,6 +116,12 @@ class Topics:
         return topic[len(head) :] if topic.startswith(head) else None
 
 
+@functools.lru_cache(maxsize=4096)
+def _agent_topic(prefix: str, agent_id: str) -> str:
+    # Cached: every request is routed to an agent's topic.
+    return f"{prefix}.agent.{validate_name(agent_id)}"
+
+
 def subject_regex(pattern: str) -> str:
     """``orders.*`` -> a regex matching ``orders.eu`` but not ``orders.eu.x``;
     ``#`` matches one or more segments."""
@@ -140,8 +147,7 @@ class RouteKind(StrEnum):
     REPLY = "reply"
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
+class Route(NamedTuple):
     """Where one event goes: the topic and the record key."""
 
     kind: RouteKind

@@ -56,65 +56,81 @@ class Timings:
         )
 
 
-def _timed(call: Callable[[int], Any], n: int) -> Timings:
-    for i in range(min(n, 500)):  # warm-up
-        call(i)
-    samples = []
+def _timed(call: Callable[[int], Any], n: int, samples: list[float]) -> None:
     for i in range(n):
         start = time.perf_counter()
         call(i)
         samples.append(time.perf_counter() - start)
-    return Timings.of(samples)
 
 
-def _pykka_ask(n: int) -> Timings:
-    ref = _Echo.start()
-    try:
-        return _timed(lambda i: ref.ask({"minuend": i, "subtrahend": 1}), n)
-    finally:
-        ref.stop()
-
-
-async def _bus_async(bus: Bus, n: int) -> Timings:
+async def _bus_async(bus: Bus, n: int, samples: list[float]) -> None:
     client = bus.async_client()
-    for i in range(min(n, 500)):
-        await client.request("bench-calc", "subtract", [i, 1])
-    samples = []
     for i in range(n):
         start = time.perf_counter()
         await client.request("bench-calc", "subtract", [i, 1])
         samples.append(time.perf_counter() - start)
-    return Timings.of(samples)
 
 
-def _bus_sync(bus: Bus, n: int) -> Timings:
-    client = bus.client()
-    return _timed(lambda i: client.request("bench-calc", "subtract", [i, 1]), n)
+def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> Report:
+    """Sequential requests; ratios are against the pykka ``ask`` of the same run.
 
-
-def run(quick: bool = False, requests: int | None = None) -> Report:
-    """Sequential requests; ratios are against the pykka ``ask`` of the same run."""
+    The three paths take turns in ``rounds`` blocks, so a change in the
+    machine's load during the run weighs on all of them alike.
+    """
     n = requests or (1000 if quick else 5000)
-    ask = _pykka_ask(n)
-    with Bus.memory() as bus:
-        bus.spawn(Calc)
-        on_loop = asyncio.run_coroutine_threadsafe(_bus_async(bus, n), bus.loop).result()
-        from_thread = _bus_sync(bus, n)
-    report = Report(f"In-memory request/response, {n:,} sequential requests (lower is better)")
+    block = max(1, n // rounds)
+    ask_samples: list[float] = []
+    async_samples: list[float] = []
+    sync_samples: list[float] = []
+    actor = _Echo.start()
+    try:
+        with Bus.memory() as bus:
+            bus.spawn(Calc)
+            client = bus.client()
+
+            def ask(i: int) -> Any:
+                return actor.ask({"minuend": i, "subtrahend": 1})
+
+            def request(i: int) -> Any:
+                return client.request("bench-calc", "subtract", [i, 1])
+
+            def on_loop(count: int, samples: list[float]) -> None:
+                asyncio.run_coroutine_threadsafe(_bus_async(bus, count, samples), bus.loop).result()
+
+            # Warm-up, not measured.
+            _timed(ask, min(block, 500), [])
+            on_loop(min(block, 500), [])
+            _timed(request, min(block, 500), [])
+            for _ in range(rounds):
+                _timed(ask, block, ask_samples)
+                on_loop(block, async_samples)
+                _timed(request, block, sync_samples)
+    finally:
+        actor.stop()
+    ask_t, on_loop_t, sync_t = (Timings.of(s) for s in (ask_samples, async_samples, sync_samples))
+    report = Report(
+        f"In-memory request/response, {block * rounds:,} sequential requests per path"
+        " (lower is better)"
+    )
     baseline = "pykka ask"
     report.add(
-        Row("p50, async client on the bus loop", on_loop.p50_us, "us", ask.p50_us, baseline, TARGET)
+        Row(
+            "p50, async client on the bus loop",
+            on_loop_t.p50_us,
+            "us",
+            ask_t.p50_us,
+            baseline,
+            TARGET,
+        )
     )
-    report.add(Row("p99, async client on the bus loop", on_loop.p99_us, "us", ask.p99_us, baseline))
     report.add(
-        Row("p50, sync client from a thread", from_thread.p50_us, "us", ask.p50_us, baseline)
+        Row("p99, async client on the bus loop", on_loop_t.p99_us, "us", ask_t.p99_us, baseline)
     )
-    report.add(
-        Row("p99, sync client from a thread", from_thread.p99_us, "us", ask.p99_us, baseline)
-    )
+    report.add(Row("p50, sync client from a thread", sync_t.p50_us, "us", ask_t.p50_us, baseline))
+    report.add(Row("p99, sync client from a thread", sync_t.p99_us, "us", ask_t.p99_us, baseline))
     report.notes.append(
-        f"requests/s: pykka ask {ask.per_sec:,.0f}, bus async {on_loop.per_sec:,.0f}, "
-        f"bus sync {from_thread.per_sec:,.0f}"
+        f"requests/s: pykka ask {ask_t.per_sec:,.0f}, bus async {on_loop_t.per_sec:,.0f}, "
+        f"bus sync {sync_t.per_sec:,.0f}"
     )
     return report
 

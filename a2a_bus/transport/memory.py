@@ -310,6 +310,8 @@ class MemoryTransport(Transport):
         self._groups: dict[str, _Group] = {}
         self._round_robin = itertools.count()
         self._eager_depth = 0
+        #: The member of each group that reads a partition (from the assignments).
+        self._readers: dict[TP, list[MemorySubscription]] = {}
         self._started = False
         #: Records written, per topic (tests check "one write per publish").
         self.writes: dict[str, int] = {}
@@ -352,10 +354,8 @@ class MemoryTransport(Transport):
         partitions[index].append(record)
         self.writes[topic] = self.writes.get(topic, 0) + 1
         tp = (topic, index)
-        for group in self._groups.values():
-            member = group.assignment.get(tp)
-            if member is not None:
-                member.pump(tp)
+        for member in self._readers.get(tp, ()):
+            member.pump(tp)
 
     def _topic(self, topic: str) -> list[_Partition]:
         partitions = self._topics.get(topic)
@@ -423,6 +423,11 @@ class MemoryTransport(Transport):
                 owner = candidates[index % len(candidates)]
                 owner.assigned.append(tp)
                 group.assignment[tp] = owner
+        readers: dict[TP, list[MemorySubscription]] = {}
+        for each in self._groups.values():
+            for tp, member in each.assignment.items():
+                readers.setdefault(tp, []).append(member)
+        self._readers = readers
         for member in group.members:
             member.pump()
 

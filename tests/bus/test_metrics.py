@@ -1,0 +1,32 @@
+"""Bus counters and the process-wide Prometheus metrics they feed."""
+
+from __future__ import annotations
+
+import gc
+
+from prometheus_client import REGISTRY
+
+from a2a_bus.metrics import Metrics
+
+
+def _sample(name: str) -> float:
+    value = REGISTRY.get_sample_value(name)
+    assert value is not None, name
+    return value
+
+
+def test_prometheus_totals_add_up_buses_and_never_go_down() -> None:
+    requests_before = _sample("a2a_requests_total")
+    in_flight_before = _sample("a2a_in_flight")
+    first, second = Metrics(), Metrics()
+    first.inc("requests", 3)
+    second.inc("requests")
+    second.in_flight_delta(2)
+    assert (first.requests, second.requests, second.in_flight) == (3, 1, 2)
+    assert _sample("a2a_requests_total") - requests_before == 4
+    assert _sample("a2a_in_flight") - in_flight_before == 2
+    del second
+    gc.collect()
+    # A bus that is gone keeps its counts; its in-flight gauge goes with it.
+    assert _sample("a2a_requests_total") - requests_before == 4
+    assert _sample("a2a_in_flight") == in_flight_before
