@@ -8,7 +8,6 @@ totals never go down.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from collections.abc import Iterator
@@ -58,6 +57,9 @@ class Metrics:
 
     def __post_init__(self) -> None:
         _COLLECTOR.add(self)
+        # The finalizer holds the counters (the instance dict), not the instance:
+        # when the bus is collected its last counts move to the retired totals.
+        weakref.finalize(self, _COLLECTOR.retire, self.__dict__).atexit = False
 
     def inc(self, name: str, amount: int = 1) -> None:
         setattr(self, name, getattr(self, name) + amount)
@@ -67,11 +69,6 @@ class Metrics:
 
     def snapshot(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def __del__(self) -> None:
-        # At interpreter shutdown there is nothing left to report to.
-        with contextlib.suppress(Exception):
-            _COLLECTOR.retire(self)
 
 
 class _BusCollector(Collector):
@@ -86,12 +83,10 @@ class _BusCollector(Collector):
         with self._lock:
             self._live.add(metrics)
 
-    def retire(self, metrics: Metrics) -> None:
+    def retire(self, counters: dict[str, int]) -> None:
         with self._lock:
-            if metrics in self._live:
-                self._live.discard(metrics)
-                for name in PROMETHEUS_COUNTERS:
-                    self._retired[name] += getattr(metrics, name, 0)
+            for name in PROMETHEUS_COUNTERS:
+                self._retired[name] += counters.get(name, 0)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:

@@ -25,7 +25,9 @@ def test_prometheus_totals_add_up_buses_and_never_go_down() -> None:
     assert (first.requests, second.requests, second.in_flight) == (3, 1, 2)
     assert _sample("a2a_requests_total") - requests_before == 4
     assert _sample("a2a_in_flight") - in_flight_before == 2
-    del second
+    owner: dict[str, object] = {"metrics": second}
+    owner["self"] = owner  # held in a cycle, like a bus's: freed by the cycle collector
+    del second, owner
     gc.collect()
     # A bus that is gone keeps its counts; its in-flight gauge goes with it.
     assert _sample("a2a_requests_total") - requests_before == 4
