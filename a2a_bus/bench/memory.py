@@ -7,6 +7,10 @@ routing, the in-memory transport's consumer group, a supervised pykka actor
 (``tell`` in, ``call_soon_threadsafe`` out) and correlation — measured with
 the async client on the bus loop (two thread hand-offs, like ``ask``) and with
 the sync client from another thread (four hand-offs). Target: async p50 <= 2x ``ask``.
+
+A third path shows the floor of the bus's design: the loop ``tell``s a bare
+actor that answers with ``call_soon_threadsafe``, the same two hand-offs with
+no bus code. What the bus adds is its p50 minus the floor's.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ TARGET = 2.0
 class _Echo(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         return message
+
+
+class _Reporter(pykka.ThreadingActor):
+    """Answers a (loop, future, value) message the way agent actors report."""
+
+    def on_receive(self, message: Any) -> None:
+        loop, future, value = message
+        loop.call_soon_threadsafe(future.set_result, value)
 
 
 class Calc(Agent):
@@ -63,6 +75,16 @@ def _timed(call: Callable[[int], Any], n: int, samples: list[float]) -> None:
         samples.append(time.perf_counter() - start)
 
 
+async def _hand_off(actor: pykka.ActorRef[_Reporter], n: int, samples: list[float]) -> None:
+    loop = asyncio.get_running_loop()
+    for i in range(n):
+        start = time.perf_counter()
+        future = loop.create_future()
+        actor.tell((loop, future, i))
+        await future
+        samples.append(time.perf_counter() - start)
+
+
 async def _bus_async(bus: Bus, n: int, samples: list[float]) -> None:
     client = bus.async_client()
     for i in range(n):
@@ -82,7 +104,9 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
     ask_samples: list[float] = []
     async_samples: list[float] = []
     sync_samples: list[float] = []
+    floor_samples: list[float] = []
     actor = _Echo.start()
+    reporter = _Reporter.start()
     try:
         with Bus.memory() as bus:
             bus.spawn(Calc)
@@ -97,17 +121,26 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
             def on_loop(count: int, samples: list[float]) -> None:
                 asyncio.run_coroutine_threadsafe(_bus_async(bus, count, samples), bus.loop).result()
 
+            def floor(count: int, samples: list[float]) -> None:
+                coro = _hand_off(reporter, count, samples)
+                asyncio.run_coroutine_threadsafe(coro, bus.loop).result()
+
             # Warm-up, not measured.
             _timed(ask, min(block, 500), [])
             on_loop(min(block, 500), [])
             _timed(request, min(block, 500), [])
+            floor(min(block, 500), [])
             for _ in range(rounds):
                 _timed(ask, block, ask_samples)
                 on_loop(block, async_samples)
                 _timed(request, block, sync_samples)
+                floor(block, floor_samples)
     finally:
         actor.stop()
-    ask_t, on_loop_t, sync_t = (Timings.of(s) for s in (ask_samples, async_samples, sync_samples))
+        reporter.stop()
+    ask_t, on_loop_t, sync_t, floor_t = (
+        Timings.of(s) for s in (ask_samples, async_samples, sync_samples, floor_samples)
+    )
     report = Report(
         f"In-memory request/response, {block * rounds:,} sequential requests per path"
         " (lower is better)"
@@ -128,6 +161,19 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
     )
     report.add(Row("p50, sync client from a thread", sync_t.p50_us, "us", ask_t.p50_us, baseline))
     report.add(Row("p99, sync client from a thread", sync_t.p99_us, "us", ask_t.p99_us, baseline))
+    report.add(
+        Row(
+            "p50, floor: tell from the loop, answer by call_soon_threadsafe",
+            floor_t.p50_us,
+            "us",
+            ask_t.p50_us,
+            baseline,
+        )
+    )
+    report.notes.append(
+        f"the hand-off floor alone is {floor_t.p50_us / ask_t.p50_us:.1f}x ask; the bus adds "
+        f"{on_loop_t.p50_us - floor_t.p50_us:.0f} us (p50) over the floor"
+    )
     report.notes.append(
         f"requests/s: pykka ask {ask_t.per_sec:,.0f}, bus async {on_loop_t.per_sec:,.0f}, "
         f"bus sync {sync_t.per_sec:,.0f}"
