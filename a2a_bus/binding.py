@@ -53,6 +53,12 @@ class Binder:
         self._plain = stream_param is None and all(p.kind is _PLAIN for p in parameters)
         self._names = tuple(p.name for p in parameters)
         self._accepted = frozenset(self._names)
+        #: (position, check) of plain parameters, to check an array of params in place.
+        self._by_position = tuple(
+            (index, self.checks[name])
+            for index, name in enumerate(self._names)
+            if name in self.checks
+        )
         # Plain parameters with defaults can only follow those without.
         self._required = sum(1 for p in parameters if p.default is p.empty)
 
@@ -60,7 +66,7 @@ class Binder:
         """Bind JSON-RPC ``params`` (``stream``: the caller's stream, if one is open)."""
         if self._plain:
             if type(params) is list:
-                return self._check(self._positional(params))
+                return self._positional(params)
             if type(params) is dict:
                 return self._check(self._named(params))
             if params is None:
@@ -92,7 +98,11 @@ class Binder:
             raise invalid("too many positional arguments")
         if count < self._required:
             raise invalid(f"missing a required argument: {self._names[count]!r}")
-        return Bound(tuple(params), {}, dict(zip(self._names, params, strict=False)))
+        bound = Bound(tuple(params), {}, dict(zip(self._names, params, strict=False)))
+        for index, check in self._by_position:
+            if index < count and not check(params[index]):
+                return self._check(bound)  # raises, naming the parameter
+        return bound
 
     def _named(self, params: dict[str, Any]) -> Bound:
         if not self._accepted.issuperset(params):

@@ -71,8 +71,7 @@ class AsyncClient:
         """Call ``method`` (on ``agent``, or on whichever agent declares it); return the
         result or raise :class:`JsonRpcError`."""
         event = self._event(agent, method, params, request=True)
-        bus = self.bus
-        return _unwrap(await bus._on_loop(bus.send(event, timeout=timeout, fresh=True)))
+        return _unwrap(await self.bus._on_loop(self.bus.send(event, timeout=timeout, fresh=True)))
 
     async def notify(self, agent: str | None, method: str, params: Any = None) -> None:
         """Send a notification (no response)."""

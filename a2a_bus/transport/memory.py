@@ -55,12 +55,14 @@ class _Record:
 
 
 class _Partition:
-    __slots__ = ("compacted", "latest", "log", "next_offset", "retention")
+    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "trim_at")
 
     def __init__(self, retention: int, compacted: bool) -> None:
         self.log: list[_Record] = []
         self.next_offset = 0
         self.retention = retention
+        # Trim in chunks so appends stay amortised O(1).
+        self.trim_at = int(retention * 1.25) + 16
         self.compacted = compacted
         self.latest: dict[bytes | None, int] = {}
 
@@ -72,8 +74,7 @@ class _Partition:
             self.latest[record.key] = record.offset
             if len(self.log) > 2 * len(self.latest) + 64:
                 self.log = [r for r in self.log if self.latest.get(r.key) == r.offset]
-        # Trim in chunks so appends stay amortised O(1).
-        if len(self.log) > self.retention * 1.25 + 16:
+        if len(self.log) > self.trim_at:
             del self.log[: len(self.log) - self.retention]
 
     @property
@@ -176,18 +177,24 @@ class MemorySubscription(Subscription):
     # -- delivery -----------------------------------------------------------
 
     def pump(self, only: TP | None = None) -> None:
-        """Take records from assigned partitions while there is capacity."""
+        """Take records from assigned partitions (or ``only`` one) while there is capacity."""
         if self.paused or self._stopping:
             return
-        for tp in (only,) if only is not None else tuple(self.assigned):
-            progress = self._group.progress[tp]
-            partition = self._transport._partition(tp)
-            while self.in_flight < self.max_in_flight:
-                record = partition.read(progress.position)
-                if record is None:
-                    break
-                progress.position = record.offset + 1
-                self._take(tp, progress, record)
+        if only is not None:
+            self._pump(only)
+            return
+        for tp in tuple(self.assigned):
+            self._pump(tp)
+
+    def _pump(self, tp: TP) -> None:
+        progress = self._group.progress[tp]
+        partition = self._transport._topics[tp[0]][tp[1]]
+        while self.in_flight < self.max_in_flight:
+            record = partition.read(progress.position)
+            if record is None:
+                break
+            progress.position = record.offset + 1
+            self._take(tp, progress, record)
 
     def _take(self, tp: TP, progress: _Progress, record: _Record) -> None:
         self.in_flight += 1
