@@ -11,8 +11,11 @@ supervisor restarts it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
+import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,15 +106,49 @@ class AgentActor(pykka.ThreadingActor):
         return None
 
 
-def thread_safe(
-    loop: asyncio.AbstractEventLoop, callback: Callable[..., None]
-) -> Callable[..., None]:
-    """Wrap ``callback`` so any thread can schedule it on ``loop``."""
+class _LoopCalls:
+    """Calls made from actor threads, run on the loop in order: one loop wake-up
+    (self-pipe write) per burst rather than one per call."""
 
-    def call(*args: Any) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._calls: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._scheduled = False
+
+    def call(self, callback: Callable[..., None], *args: Any) -> None:  # any thread
+        self._calls.append((callback, args))
+        if self._scheduled:
+            return  # the pending drain runs it
+        self._scheduled = True
         try:
-            loop.call_soon_threadsafe(callback, *args)
+            self._loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is closed: the bus is gone
             log.debug("dropped a report after the loop closed")
 
-    return call
+    def _drain(self) -> None:  # on the loop
+        # Cleared first: a call appended from now on schedules another drain, so
+        # none is left behind (deque appends and pops are atomic).
+        self._scheduled = False
+        calls = self._calls
+        while calls:
+            callback, args = calls.popleft()
+            try:
+                callback(*args)
+            except Exception:
+                log.exception("a report from an actor failed on the loop")
+
+
+_loop_calls: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCalls] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def thread_safe(
+    loop: asyncio.AbstractEventLoop, callback: Callable[..., None]
+) -> Callable[..., None]:
+    """Wrap ``callback`` so any thread can schedule it on ``loop`` (in call order;
+    calls that come in a burst share one wake-up of the loop)."""
+    calls = _loop_calls.get(loop)
+    if calls is None:
+        calls = _loop_calls[loop] = _LoopCalls(loop)
+    return functools.partial(calls.call, callback)

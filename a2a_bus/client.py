@@ -23,6 +23,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import Failure, ext, new_event, new_id
+from a2a_bus.routing import RoutingError, validate_subject
 from a2a_bus.streams import CHUNK_PARAM, END_PARAM
 
 if TYPE_CHECKING:
@@ -80,7 +81,14 @@ class AsyncClient:
     async def publish(
         self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
     ) -> str:
-        """Publish an event on ``subject`` (one write, every subscriber gets it); its id."""
+        """Publish an event on ``subject`` (one write, every subscriber gets it); its id.
+
+        An invalid subject raises :class:`JsonRpcError` (-32600); nothing is sent.
+        """
+        try:
+            validate_subject(subject)
+        except RoutingError as exc:
+            raise JsonRpcError(exc.code, exc.message, exc.data) from None
         attributes: dict[str, Any] = {
             "source": self.bus.source,
             "type": type or f"{self.bus.adaptor.prefix}.{subject}",

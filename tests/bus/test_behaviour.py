@@ -233,6 +233,11 @@ async def test_fan_out_one_publish_three_subscribers(
     await bus.async_client().publish("alerts.fire", {"n": 2}, partitionkey="k")
     await eventually(lambda: all(len(RECORDER.get(n)) >= 2 for n in names))
     assert all(RECORDER.get(n) == [{"n": 1}, {"n": 2}] for n in names)
+    # An invalid subject is refused at once, not dead-lettered behind the caller's back.
+    with pytest.raises(JsonRpcError) as error:
+        await bus.async_client().publish("bad subject!", {"n": 3})
+    assert error.value.code == -32600
+    assert bus.metrics.dead_letters == 0
 
 
 def _writes(bus: Bus, topic: str) -> int:
