@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from a2a_bus.gateway.a2a import A2ABinding
 from a2a_bus.gateway.auth import Authenticator
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.context import GatewayContext
@@ -86,6 +87,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            *A2ABinding(gateway).routes(),
         ],
         middleware=[Middleware(MetricsMiddleware)],
         exception_handlers={HTTPException: _http_error, Exception: _server_error},

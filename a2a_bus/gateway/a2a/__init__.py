@@ -1,0 +1,12 @@
+"""The A2A protocol's JSON-RPC binding, so stock A2A clients reach any bus agent.
+
+Each agent X gets ``POST /a2a/X`` (``SendMessage``, ``SendStreamingMessage``,
+``GetTask``, ``CancelTask``, and their 0.3 names ``message/send``,
+``message/stream``, ``tasks/get``, ``tasks/cancel``) and its agent card at
+``GET /a2a/X/.well-known/agent-card.json``, built from its discovery card.
+"""
+
+from a2a_bus.gateway.a2a.endpoint import A2ABinding
+from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, TaskStore
+
+__all__ = ["DEFAULT_MAX_TASKS", "A2ABinding", "TaskStore"]

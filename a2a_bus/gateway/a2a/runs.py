@@ -1,0 +1,165 @@
+"""Running an A2A task on the bus: one call, or a stream of chunks, and the task's
+state and artifact kept up to date as the answer arrives.
+
+Each run reports what changed on the way through ``emit`` (the SSE stream of
+``SendStreamingMessage`` renders it; a plain send ignores it); the final state is
+on the task when the run's asyncio task is done. Cancelling the
+asyncio task of a run closes the bus request (a stream's cancel reaches the
+agent) and leaves the task ``canceled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.gateway.a2a.calls import Call, answer_parts
+from a2a_bus.gateway.a2a.model import Artifact, Part, Task, TaskState
+from a2a_bus.gateway.bridge import Bridge
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StatusChanged:
+    #: The task as it was when its status changed.
+    snapshot: Task
+
+
+@dataclass(frozen=True)
+class ArtifactChunk:
+    #: The parts that arrived, under the artifact's id.
+    artifact: Artifact
+    append: bool
+    last_chunk: bool
+
+
+Update = StatusChanged | ArtifactChunk
+Emit = Callable[[Update], Awaitable[None]]
+
+
+async def ignore(update: Update) -> None:
+    """The ``emit`` of a run nobody watches."""
+
+
+def status(task: Task) -> StatusChanged:
+    return StatusChanged(copy.copy(task))
+
+
+def error_parts(error: dict[str, Any]) -> list[Part]:
+    """A JSON-RPC error object as a failed task's status message."""
+    text = str(error.get("message") or "Error")
+    detail = error.get("data")
+    if isinstance(detail, str) and detail:
+        text = f"{text}: {detail}"
+    return [Part.text(f"{text} (error {error.get('code')})"), Part.data(error)]
+
+
+class Run:
+    """One task's execution against the bus."""
+
+    def __init__(
+        self,
+        bridge: Bridge,
+        task: Task,
+        agent_id: str,
+        call: Call,
+        event: CloudEvent,
+        timeout: float,
+    ) -> None:
+        self.bridge = bridge
+        self.task = task
+        self.agent_id = agent_id
+        self.call = call
+        self.event = event
+        self.timeout = timeout
+
+    async def __call__(self, emit: Emit = ignore) -> None:
+        task = self.task
+        try:
+            if self.call.streaming:
+                error = await self._stream(emit)
+            else:
+                error = await self._once(emit)
+        except asyncio.CancelledError:
+            task.set_state(TaskState.CANCELED, task.agent_message([Part.text("canceled")]))
+            raise
+        except Exception:
+            log.exception("A2A task %s (%s) failed in the gateway", task.id, self.call.method)
+            error = {"code": -32603, "message": "Internal error"}
+        if error is None:
+            task.set_state(TaskState.COMPLETED)
+        else:
+            task.set_state(TaskState.FAILED, task.agent_message(error_parts(error)))
+
+    async def _once(self, emit: Emit) -> dict[str, Any] | None:
+        response = await self.bridge.send(self.event, self.timeout)
+        if response is None:
+            return {"code": -32603, "message": "Internal error", "data": "no answer"}
+        if "error" in response:
+            error: dict[str, Any] = response["error"]
+            return error
+        artifact = Artifact(answer_parts(response.get("result")))
+        self.task.artifacts.append(artifact)
+        await emit(ArtifactChunk(artifact, append=False, last_chunk=True))
+        return None
+
+    async def _stream(self, emit: Emit) -> dict[str, Any] | None:
+        client = self.bridge.client
+        call = self.call
+        stream = client.stream(self.agent_id, call.method, call.params, timeout=self.timeout)
+        artifact: Artifact | None = None
+        try:
+            async for item in stream:
+                if call.conversational and _is_progress(item):
+                    self.task.set_state(
+                        TaskState.WORKING, self.task.agent_message([Part.data(item)])
+                    )
+                    await emit(status(self.task))
+                    continue
+                parts = _chunk_parts(item, call.conversational, artifact is not None)
+                if not parts:
+                    continue
+                if artifact is None:
+                    artifact = Artifact([])
+                    self.task.artifacts.append(artifact)
+                    append = False
+                else:
+                    append = True
+                artifact.extend(parts)
+                delta = Artifact(parts, artifact.name, artifact.artifact_id)
+                await emit(ArtifactChunk(delta, append=append, last_chunk=False))
+        except JsonRpcError as exc:
+            return exc.to_dict()
+        finally:
+            await stream.aclose()
+        return None
+
+
+#: Chunks of the LLM runtime's ``chat/stream`` (see ``a2a_bus.llm.chunks``).
+_TOKEN, _DONE = "token", "done"
+_PROGRESS = ("tool_start", "tool_end")
+
+
+def _is_progress(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") in _PROGRESS
+
+
+def _chunk_parts(item: Any, conversational: bool, started: bool) -> list[Part]:
+    """The parts one stream item adds to the answer."""
+    if conversational and isinstance(item, dict):
+        kind = item.get("type")
+        if kind == _TOKEN and isinstance(item.get("text"), str):
+            return [Part.text(item["text"])] if item["text"] else []
+        if kind == _DONE:
+            content = item.get("content")
+            # The tokens already carried the answer; a run that streamed none has it here.
+            return [Part.text(content)] if isinstance(content, str) and not started else []
+    return answer_parts(item)
