@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 import pytest
+import uvicorn
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError, AgentCardResolutionError
 from a2a.helpers.proto_helpers import (
@@ -221,6 +222,48 @@ async def test_llm_agent_streams_tokens(http: httpx.AsyncClient, bot: str) -> No
     assert events[-1].status_update.status.state == pb.TASK_STATE_COMPLETED
     task = await within(client.get_task(pb.GetTaskRequest(id=events[0].task.id)))
     assert get_artifact_text(task.artifacts[0]) == expected
+
+
+@pytest.fixture
+async def served(bus: Bus, settings: GatewaySettings) -> AsyncIterator[str]:
+    """The gateway behind a real uvicorn server on 127.0.0.1."""
+    config = uvicorn.Config(
+        create_app(bus, settings), host="127.0.0.1", port=0, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+
+    async def started() -> None:
+        while not (server.started or serving.done()):
+            await asyncio.sleep(0.01)
+
+    await within(started())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await within(serving)
+
+
+async def test_leaving_a_stream_cancels_its_task(served: str) -> None:
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        card = await within(A2ACardResolver(http, f"{served}/a2a/echo").get_agent_card())
+        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+        call = {"method": "count", "params": {"n": 400, "pause": 0.005}}
+        events = client.send_message(
+            pb.SendMessageRequest(message=user_message(new_data_part(call)))
+        )
+        first = await within(anext(events))
+        chunks = [await within(anext(events)) for _ in range(3)]
+        assert [get_data_parts(c.artifact_update.artifact.parts) for c in chunks] == [[0], [1], [2]]
+        await within(events.aclose())  # the client leaves mid-stream
+
+        task = await within(until_done(client, first.task.id))
+        assert task.status.state == pb.TASK_STATE_CANCELED
+        # Echo handles one message at a time: this answer comes after the generator ended.
+        echo = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        after = only_task(await send(echo, user_message(new_text_part("after"))))
+        assert get_artifact_text(after.artifacts[0]) == "after"
+    assert agents.COUNTED["last"] < 399, "the agent's generator ran to its end"
 
 
 # -- tasks ---------------------------------------------------------------------------

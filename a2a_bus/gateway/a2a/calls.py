@@ -41,6 +41,10 @@ def _methods(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(m.get("name")): m for m in card.get("methods", ()) if isinstance(m, dict)}
 
 
+def _either(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def params_schema(entry: dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema of a method's params (empty when the card has none)."""
     schema = entry.get("params")
@@ -137,7 +141,7 @@ def _conversation(card: dict[str, Any], value: Any, context_id: str, *, stream: 
     if name is None:
         agent = str(card.get("id"))
         raise invalid_params(
-            f"agent {agent!r} takes no plain messages (it has no {', '.join(CONVERSATIONAL)} "
+            f"agent {agent!r} takes no plain messages (it has no {_either(CONVERSATIONAL)} "
             'method); send a data part {"method": ..., "params": ...} calling one of: '
             f"{offered(card)}",
             agent=agent,
