@@ -28,6 +28,9 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNot
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import Access, GatewaySettings, create_app
+from a2a_bus.gateway.a2a import TaskStore
+from a2a_bus.gateway.a2a.model import Message, Part, Task
+from a2a_bus.gateway.a2a.tasks import TaskRecord
 from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
 
 from . import agents
@@ -313,6 +316,33 @@ async def test_tasks_are_per_agent_and_unknown_ids_are_not_found(
         await within(spec.get_task(pb.GetTaskRequest(id=task.id)))
     with pytest.raises(TaskNotFoundError):
         await within(echo.get_task(pb.GetTaskRequest(id="no-such-task")))
+
+
+def test_the_task_store_is_bounded() -> None:
+    store = TaskStore(max_tasks=2)
+    records = [
+        TaskRecord(Task("c", [Message("user", [Part.text(str(i))])]), "echo", "open")
+        for i in range(3)
+    ]
+    for record in records:
+        store.add(record)
+    assert len(store) == 2
+    assert store.find(records[0].task.id, "echo", "open") is None  # the oldest is forgotten
+    assert store.find(records[2].task.id, "echo", "open") is records[2]
+    assert store.find(records[2].task.id, "spec", "open") is None
+    assert store.find(records[2].task.id, "echo", "someone-else") is None
+
+
+async def test_the_gateway_endpoint_routes_by_method(http: httpx.AsyncClient) -> None:
+    card = await within(A2ACardResolver(http, BASE).get_agent_card())
+    client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+    call = {"method": "subtract", "params": {"minuend": 10, "subtrahend": 4}}
+    task = only_task(await send(client, user_message(new_data_part(call))))
+    assert get_data_parts(task.artifacts[0].parts) == [10 - 4]
+    with pytest.raises(InvalidParamsError, match="/a2a/"):
+        await send(client, user_message(new_text_part("hello")))
+    with pytest.raises(InvalidParamsError, match="nope"):
+        await send(client, user_message(new_data_part({"method": "nope"})))
 
 
 # -- the protocol's errors -----------------------------------------------------------
