@@ -54,6 +54,8 @@ def route_label(path: str) -> str:
         return "/agents/{id}"
     if path.startswith("/topics/"):
         return "/topics/{subject}/events"
+    if path.startswith("/a2a/"):
+        return "/a2a/{id}/card" if path.endswith(".json") else "/a2a/{id}"
     return path if path in _ROUTES else "other"
 
 
