@@ -15,7 +15,8 @@ from a2a_bus.gateway.prom import route_label
         ("/topics/news.sport/events", "/topics/{subject}/events"),
         ("/a2a/calc", "/a2a/{id}"),
         ("/a2a/support/.well-known/agent-card.json", "/a2a/{id}/card"),
-        ("/a2a", "other"),
+        ("/a2a", "/a2a"),
+        ("/.well-known/agent-card.json", "other"),
         ("/no/such/path", "other"),
     ],
 )
