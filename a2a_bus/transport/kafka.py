@@ -31,6 +31,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, Failure, to_kafka
+from a2a_bus.protocol.kafka_codec import Mode
 from a2a_bus.transport.base import Handler, Subscription, TopicPattern, Transport
 from a2a_bus.transport.kafka_config import KafkaSettings
 from a2a_bus.transport.kafka_records import dead_letter_headers
@@ -79,6 +80,9 @@ class KafkaTransport(Transport):
             options["bootstrap_servers"] = bootstrap_servers
         self.settings = replace(base, **options) if options else base
         self.adaptor = adaptor or Adaptor()
+        self._content_mode: Mode = (
+            "binary" if self.settings.content_mode == "binary" else "structured"
+        )
         self.metrics = KafkaMetrics()
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
@@ -210,7 +214,7 @@ class KafkaTransport(Transport):
     # -- producing ------------------------------------------------------------------
 
     async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
-        record = to_kafka(event, "binary")
+        record = to_kafka(event, self._content_mode)
         await self._send(
             topic, record.value, key if key is not None else record.key, record.headers
         )

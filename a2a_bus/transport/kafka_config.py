@@ -11,6 +11,7 @@ from typing import Any
 from aiokafka.helpers import create_ssl_context
 
 ENV_PREFIX = "A2A_KAFKA_"
+CONTENT_MODES = ("structured", "binary")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class KafkaSettings:
     partitions: int = 3
     replication_factor: int = 1
     dlq_topic: str = "a2a.dlq"
+    #: How published events are written: ``structured`` (the JSON event format
+    #: as the value, one ``content-type`` header; cheaper to write and read) or
+    #: ``binary`` (attributes as ``ce_`` headers, the data as the value). Both
+    #: are read whatever this says.
+    content_mode: str = "structured"
     #: Size of the (source, id) de-duplication window, per subscription.
     dedup_window: int = 10_000
     #: Attempts to write a dead letter before giving up on it (logged).
@@ -69,6 +75,12 @@ class KafkaSettings:
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
     #: An ``aiokafka.abc.AbstractTokenProvider`` for SASL OAUTHBEARER.
     sasl_oauth_token_provider: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.content_mode not in CONTENT_MODES:
+            raise ValueError(
+                f"content_mode must be 'structured' or 'binary', not {self.content_mode!r}"
+            )
 
     @classmethod
     def from_env(

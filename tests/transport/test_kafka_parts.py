@@ -197,6 +197,13 @@ def test_settings_reject_bad_numbers() -> None:
         KafkaSettings.from_env({"A2A_KAFKA_PARTITIONS": "three"})
 
 
+def test_settings_take_a_known_content_mode_only() -> None:
+    assert KafkaSettings().content_mode == "structured"
+    assert KafkaSettings.from_env({"A2A_KAFKA_CONTENT_MODE": "binary"}).content_mode == "binary"
+    with pytest.raises(ValueError, match="content_mode"):
+        KafkaSettings(content_mode="json")
+
+
 def test_ssl_settings_build_a_context() -> None:
     settings = KafkaSettings(security_protocol="SSL", ssl_check_hostname=False)
     context = settings.build_ssl_context()

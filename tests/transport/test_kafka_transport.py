@@ -346,9 +346,38 @@ async def test_handler_error_goes_to_the_dlq(
     [letter] = await read_all(kafka_bootstrap, transport.settings.dlq_topic, 1)
     headers = dict(letter.headers)
     assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
-    assert headers["ce_id"] == headers["a2a-dlq-event-id"]  # the original event, unchanged
+    # the original record, unchanged (structured content mode by default)
+    assert headers["content-type"].startswith(b"application/cloudevents+json")
+    assert orjson.loads(letter.value)["id"].encode() == headers["a2a-dlq-event-id"]
     assert calls == [0, 1, 2]  # the poison record did not stop its partition
     assert transport.dead_lettered == transport.metrics.dead_lettered == 1
+
+
+@pytest.mark.parametrize("mode", ["structured", "binary"])
+async def test_content_mode_setting_picks_how_events_are_written(
+    kafka_bootstrap: str, uid: str, mode: str
+) -> None:
+    topic = f"test.mode.{uid}"
+    received = Recorder()
+    async with KafkaTransport(
+        kafka_bootstrap, dlq_topic=f"test.dlq.{uid}", content_mode=mode
+    ) as kafka:
+        await kafka.subscribe([topic], f"g-{uid}", received)
+        sent = event(7, key="k", seq=3)
+        await kafka.publish(topic, sent)
+        await wait_until(lambda: len(received.deliveries) == 1, "the event")
+    [record] = await read_all(kafka_bootstrap, topic, 1)
+    names = {name for name, _ in record.headers}
+    if mode == "binary":
+        assert {"ce_id", "ce_source", "ce_type", "ce_seq", "ce_partitionkey"} <= names
+        assert orjson.loads(record.value) == {"n": 7}
+    else:
+        assert names == {"content-type"}
+        assert orjson.loads(record.value)["id"] == sent.get_id()
+    [delivery] = received.deliveries
+    assert delivery.event.get_attributes() == sent.get_attributes()
+    assert delivery.event.get_data() == {"n": 7}
+    assert record.key == b"k"
 
 
 async def test_raw_jsonrpc_records_are_decoded(transport: KafkaTransport, uid: str) -> None:
