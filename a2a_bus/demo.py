@@ -1,5 +1,6 @@
 """A short scripted multi-agent session: discovery, P2P, routing by method,
-fan-out, late-joiner replay, streaming both ways, batches, and the counters.
+fan-out, late-joiner replay, streaming both ways, batches, an LLM agent (scripted
+model, no key) that calls another agent and answers events, and the counters.
 
 Runs on the in-memory transport (default) or on Kafka (``--kafka BOOTSTRAP``);
 ``python -m a2a_bus.demo`` or ``a2a-bus demo``. The example agents live in the
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -63,8 +66,13 @@ def run(kafka: str | None = None, console: Console | None = None) -> int:
     """Run the session; 0 when every step gave the expected answer."""
     out = console or Console()
     calculator, echo, news = load_agents("calculator"), load_agents("echo"), load_agents("news")
+    concierge = load_agents("concierge")
+    # Always the scripted model, even when the environment names a real one: the
+    # demo checks exact answers.
+    llm_agent = concierge.concierge_class(concierge.scripted_client())
     if kafka:
-        bus = Bus.kafka(kafka, bus_options={"prefix": f"demo{int(time.time())}"})
+        # A fresh prefix per run: fresh topics, no history of earlier runs.
+        bus = Bus.kafka(kafka, bus_options={"prefix": f"demo{uuid.uuid4().hex[:8]}"})
     else:
         bus = Bus.memory()
     failures: list[str] = []
@@ -81,6 +89,8 @@ def run(kafka: str | None = None, console: Console | None = None) -> int:
     bus.spawn(news.NewsDesk)
     bus.spawn(news.SportsFan)
     bus.spawn(news.NewsJunkie)
+    bus.spawn(llm_agent)
+    bus.spawn(concierge.DigestReader)
     transport = f"Kafka at {kafka}" if kafka else "the in-memory transport"
     out.rule(f"a2a-bus demo on {transport}")
     with bus:
@@ -149,11 +159,86 @@ def run(kafka: str | None = None, console: Console | None = None) -> int:
         results = client.batch([Call("calc", "add", [1, 2]), Call(None, "shout", ["hi"])])
         check("batch [add(1,2), shout('hi')]", results, [3, "HI"])
 
+        out.print("[bold cyan]LLM agent on the bus[/bold cyan]: the concierge (scripted model)")
+        _llm_step(client, llm_agent, out, check)
+
         out.print("[bold cyan]Counters[/bold cyan]")
         counters = bus.metrics.snapshot()
         out.print({k: v for k, v in counters.items() if v})
     out.rule("[green]all steps ok[/green]" if not failures else f"[red]failed: {failures}[/red]")
     return 0 if not failures else 1
+
+
+def _llm_step(
+    client: Client, llm_agent: Any, out: Console, check: Callable[[str, Any, Any], None]
+) -> None:
+    """chat (a tool call to another agent), chat/stream, and an event trigger."""
+    question = "what is 42 - 23?"
+    try:
+        answer = client.request("concierge", "chat", {"message": question, "session_id": "demo"})
+    except JsonRpcError as exc:
+        answer = f"error {exc.code}: {exc.message}"
+    # The conversation is kept in the loop's store: it shows the tool call and its result.
+    conversation = llm_agent.loop.store.load("session:demo")
+    expected_call = "call_agent: calc.subtract[42, 23] -> 19"
+    check("concierge tool call", _tool_calls(conversation), [expected_call])
+    check(f"concierge.chat({question!r})", answer, "42 - 23 = 19")
+
+    out.print("  chat/stream('what is 6 * 7?') chunks:")
+    chunks: list[dict[str, Any]] = []
+    try:
+        for chunk in client.stream("concierge", "chat/stream", {"message": "what is 6 * 7?"}):
+            out.print(f"    [dim]{escape(_chunk_line(chunk))}[/dim]")
+            chunks.append(chunk)
+    except JsonRpcError as exc:
+        out.print(f"    [red]error {exc.code}: {escape(exc.message)}[/red]")
+    kinds = [chunk.get("type") for chunk in chunks]
+    steps = [kind for i, kind in enumerate(kinds) if i == 0 or kinds[i - 1] != kind]
+    check("chat/stream chunk types", steps, ["tool_start", "tool_end", "token", "done"])
+    tokens = "".join(str(chunk.get("text")) for chunk in chunks if chunk.get("type") == "token")
+    check("chat/stream tokens joined", tokens, "6 * 7 = 42")
+    check("chat/stream done content", chunks[-1].get("content") if chunks else None, tokens)
+
+    headline = {"section": "science", "headline": "Water found on Mars"}
+    event_id = client.request("newsdesk", "publish", headline)
+
+    def digest() -> dict[str, Any] | None:
+        for data in client.request("digest-reader", "read"):
+            if isinstance(data, dict) and (data.get("trigger") or {}).get("id") == event_id:
+                return data
+        return None
+
+    _wait(lambda: digest() is not None)
+    published = digest() or {}
+    expected_answer = "Science in brief: Water found on Mars"
+    check("trigger news.science: answer", published.get("answer"), expected_answer)
+    check("trigger conversation", published.get("conversation"), f"trigger:{event_id}")
+
+
+def _chunk_line(chunk: dict[str, Any]) -> str:
+    """One stream chunk, short."""
+    kind = chunk.get("type")
+    if kind == "token":
+        return f"token {chunk.get('text')!r}"
+    if kind == "tool_start":
+        return f"tool_start {chunk.get('tool_name')}"
+    if kind == "tool_end":
+        return f"tool_end {chunk.get('tool_name')} success={chunk.get('success')}"
+    if kind == "done":
+        return f"done {chunk.get('content')!r} turns_used={chunk.get('turns_used')}"
+    return json.dumps(chunk)
+
+
+def _tool_calls(conversation: list[Any]) -> list[str]:
+    """Each call_agent call of a conversation, with the result the bus returned."""
+    results = {m.tool_call_id: m.content for m in conversation if m.role == "tool"}
+    lines = []
+    for message in conversation:
+        for call in message.tool_calls:
+            arguments = json.loads(call.arguments)
+            target = f"{arguments.get('agent')}.{arguments.get('method')}{arguments.get('params')}"
+            lines.append(f"{call.name}: {target} -> {results.get(call.id)}")
+    return lines
 
 
 def _expected_error(label: str) -> tuple[int, str]:
