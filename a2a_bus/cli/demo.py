@@ -15,7 +15,7 @@ def demo(
         str | None, typer.Option("--kafka", metavar="BOOTSTRAP", help="Run on Kafka.")
     ] = None,
 ) -> None:
-    """Run agents on a bus: discovery, P2P, fan-out, streaming, request/response."""
+    """Run agents on a bus: discovery, P2P, fan-out, streaming, request/response, an LLM agent."""
     from a2a_bus.demo import run
 
     raise typer.Exit(run(kafka))
