@@ -557,7 +557,12 @@ class KafkaSubscription(Subscription):
                 return True
             try:
                 await self._consumer.commit(offsets)
-            except (KafkaError, IllegalStateError) as exc:
+            except IllegalStateError as exc:
+                # A rebalance is under way (nothing assigned right now): the offsets stay
+                # dirty and are committed by the next round or by the revoke callback.
+                log.debug("group %s: commit deferred during a rebalance: %s", self.group, exc)
+                return False
+            except KafkaError as exc:
                 log.warning("group %s: commit failed: %s", self.group, exc)
                 return False
             self._transport.metrics.commits += 1
