@@ -33,7 +33,7 @@ from a2a_bus.protocol.constants import (
 )
 from a2a_bus.protocol.constants import content_type as media_types
 from a2a_bus.protocol.errors import ErrorCode, Failure, JsonRpcId, ProtocolError
-from a2a_bus.protocol.events import new_event, new_id
+from a2a_bus.protocol.events import adopt_event, new_event, new_id
 from a2a_bus.protocol.formats import from_structured
 from a2a_bus.protocol.jsonrpc import Kind, classify
 
@@ -47,6 +47,9 @@ _ROUTING: tuple[tuple[str, str], ...] = (
     (params_key.SEQ, ext.SEQ),
     (params_key.SESSION, ext.SESSION),
 )
+
+
+_ROUTING_MEMBERS = frozenset(member for member, _ in _ROUTING)
 
 
 def _routing_failure(name: str, id: JsonRpcId) -> Failure:
@@ -90,7 +93,8 @@ class Adaptor:
         self.max_message_bytes = max_message_bytes
         self.max_batch = max_batch
         self.response_type = prefix + RESPONSE_TYPE_SUFFIX
-        self._types: dict[tuple[str, bool], str] = {}
+        self._request_types: dict[str, str] = {}
+        self._notification_types: dict[str, str] = {}
 
     # -- detection ------------------------------------------------------------------
 
@@ -180,15 +184,14 @@ class Adaptor:
         """``<prefix>.<method with / as .>`` plus ``.req``/``.stream`` for requests."""
         if kind is Kind.RESPONSE:
             return self.response_type
-        request = kind is Kind.REQUEST
-        cached = self._types.get((method, request))
+        cache = self._request_types if kind is Kind.REQUEST else self._notification_types
+        cached = cache.get(method)
         if cached is None:
-            base = f"{self.prefix}.{method.replace('/', '.')}"
-            if request:
-                base += STREAM_SUFFIX if method == STREAM_METHOD else REQUEST_SUFFIX
-            if len(self._types) < 4096:
-                self._types[(method, request)] = base
-            cached = base
+            cached = f"{self.prefix}.{method.replace('/', '.')}"
+            if kind is Kind.REQUEST:
+                cached += STREAM_SUFFIX if method == STREAM_METHOD else REQUEST_SUFFIX
+            if len(cache) < 4096:  # bounded: method names come from the outside
+                cache[method] = cached
         return cached
 
     def event_from_message(self, message: dict[str, Any], kind: Kind) -> Converted:
@@ -214,7 +217,7 @@ class Adaptor:
             attributes["id"] = new_id()
             attributes[ext.MCPTYPE] = mcptype.NOTIFICATION
         params = message.get("params")
-        if type(params) is dict:
+        if type(params) is dict and not _ROUTING_MEMBERS.isdisjoint(params):
             for member, attribute in _ROUTING:
                 if member in params:
                     value = params[member]
@@ -224,7 +227,7 @@ class Adaptor:
                     elif type(value) is not str or not value:
                         return _routing_failure(member, message.get("id"))
                     attributes[attribute] = value
-        return new_event(attributes, message)
+        return adopt_event(attributes, message)
 
     def _response_from_message(self, message: dict[str, Any]) -> CloudEvent:
         attributes: dict[str, Any] = {

@@ -45,6 +45,11 @@ def new_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:
         attributes["specversion"] = SPECVERSION
     if "id" not in attributes:
         attributes["id"] = new_id()
+    return adopt_event(attributes, data)
+
+
+def adopt_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:
+    """Wrap complete, valid attributes as an event: no defaults, no checks, no copy."""
     event = _new(CloudEvent)
     event._attributes = attributes
     event._data = data

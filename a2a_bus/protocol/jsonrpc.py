@@ -25,9 +25,8 @@ def _invalid(detail: str) -> Failure:
     return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
 
 
-def valid_id(value: Any) -> bool:
-    """Ids are strings, numbers or null; booleans are not numbers here."""
-    return value is None or (type(value) in (str, int, float))
+# Ids are strings, numbers or null; booleans are not numbers here.
+_ID_TYPES = frozenset({str, int, float, type(None)})
 
 
 def classify(message: Any) -> Kind | Failure:
@@ -36,7 +35,7 @@ def classify(message: Any) -> Kind | Failure:
         return _invalid("a JSON-RPC message must be an object")
     if message.get("jsonrpc") != "2.0":
         return _invalid('member "jsonrpc" must be exactly "2.0"')
-    if "id" in message and not valid_id(message["id"]):
+    if "id" in message and type(message["id"]) not in _ID_TYPES:
         return _invalid('member "id" must be a string, a number or null')
     if "method" in message:
         return _classify_call(message)
