@@ -1,6 +1,8 @@
 """Kafka: bus request/response and publish cost, beside a raw aiokafka ping-pong.
 
-Everything runs in one process, on the same broker, in the same run:
+Everything runs in one process, on the same broker, in the same run; at 1
+request in flight the raw and bus paths take turns in rounds, so load from
+elsewhere on the machine hits both alike:
 
 * raw (the baseline): an aiokafka producer/consumer pair answering on a reply
   topic, with the bus's producer guarantees (idempotent, ``acks=all``); the
@@ -44,6 +46,8 @@ SUBSCRIBERS = (1, 10, 50)
 #: Producer and consumer tuning shared by every side (see docs/kafka.md).
 TUNING: dict[str, Any] = {"linger_ms": 0, "fetch_max_wait_ms": 100, "max_poll_records": 500}
 IN_FLIGHT = 64
+#: Turns the raw and bus paths take at 1 in flight (see ``one_in_flight``).
+ROUNDS = 4
 
 Call = Callable[[], Awaitable[None]]
 
@@ -69,9 +73,12 @@ class Sizes:
 # -- measuring ------------------------------------------------------------------------
 
 
-async def latencies(call: Call, count: int) -> list[float]:
-    for _ in range(20):  # warm-up: connections, metadata, the broker's JIT
+async def warm_up(call: Call) -> None:
+    for _ in range(20):  # connections, metadata, the broker's JIT
         await call()
+
+
+async def latencies(call: Call, count: int) -> list[float]:
     samples = []
     for _ in range(count):
         start = time.perf_counter()
@@ -101,16 +108,39 @@ def percentile_ms(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def request_reply(call: Call, sizes: Sizes) -> dict[str, float]:
-    samples = await latencies(call, sizes.requests)
+async def one_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, float]]:
+    """Latency percentiles and 1-in-flight throughput of ``paths``, which take
+    turns in ``ROUNDS`` blocks: a load change on the shared machine hits every
+    path alike, so their ratio compares like with like."""
+    for call in paths.values():
+        await warm_up(call)
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    rates: dict[str, list[float]] = {name: [] for name in paths}
+    block = max(1, sizes.requests // ROUNDS)
+    for _ in range(ROUNDS):
+        for name, call in paths.items():
+            samples[name] += await latencies(call, block)
+    for _ in range(ROUNDS):
+        for name, call in paths.items():
+            rates[name].append(await throughput(call, 1, sizes.seconds / ROUNDS))
+    return {
+        name: {
+            "p50_ms": percentile_ms(samples[name], 0.5),
+            "p99_ms": percentile_ms(samples[name], 0.99),
+            "rps_1": statistics.fmean(rates[name]),
+        }
+        for name in paths
+    }
+
+
+async def many_in_flight(call: Call, sizes: Sizes) -> dict[str, float]:
+    """Throughput at ``IN_FLIGHT`` and this process's CPU per request meanwhile."""
+    await warm_up(call)
     cpu = time.process_time()
     wall = time.perf_counter()
     rps_many = await throughput(call, IN_FLIGHT, sizes.seconds)
     cpu_share = (time.process_time() - cpu) / (time.perf_counter() - wall)
     return {
-        "p50_ms": percentile_ms(samples, 0.5),
-        "p99_ms": percentile_ms(samples, 0.99),
-        "rps_1": await throughput(call, 1, sizes.seconds),
         "rps_many": rps_many,
         # CPU of this process per request at IN_FLIGHT (all threads)
         "cpu_us": cpu_share / rps_many * 1e6 if rps_many else 0.0,
@@ -337,17 +367,24 @@ async def publish_cost(
 
 async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:8]
-    results: dict[str, Any] = {}
-    for name, path in (
-        ("raw", RawPingPong(bootstrap, run_id)),
-        ("bus", BusRequests(bootstrap, run_id)),
-        ("transport", TransportRequests(bootstrap, run_id)),
-    ):
-        await path.start()
+    raw, bus = RawPingPong(bootstrap, run_id), BusRequests(bootstrap, run_id)
+    await raw.start()
+    try:
+        await bus.start()
         try:
-            results[name] = await request_reply(path.call, sizes)
+            results: dict[str, Any] = await one_in_flight({"raw": raw.call, "bus": bus.call}, sizes)
+            results["raw"].update(await many_in_flight(raw.call, sizes))
+            results["bus"].update(await many_in_flight(bus.call, sizes))
         finally:
-            await path.stop()
+            await bus.stop()
+    finally:
+        await raw.stop()
+    bare = TransportRequests(bootstrap, run_id)
+    await bare.start()
+    try:
+        results["transport"] = await many_in_flight(bare.call, sizes)
+    finally:
+        await bare.stop()
     results["publish_us"] = {}
     results["writes_per_publish"] = {}
     for n in SUBSCRIBERS:
@@ -397,6 +434,7 @@ def report(results: dict[str, Any]) -> Report:
         "bus = Bus.kafka + agent + AsyncClient.request; transport only = two bare "
         "KafkaTransports (no agent, no correlator); CPU is this process's, all threads"
     )
+    out.notes.append(f"at 1 in flight raw and bus take turns in {ROUNDS} rounds")
     return out
 
 
