@@ -53,6 +53,18 @@ class TopicPattern:
     regex: str
 
 
+def checked_topics(topics: Sequence[str] | TopicPattern) -> Sequence[str] | TopicPattern:
+    """What ``subscribe`` accepts, the same on every transport: names or a pattern.
+
+    A bare string is refused (it is a sequence of one-letter topic names to Python).
+    """
+    if isinstance(topics, str):
+        raise TypeError("topics must be a sequence of names or a TopicPattern, not a str")
+    if not isinstance(topics, TopicPattern) and not topics:
+        raise ValueError("subscribe to at least one topic")
+    return topics
+
+
 class Subscription(abc.ABC):
     """A running subscription; stop it to leave the consumer group."""
 

@@ -32,7 +32,13 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, Failure, to_kafka
 from a2a_bus.protocol.kafka_codec import Mode
-from a2a_bus.transport.base import Handler, Subscription, TopicPattern, Transport
+from a2a_bus.transport.base import (
+    Handler,
+    Subscription,
+    TopicPattern,
+    Transport,
+    checked_topics,
+)
 from a2a_bus.transport.kafka_config import KafkaSettings
 from a2a_bus.transport.kafka_records import dead_letter_headers
 from a2a_bus.transport.kafka_subscription import KafkaSubscription
@@ -309,11 +315,8 @@ class KafkaTransport(Transport):
     ) -> Subscription:
         if not self._ready:
             raise RuntimeError("the Kafka transport is not started")
-        if isinstance(topics, str):
-            raise TypeError("topics must be a sequence of names or a TopicPattern, not a str")
+        topics = checked_topics(topics)
         if not isinstance(topics, TopicPattern):
-            if not topics:
-                raise ValueError("subscribe to at least one topic")
             await self.ensure_topics(topics)
         subscription = KafkaSubscription(
             self,

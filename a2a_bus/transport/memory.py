@@ -31,7 +31,14 @@ from typing import Any
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, to_kafka
-from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern, Transport
+from a2a_bus.transport.base import (
+    Delivery,
+    Handler,
+    Subscription,
+    TopicPattern,
+    Transport,
+    checked_topics,
+)
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import run_eagerly
 from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
@@ -396,8 +403,7 @@ class MemoryTransport(Transport):
     ) -> Subscription:
         if not self._started:
             raise RuntimeError("transport not started")
-        if isinstance(topics, str):
-            topics = [topics]
+        checked_topics(topics)
         state = self._groups.get(group)
         if state is None:
             state = self._groups[group] = _Group(group)
