@@ -17,7 +17,7 @@ import asyncio
 import heapq
 import logging
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -52,6 +52,8 @@ class ReplyStream:
     def __init__(self, limit: int = 1024) -> None:
         self.receiver = SeqReceiver()
         self._queue: asyncio.Queue[Any] = asyncio.Queue(limit)
+        #: The closing items when they found the queue full (the reader fell behind).
+        self._tail: deque[Any] = deque()
         self._error: JsonRpcError | None = None
         self._abandoned = False
         self.chunks = 0
@@ -69,6 +71,7 @@ class ReplyStream:
     def abandon(self) -> None:
         """The reader left: drop what is queued and what still comes."""
         self._abandoned = True
+        self._tail.clear()
         while not self._queue.empty():
             self._queue.get_nowait()
 
@@ -79,23 +82,36 @@ class ReplyStream:
                 raise JsonRpcError.from_dict(response["error"])
             if count is None:  # answered without streaming: the result is the one item
                 if isinstance(response, dict):
-                    self._queue.put_nowait(response.get("result"))
+                    self._close(response.get("result"))
+                    return
             else:
                 self.receiver.finish(count)
         except JsonRpcError as exc:
             self._error = exc
-        self._queue.put_nowait(_END)
+        self._close()
 
     def fail(self, error: JsonRpcError) -> None:
         self._error = error
-        self._queue.put_nowait(_END)
+        self._close()
+
+    def _close(self, *last: Any) -> None:
+        # Never put_nowait into a full queue (QueueFull would lose the end and
+        # leave the reader waiting forever): what does not fit waits in the tail.
+        for item in (*last, _END):
+            if self._tail or self._queue.full():
+                self._tail.append(item)
+            else:
+                self._queue.put_nowait(item)
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._items()
 
     async def _items(self) -> AsyncIterator[Any]:
         while True:
-            item = await self._queue.get()
+            if self._tail and self._queue.empty():
+                item = self._tail.popleft()
+            else:
+                item = await self._queue.get()
             if item is _END:
                 if self._error is not None:
                     raise self._error

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from a2a_bus.correlation import Correlator
+from a2a_bus.errors import JsonRpcError
 from a2a_bus.metrics import Metrics
+from a2a_bus.protocol import new_event
+from a2a_bus.transport.base import Delivery
 
 WAIT = 30.0
 
@@ -35,3 +40,53 @@ async def test_many_settled_requests_leave_the_live_deadlines_working() -> None:
     assert (await asyncio.wait_for(last, WAIT))["error"]["code"] == -32001
     assert len(correlator) == 0
     correlator.close()
+
+
+def _chunk(request_id: str, seq: int, item: object, *, end: bool = False) -> Delivery:
+    attributes = {
+        "id": f"{request_id}-{seq}-{end}",
+        "source": "test",
+        "type": "test.response",
+        "collaborationid": request_id,
+        "seq": seq,
+    }
+    if end:
+        attributes["streamend"] = True
+    message = {"jsonrpc": "2.0", "result": {"chunks": seq} if end else item, "id": 1}
+    return Delivery(new_event(attributes, message), "a2a.reply.test")
+
+
+async def test_a_stream_whose_queue_is_full_still_ends() -> None:
+    # The reader took nothing while the whole stream arrived: the end marker
+    # finds the stream's queue full and must still close it (not raise, not hang).
+    correlator = Correlator(Metrics())
+    stream = correlator.expect_stream("s", WAIT)
+    for seq in range(1024):
+        await asyncio.wait_for(correlator.on_reply(_chunk("s", seq, seq)), WAIT)
+    await asyncio.wait_for(correlator.on_reply(_chunk("s", 1024, None, end=True)), WAIT)
+
+    async def read() -> list[object]:
+        return [item async for item in stream]
+
+    assert await asyncio.wait_for(read(), WAIT) == list(range(1024))
+    correlator.close()
+
+
+async def test_a_stream_whose_queue_is_full_still_fails() -> None:
+    # A deadline (or the bus stopping) reaches a stream whose reader fell behind.
+    correlator = Correlator(Metrics())
+    stream = correlator.expect_stream("s", WAIT)
+    for seq in range(1024):
+        await asyncio.wait_for(correlator.on_reply(_chunk("s", seq, seq)), WAIT)
+    other = correlator.expect("other", WAIT)
+    correlator.close()
+    assert (await asyncio.wait_for(other, WAIT))["error"]["code"] == -32002
+    items: list[object] = []
+
+    async def read() -> None:
+        async for item in stream:
+            items.append(item)
+
+    with pytest.raises(JsonRpcError) as failure:
+        await asyncio.wait_for(read(), WAIT)
+    assert failure.value.code == -32002 and items == list(range(1024))
