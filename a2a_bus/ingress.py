@@ -4,7 +4,9 @@ A record on ``<prefix>.ingress`` holds raw JSON-RPC (one message or a batch) or 
 structured CloudEvent; kcat is enough to send one. Each request is routed through
 the bus like any other, and its response is produced as raw JSON-RPC on the topic
 named in the record's ``reply-to`` header (default ``<prefix>.ingress.reply``),
-keyed by the request id. Notifications produce nothing.
+keyed by the request id. Notifications produce nothing. A ``reply-to`` naming one
+of the bus's own topics is ignored (the default topic is used): a raw answer there
+would pose as an agent card, a request, another caller's reply or new ingress input.
 
 Bad input gets both an answer and a dead letter: the transport dead-letters a record
 it cannot decode (reason and JSON-RPC errors in ``a2a-dlq-*`` headers) before any
@@ -109,10 +111,21 @@ class Ingress:
         wanted = header(headers, REPLY_TO_HEADER)
         if wanted is None:
             return self.reply_topic
-        if not _TOPIC.match(wanted):
+        if not _TOPIC.match(wanted) or wanted in (".", ".."):
             log.warning("ignored an invalid reply-to topic %r", wanted)
             return self.reply_topic
+        if self._internal(wanted):
+            log.warning("ignored a reply-to naming one of the bus's own topics: %r", wanted)
+            return self.reply_topic
         return wanted
+
+    def _internal(self, topic: str) -> bool:
+        """True for the bus's own topics and Kafka's internal ones."""
+        topics = self.bus.topics
+        if topic in (topics.registry, topics.ingress, topics.dlq) or topic.startswith("__"):
+            return True
+        families = ("agent", "topic", "reply")
+        return any(topic.startswith(f"{topics.prefix}.{family}.") for family in families)
 
     async def _reply(self, topic: str, response: dict[str, Any]) -> None:
         id = response.get("id")

@@ -141,3 +141,19 @@ def _consume_raw(kcat: str, bootstrap: str, topic: str, count: int) -> list[str]
         if len(lines) >= count or time.monotonic() > deadline:
             return lines
         time.sleep(0.2)
+
+
+async def test_kcat_reply_to_naming_a_bus_topic_is_answered_on_the_default_topic(
+    kcat: str, kafka_bootstrap: str, ingress: Ingress
+) -> None:
+    # A raw answer on the registry would pose as an agent card, on an agent's topic as
+    # a request to it, on the ingress as new input: the ingress refuses to write there.
+    topics = ingress.bus.topics
+    internal = [topics.registry, topics.agent("spec"), topics.ingress, topics.reply("node-x")]
+    for index, topic in enumerate(internal):
+        request = f'{{"jsonrpc": "2.0", "method": "get_data", "id": "r{index}"}}'.encode()
+        await produce(kcat, kafka_bootstrap, ingress.topic, request, reply_to=topic)
+    replies = await consume(kcat, kafka_bootstrap, ingress.reply_topic, len(internal))
+    assert sorted(r["key"] for r in replies) == ["r0", "r1", "r2", "r3"]
+    registry = await consume(kcat, kafka_bootstrap, topics.registry, 1)
+    assert all("jsonrpc" not in r["value"] for r in registry)
