@@ -170,7 +170,16 @@ class Replica:
         self._generation += 1
         self._metrics.inc("restarts")
         delay, self._backoff = self._backoff, min(self._backoff * 2, self._policy.backoff_max)
-        self._restart_handle = self._loop.call_later(delay, self._spawn)
+        self._restart_handle = self._loop.call_later(delay, self._restart)
+
+    def _restart(self) -> None:
+        # A constructor that fails here (unlike at the first start, which raises
+        # to spawn()) would otherwise leave the held jobs waiting forever.
+        try:
+            self._spawn()
+        except Exception as exc:
+            log.warning("agent %s failed to start: %s: %s", self.name, type(exc).__name__, exc)
+            self._crashed()
 
     async def stop(self) -> None:
         """Let held jobs finish, then stop the actor (its ``on_stop`` runs)."""
