@@ -249,8 +249,11 @@ class KafkaSubscription(Subscription):
             self._committed_at_assignment.pop(tp, None)
             self._end_at_assignment.pop(tp, None)
         for key in [k for k in self._queues if k[0] in revoked]:
-            # not handed to a handler: the next owner handles them
-            self._release(len(self._queues.pop(key)))
+            # Not handed to a handler: the next owner handles them. Emptied, since
+            # the runner still holds the queue (it outlived the drain timeout).
+            queue = self._queues.pop(key)
+            self._release(len(queue))
+            queue.clear()
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         if assigned:

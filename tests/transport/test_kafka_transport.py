@@ -452,3 +452,46 @@ async def test_from_beginning_replays_history(transport: KafkaTransport, uid: st
     await wait_until(lambda: len(current.deliveries) == 1, "the new event")
     assert late.numbers() == [0, 1, 2, 3]
     assert current.numbers() == [3]
+
+
+async def test_records_queued_behind_a_slow_key_are_left_to_the_next_owner(
+    kafka_bootstrap: str, uid: str
+) -> None:
+    # A rebalance whose drain times out while a record runs: the records queued
+    # behind it (same key) are released to the next owner, so the old member's
+    # runner must not handle them too (nor count them out of its in-flight twice).
+    async with KafkaTransport(
+        kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}", drain_timeout=0.2
+    ) as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        topic = f"test.revoke.{uid}"
+        group = f"g-{uid}"
+        started, release = asyncio.Event(), asyncio.Event()
+        handled: list[tuple[str, int]] = []
+
+        def member(name: str) -> Callable[[Delivery], Any]:
+            async def handler(delivery: Delivery) -> None:
+                data = delivery.event.get_data()
+                assert isinstance(data, dict)
+                if data["n"] == 0 and name == "first":
+                    started.set()
+                    await release.wait()
+                handled.append((name, data["n"]))
+
+            return handler
+
+        first = await kafka.subscribe([topic], group, member("first"))
+        for n in range(3):
+            await kafka.publish(topic, event(n, key="k"))
+        await asyncio.wait_for(started.wait(), WAIT)
+        await wait_until(lambda: first.in_flight == 3, "records 1 and 2 queued behind 0")
+        second = await kafka.subscribe([topic], group, member("second"))  # a rebalance
+        release.set()
+        await wait_until(lambda: {1, 2} <= {n for _, n in handled}, "records 1 and 2")
+        await wait_until(lambda: first.in_flight <= 0 and second.in_flight <= 0, "idle members")
+        await asyncio.sleep(0.2)  # give a (wrong) late run of the old queue time to show
+        assert (first.in_flight, second.in_flight) == (0, 0)
+        late = [n for name, n in handled if name == "first" and n > 0]
+        owner_now = "first" if first.assignment else "second"
+        if owner_now == "second":
+            assert late == []  # the old member handled nothing after its partition left
