@@ -4,16 +4,20 @@ Each chunk is an ``event: chunk`` whose ``id`` is the chunk's ``seq`` (0, 1, ...
 and whose data is ``{"jsonrpc": "2.0", "result": <item>, "id": <request id>}``.
 The stream ends with ``event: end`` (result ``{"chunks": n}``) or ``event: error``
 (a JSON-RPC error response). A client that disconnects closes the upstream stream.
+
+:class:`SSEResponse` is the response of every stream of the gateway: it closes its
+body and runs its ``on_close`` however the response ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import RPC_ERRORS
@@ -21,6 +25,36 @@ from a2a_bus.protocol import result_response
 
 MEDIA_TYPE = "text/event-stream"
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class SSEResponse(StreamingResponse):
+    """A Server-Sent Events response that always cleans up after itself.
+
+    Starlette leaves the body unclosed when the client goes away, and never starts
+    it when the client left before the first byte, so a generator's ``finally``
+    alone is not enough: the body is closed here, and ``on_close`` releases what
+    was opened before the response (a subscription, a running task).
+    """
+
+    def __init__(
+        self,
+        content: AsyncGenerator[bytes, None],
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(content, media_type=MEDIA_TYPE, headers=_HEADERS)
+        self._body = content
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            try:
+                await self._body.aclose()
+            finally:
+                if self._on_close is not None:
+                    await self._on_close()
 
 
 def wants_sse(request: Request) -> bool:
@@ -33,7 +67,9 @@ def frame(data: dict[str, Any], event: str, id: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: ".encode() + orjson.dumps(data) + b"\n\n"
 
 
-async def _events(bridge: Bridge, message: dict[str, Any], timeout: float) -> AsyncIterator[bytes]:
+async def _events(
+    bridge: Bridge, message: dict[str, Any], timeout: float
+) -> AsyncGenerator[bytes, None]:
     stream = bridge.stream(message, timeout)
     seq = 0
     try:
@@ -51,10 +87,8 @@ async def _events(bridge: Bridge, message: dict[str, Any], timeout: float) -> As
         await stream.aclose()
 
 
-def sse_response(bridge: Bridge, message: dict[str, Any], timeout: float) -> StreamingResponse:
-    return StreamingResponse(
-        _events(bridge, message, timeout), media_type=MEDIA_TYPE, headers=_HEADERS
-    )
+def sse_response(bridge: Bridge, message: dict[str, Any], timeout: float) -> SSEResponse:
+    return SSEResponse(_events(bridge, message, timeout))
 
 
 async def collect(bridge: Bridge, message: dict[str, Any], timeout: float) -> dict[str, Any]:

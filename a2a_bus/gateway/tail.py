@@ -10,20 +10,20 @@ went away is noticed and its subscription stopped even on a quiet subject.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from a2a_bus.gateway.context import context, require_access
 from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import problem
-from a2a_bus.gateway.sse import MEDIA_TYPE
+from a2a_bus.gateway.sse import SSEResponse
 from a2a_bus.protocol import to_structured
 from a2a_bus.routing import RoutingError
-from a2a_bus.transport.base import Delivery, Subscription
+from a2a_bus.transport.base import Delivery
 
 QUEUE = 1024
 KEEPALIVE = 15.0
@@ -51,26 +51,23 @@ async def tail(request: Request) -> Response:
     except RoutingError as exc:
         return problem(400, exc.message)
 
-    async def body() -> AsyncIterator[bytes]:
+    async def body() -> AsyncGenerator[bytes, None]:
         reported = 0
-        try:
-            yield b": tailing " + subject.encode() + b"\n\n"
-            while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE)
-                except TimeoutError:
-                    yield b": keep-alive\n\n"
-                    continue
-                if dropped > reported:
-                    yield f": dropped {dropped - reported} events\n\n".encode()
-                    reported = dropped
-                data = orjson.dumps(to_structured(event))
-                yield b"event: cloudevent\ndata: " + data + b"\n\n"
-        finally:
-            await _stop(subscription)
+        yield b": tailing " + subject.encode() + b"\n\n"
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), KEEPALIVE)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            if dropped > reported:
+                yield f": dropped {dropped - reported} events\n\n".encode()
+                reported = dropped
+            data = orjson.dumps(to_structured(event))
+            yield b"event: cloudevent\ndata: " + data + b"\n\n"
 
-    return StreamingResponse(body(), media_type=MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
+    async def stop() -> None:
+        # Also when the client left before the first byte (the body never started).
+        await asyncio.shield(subscription.stop())
 
-
-async def _stop(subscription: Subscription) -> None:
-    await asyncio.shield(subscription.stop())
+    return SSEResponse(body(), on_close=stop)

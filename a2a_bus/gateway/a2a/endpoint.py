@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_bus.gateway.a2a.calls import Call, called_method, plan
@@ -44,14 +44,13 @@ from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import parse
-from a2a_bus.gateway.sse import MEDIA_TYPE, frame
+from a2a_bus.gateway.sse import SSEResponse, frame
 from a2a_bus.protocol import Failure, error_response, ext, mcptype, new_id, result_response
 
 log = logging.getLogger(__name__)
 
 #: Updates a stream buffers before the run waits for the client to read them.
 STREAM_BUFFER = 64
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class A2ABinding:
@@ -173,7 +172,13 @@ class A2ABinding:
             queue: asyncio.Queue[Update] = asyncio.Queue(STREAM_BUFFER)
             runner = self._start(record, run, queue)
             events = self._events(record, runner, queue, version, id)
-            return StreamingResponse(events, media_type=MEDIA_TYPE, headers=_SSE_HEADERS)
+
+            async def stop() -> None:
+                # Also when the client left before the first byte (the body never
+                # started): the run would wait forever on its full queue.
+                runner.cancel()
+
+            return SSEResponse(events, on_close=stop)
         runner = self._start(record, run, None)
         if request.blocking:
             await _settle(runner)
@@ -278,7 +283,7 @@ class A2ABinding:
         queue: asyncio.Queue[Update],
         version: Version,
         id: Any,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """The SSE stream of a run: the task, its updates, then its final status."""
         task = record.task
 
