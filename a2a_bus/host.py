@@ -236,7 +236,7 @@ class AgentHost:
         reply_to = event.get_extension(ext.REPLY_TO)
         transport = self.bus.transport
         if delivery.raw:
-            topic = reply_to if isinstance(reply_to, str) else self.bus.topics.reply("ingress")
+            topic = reply_to if isinstance(reply_to, str) else self.bus.topics.ingress_reply
             await transport.publish_raw(topic, orjson.dumps(response), key=event.get_id().encode())
             return
         if not isinstance(reply_to, str):

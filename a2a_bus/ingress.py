@@ -69,7 +69,7 @@ class Ingress:
     def __init__(self, bus: Bus, *, timeout: float | None = None, max_in_flight: int = 256):
         self.bus = bus
         self.topic = bus.topics.ingress
-        self.reply_topic = f"{self.topic}.reply"
+        self.reply_topic = bus.topics.ingress_reply
         self.group = self.topic
         self.timeout = timeout
         self.max_in_flight = max_in_flight

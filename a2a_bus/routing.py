@@ -100,6 +100,11 @@ class Topics:
         return f"{self.prefix}.ingress"
 
     @property
+    def ingress_reply(self) -> str:
+        """Where raw JSON-RPC answers go when the request named no ``reply-to``."""
+        return f"{self.prefix}.ingress.reply"
+
+    @property
     def dlq(self) -> str:
         return f"{self.prefix}.dlq"
 

@@ -49,10 +49,7 @@ async def make_bus(request: pytest.FixtureRequest) -> AsyncIterator[Callable[...
     kind = request.param
     bootstrap = None
     if kind == "kafka":
-        try:
-            bootstrap = request.getfixturevalue("kafka_bootstrap")
-        except pytest.FixtureLookupError:
-            pytest.skip("no kafka_bootstrap fixture")
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
     prefix = f"t{uuid.uuid4().hex[:10]}"
     buses: list[Bus] = []
 
@@ -116,6 +113,32 @@ async def test_p2p_positional_and_named(make_bus: Callable[..., Awaitable[Bus]])
     client = bus.async_client()
     assert await client.request("calc", "subtract", [42, 23]) == 19
     assert await client.request("calc", "subtract", {"subtrahend": 23, "minuend": 42}) == 19
+
+
+async def test_raw_request_on_an_agent_topic_is_answered_raw(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    """Raw JSON-RPC written straight to an agent's topic (no SDK) gets a raw answer on
+    the ingress reply topic, keyed by the request's event id."""
+    bus = await make_bus(Calc)
+    answers: list[Delivery] = []
+
+    async def on_answer(delivery: Delivery) -> None:
+        answers.append(delivery)
+
+    reply_topic = bus.topics.ingress_reply
+    assert reply_topic == f"{bus.topics.prefix}.ingress.reply"
+    group = f"{reply_topic}.reader.{uuid.uuid4().hex[:6]}"
+    sub = await bus.transport.subscribe([reply_topic], group, on_answer, from_beginning=True)
+    try:
+        raw = b'{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": "raw-1"}'
+        await bus.transport.publish_raw(bus.topics.agent("calc"), raw)
+        await eventually(lambda: len(answers) >= 1)
+    finally:
+        await sub.stop()
+    [answer] = answers
+    assert answer.raw
+    assert bus.adaptor.to_jsonrpc(answer.event) == {"jsonrpc": "2.0", "result": 19, "id": "raw-1"}
 
 
 async def test_route_by_method_and_unknown_method(make_bus: Callable[..., Awaitable[Bus]]) -> None:
