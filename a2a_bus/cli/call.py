@@ -61,12 +61,18 @@ def run_remote(url: str, token: str | None, action: Callable[[GatewayClient], Aw
 
     try:
         return asyncio.run(go())
-    except GatewayError as exc:
-        raise fail(str(exc)) from None
     except Exception as exc:
-        if type(exc).__module__.startswith(("httpx", "httpcore")):
-            raise fail(f"cannot reach the gateway at {url}: {exc}") from None
-        raise
+        raise gateway_failure(exc, url) from None
+
+
+def gateway_failure(exc: Exception, url: str) -> BaseException:
+    """What a command raises for ``exc``: a clean exit for gateway and connection
+    errors, the exception itself for anything else."""
+    if isinstance(exc, GatewayError):
+        return fail(str(exc))
+    if type(exc).__module__.startswith(("httpx", "httpcore")):
+        return fail(f"cannot reach the gateway at {url}: {exc}")
+    return exc
 
 
 def run_on_kafka(bootstrap: str, prefix: str, action: Callable[[Any], Awaitable[T]]) -> T:

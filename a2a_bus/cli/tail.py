@@ -19,9 +19,9 @@ from a2a_bus.cli.call import (
     PrefixOption,
     TokenOption,
     UrlOption,
-    fail,
+    gateway_failure,
 )
-from a2a_bus.gateway.remote import GatewayClient, GatewayError
+from a2a_bus.gateway.remote import GatewayClient
 from a2a_bus.protocol import to_structured
 from a2a_bus.transport.base import Delivery
 
@@ -116,9 +116,5 @@ def tail(
         asyncio.run(go())
     except KeyboardInterrupt:
         return
-    except GatewayError as exc:
-        raise fail(str(exc)) from None
     except Exception as exc:
-        if type(exc).__module__.startswith(("httpx", "httpcore")):
-            raise fail(f"cannot reach the gateway at {url}: {exc}") from None
-        raise
+        raise gateway_failure(exc, url) from None

@@ -129,6 +129,9 @@ def test_call_errors_exit_1(gateway: tuple[str, Lines]) -> None:
     unreachable = run("call", "echo", "--url", f"http://127.0.0.1:{free_port()}")
     assert unreachable.returncode == 1
     assert "cannot reach the gateway" in unreachable.stderr
+    tail_unreachable = run("tail", "news.*", "--url", f"http://127.0.0.1:{free_port()}")
+    assert tail_unreachable.returncode == 1
+    assert "cannot reach the gateway" in tail_unreachable.stderr
 
 
 def test_agents_lists_cards_and_methods(gateway: tuple[str, Lines]) -> None:
