@@ -23,6 +23,7 @@ from a2a_bus.correlation import Correlator, ReplyStream
 from a2a_bus.discovery import Directory, card_event
 from a2a_bus.errors import BusStopped, JsonRpcError
 from a2a_bus.host import AgentHost
+from a2a_bus.loops import new_event_loop
 from a2a_bus.metrics import Metrics
 from a2a_bus.protocol import (
     Adaptor,
@@ -250,7 +251,7 @@ class Bus:
         if self._running:
             return self
         ready = threading.Event()
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
 
         def run() -> None:
             asyncio.set_event_loop(loop)

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from a2a_bus import loops
 from a2a_bus.agent import Agent, method
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
@@ -97,7 +98,7 @@ async def _run(quick: bool) -> Report:
 
 
 def run(quick: bool = False) -> Report:
-    return asyncio.run(_run(quick))
+    return loops.run(_run(quick))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from a2a_bus import loops
 from a2a_bus.agent import Agent, method
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
@@ -448,11 +449,11 @@ def run(quick: bool = False, bootstrap: str | None = None) -> Report:
             "then eval $(scripts/kafka.sh env))"
         )
         return skipped
-    return report(asyncio.run(measure(bootstrap, Sizes.pick(quick))))
+    return report(loops.run(measure(bootstrap, Sizes.pick(quick))))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--listen"]:
-    asyncio.run(listen(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    loops.run(listen(sys.argv[2], sys.argv[3], int(sys.argv[4])))
 elif __name__ == "__main__":
     result = run(bootstrap=sys.argv[1] if len(sys.argv) > 1 else None)
     result.print()

@@ -5,7 +5,6 @@ Also holds the options the other client commands (publish, tail, agents) share.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -14,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 import orjson
 import typer
 
+from a2a_bus import loops
 from a2a_bus.cli import app
 from a2a_bus.gateway.remote import GatewayClient, GatewayError
 
@@ -60,7 +60,7 @@ def run_remote(url: str, token: str | None, action: Callable[[GatewayClient], Aw
             return await action(gateway)
 
     try:
-        return asyncio.run(go())
+        return loops.run(go())
     except Exception as exc:
         raise gateway_failure(exc, url) from None
 
@@ -83,7 +83,7 @@ def run_on_kafka(bootstrap: str, prefix: str, action: Callable[[Any], Awaitable[
         async with Bus.kafka(bootstrap, bus_options={"prefix": prefix}) as bus:
             return await action(bus)
 
-    return asyncio.run(go())
+    return loops.run(go())
 
 
 def default_url() -> str:

@@ -16,6 +16,7 @@ import typer
 import uvicorn
 from rich.console import Console
 
+from a2a_bus import loops
 from a2a_bus.agent import Agent
 from a2a_bus.cli import app
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
@@ -183,4 +184,4 @@ def serve(
             raise typer.BadParameter(str(exc), param_hint="--tokens") from None
     settings = GatewaySettings.from_env(**overrides)
     console = Console(highlight=False)
-    asyncio.run(_serve(classes, kafka, host, port, replicas, prefix, settings, console))
+    loops.run(_serve(classes, kafka, host, port, replicas, prefix, settings, console))

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from a2a_bus import loops
 from a2a_bus.cli import app
 from a2a_bus.cli.call import (
     DEFAULT_URL,
@@ -113,7 +114,7 @@ def tail(
             printer.show(event)
 
     try:
-        asyncio.run(go())
+        loops.run(go())
     except KeyboardInterrupt:
         return
     except Exception as exc:

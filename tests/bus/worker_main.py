@@ -21,7 +21,7 @@ import time
 
 import orjson
 
-from a2a_bus import Agent, Bus, method
+from a2a_bus import Agent, Bus, loops, method
 
 
 class Worker(Agent):
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     Worker.log_fd = os.open(args.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     Worker.delay = args.delay
     try:
-        asyncio.run(serve(args.bootstrap, args.prefix))
+        loops.run(serve(args.bootstrap, args.prefix))
     finally:
         os.close(Worker.log_fd)
     sys.exit(0)
