@@ -89,6 +89,18 @@ class PartitionTracker:
             raise ValueError(f"offset {offset} is not in flight")
         self._drain()
 
+    def covers(self, offset: int, lease_size: int) -> bool:
+        """True if ``offset`` is below the acknowledged lease, so it may be handed
+        out now. Within half a lease of its end the lease is raised to
+        ``offset + lease_size`` (once per acknowledged lease) for the next commit
+        to carry, so it is extended before records have to wait for it."""
+        committed = self.committed_lease
+        if offset >= committed:
+            return False
+        if self.lease <= committed and offset >= committed - lease_size // 2:
+            self.lease = offset + lease_size
+        return True
+
     def committed(self, position: int, lease: int) -> None:
         """Remember what the broker acknowledged."""
         self._committed = position

@@ -361,7 +361,7 @@ class KafkaSubscription(Subscription):
         The common case is synchronous (a free slot, the partition known, the
         offset well inside the committed lease); only the rest awaits.
         """
-        half_lease = self._settings.redelivery_lease // 2
+        lease_size = self._settings.redelivery_lease
         for record in records:
             if self._in_flight >= self._max_in_flight:
                 await self._wait_for_slot()
@@ -369,10 +369,10 @@ class KafkaSubscription(Subscription):
                 return  # revoked: the new owner fetches from the commit
             offset = record.offset
             tracker = self._trackers.get(tp)
-            if tracker is None or not (
-                offset < tracker.committed_lease
-                and (offset < tracker.committed_lease - half_lease or offset < tracker.lease)
-            ):
+            if tracker is not None and tracker.covers(offset, lease_size):
+                if tracker.lease > tracker.committed_lease:
+                    self._commit_wanted.set()  # extend in the background
+            else:
                 tracker = await self._prepare(tp, offset, epoch)
                 if tracker is None:
                     if self._epoch == epoch and tp in self._redelivery_bound:
@@ -460,9 +460,8 @@ class KafkaSubscription(Subscription):
     async def _hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
         """Make sure a commit covers ``offset`` with the lease before it is handed out."""
         lease_size = self._settings.redelivery_lease
-        if offset < tracker.committed_lease:
-            if offset >= tracker.committed_lease - lease_size // 2 and tracker.lease <= offset:
-                tracker.lease = offset + lease_size
+        if tracker.covers(offset, lease_size):
+            if tracker.lease > tracker.committed_lease:
                 self._commit_wanted.set()  # extend in the background, before it runs out
             return True
         tracker.lease = max(tracker.lease, offset + lease_size)

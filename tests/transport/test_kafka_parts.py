@@ -66,6 +66,21 @@ def test_dirty_follows_position_and_lease() -> None:
     assert tracker.dirty
 
 
+def test_lease_is_extended_before_it_runs_out() -> None:
+    tracker = PartitionTracker(0, lease=100)
+    tracker.committed(0, 100)
+    assert tracker.covers(49, 100)
+    assert tracker.lease == 100  # more than half the lease left: nothing to ask
+    assert tracker.covers(50, 100)
+    assert tracker.lease == 150 and tracker.dirty  # the next commit extends it
+    assert tracker.covers(60, 100)
+    assert tracker.lease == 150  # asked once per acknowledged lease
+    assert not tracker.covers(100, 100)  # past the acknowledged lease: wait for it
+    tracker.committed(0, 150)
+    assert tracker.covers(100, 100)
+    assert tracker.lease == 200
+
+
 @pytest.mark.parametrize(
     ("metadata", "lease"),
     [(encode_lease(42), 42), ("", None), (None, None), ("other", None), ("a2a-lease=x", None)],
