@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, Failure, to_kafka
@@ -39,6 +39,7 @@ from a2a_bus.transport.base import (
     Transport,
     checked_topics,
 )
+from a2a_bus.transport.kafka_batches import MAX_REQUEST_SIZE, Batches, pick_partition
 from a2a_bus.transport.kafka_config import KafkaSettings
 from a2a_bus.transport.kafka_records import dead_letter_headers
 from a2a_bus.transport.kafka_subscription import KafkaSubscription
@@ -91,6 +92,7 @@ class KafkaTransport(Transport):
         )
         self.metrics = KafkaMetrics()
         self._producer: AIOKafkaProducer | None = None
+        self._batches: Batches | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._known_topics: set[str] = set()
         self._creating: dict[str, asyncio.Future[None]] = {}
@@ -131,12 +133,14 @@ class KafkaTransport(Transport):
             acks="all",
             linger_ms=s.linger_ms,
             max_batch_size=s.max_batch_size,
+            max_request_size=MAX_REQUEST_SIZE,
             compression_type=s.compression_type,
             **client,
         )
         self._admin = AIOKafkaAdminClient(**client)
         try:
             await self._producer.start()
+            self._batches = Batches(self._producer)
             await self._admin.start()
             await self.ensure_topics([s.dlq_topic])
         except BaseException:
@@ -151,6 +155,10 @@ class KafkaTransport(Transport):
         await self._close_clients()
 
     async def _close_clients(self) -> None:
+        if self._batches is not None:
+            await self._batches.wait_handed_over()
+            self._batches.close()
+            self._batches = None
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
@@ -238,10 +246,16 @@ class KafkaTransport(Transport):
     async def _send(
         self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]
     ) -> None:
-        producer = self._require(self._producer)
+        batches = self._require(self._batches)
         if topic not in self._known_topics:
             await self.ensure_topics([topic])
-        sent = await producer.send(topic, value, key=key, headers=headers)
+        partitions = batches.partitions(topic)
+        if partitions is None:
+            await self._require(self._producer).partitions_for(topic)  # waits for metadata
+            partitions = batches.partitions(topic)
+            if partitions is None:
+                raise UnknownTopicOrPartitionError(topic)
+        sent = batches.add(topic, pick_partition(key, *partitions), key, value, headers)
         self.metrics.produced += 1
         await sent
 

@@ -4,13 +4,17 @@ de-duplication, record decoding and settings."""
 from __future__ import annotations
 
 import asyncio
+import random
 import ssl
 
 import orjson
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from a2a_bus.protocol import Adaptor, new_event, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka_batches import murmur2, pick_partition
 from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
 from a2a_bus.transport.kafka_config import KafkaSettings
 from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
@@ -64,6 +68,18 @@ def test_dirty_follows_position_and_lease() -> None:
     tracker.committed(1, 100)
     tracker.lease = 200
     assert tracker.dirty
+
+
+def test_partitions_are_those_of_aiokafkas_default_partitioner() -> None:
+    rng = random.Random(7)
+    for length in range(40):
+        for _ in range(20):
+            key = rng.randbytes(length)
+            assert murmur2(key) == aiokafka_murmur2(key)
+            for count in (1, 3, 7):
+                every = list(range(count))
+                assert pick_partition(key, every, every) == DefaultPartitioner()(key, every, every)
+    assert pick_partition(None, [0, 1, 2], [2]) == 2  # no key: an available one
 
 
 def test_lease_is_extended_before_it_runs_out() -> None:

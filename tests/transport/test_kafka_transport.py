@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import MessageSizeTooLargeError
+from aiokafka.partitioner import DefaultPartitioner
 
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
@@ -132,6 +134,38 @@ async def test_same_key_in_order_while_keys_run_concurrently(
 
     assert all(seen[key] == list(range(30)) for key in keys), seen
     assert most_running > 1  # different keys really ran side by side
+
+
+async def test_concurrent_publishes_keep_key_order_and_partitions(
+    kafka_bootstrap: str, uid: str
+) -> None:
+    """Publishes of one loop iteration share record batches (small ones here, so
+    a partition needs several); every key keeps its order and lands on the
+    partition aiokafka's own partitioner picks, and a record too large for a
+    request fails alone."""
+    topic = f"test.batches.{uid}"
+    recorder = Recorder()
+    async with KafkaTransport(
+        kafka_bootstrap, dlq_topic=f"test.dlq.{uid}", max_batch_size=1024
+    ) as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        await kafka.subscribe([topic], f"g-{uid}", recorder, max_in_flight=512)
+        keys = [f"key-{i}-{uid}" for i in range(8)]
+        events = [event(n, key) for n in range(40) for key in keys]
+        too_large = new_event({"type": "t", "source": "tests"}, {"blob": "x" * 2_000_000})
+        results = await asyncio.gather(
+            *(kafka.publish(topic, ev) for ev in events),
+            kafka.publish(topic, too_large),
+            return_exceptions=True,
+        )
+        assert results[:-1] == [None] * len(events)
+        assert isinstance(results[-1], MessageSizeTooLargeError)
+        await wait_until(lambda: len(recorder.deliveries) == len(events), "every event")
+        every = list(range(kafka.settings.partitions))  # the topic was created with these
+    for key in keys:
+        mine = [d for d in recorder.deliveries if d.key == key.encode()]
+        assert [d.event.get_data()["n"] for d in mine] == list(range(40))  # type: ignore[index]
+        assert {d.partition for d in mine} == {DefaultPartitioner()(key.encode(), every, every)}
 
 
 async def test_commit_never_passes_an_unfinished_offset(kafka_bootstrap: str, uid: str) -> None:

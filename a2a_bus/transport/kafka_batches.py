@@ -1,0 +1,215 @@
+"""Produce batching: the publishes of one loop iteration go to aiokafka as one
+record batch per partition.
+
+``AIOKafkaProducer.send`` costs a few coroutine layers, a metadata lookup, the
+partitioner, a future and a ``RecordMetadata`` per record. Under load the bus
+publishes in waves (every handler woken by one fetch publishes in the same loop
+iteration), so :class:`Batches` appends each record to an open batch of its
+partition at once and hands the batches to the producer (``send_batch``) at the
+next loop iteration. A partition's batches are handed over one at a time, in
+order, so per-key order and the idempotent producer's sequence numbers are those
+of ``send``; while the producer still holds an undrained batch of a partition
+(its node has a request in flight) the next one keeps filling, which is what
+``send`` does too.
+
+Records are assigned to partitions as aiokafka's default partitioner does
+(murmur2 of the key, or a random available partition without a key), so keys
+land where they did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import struct
+from collections import deque
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import MessageSizeTooLargeError
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from a2a_bus.transport.eager import run_eagerly
+
+#: The producer's ``max_request_size`` (aiokafka's default, passed explicitly).
+MAX_REQUEST_SIZE = 1048576
+
+_MASK = 0xFFFFFFFF
+_M = 0x5BD1E995
+_WORDS: dict[int, struct.Struct] = {}
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (``org.apache.kafka.common.utils.Utils.murmur2``), equal to
+    aiokafka's ``murmur2`` but reading four bytes at a time."""
+    length = len(data)
+    h = 0x9747B28C ^ length
+    words = length >> 2
+    unpack = _WORDS.get(words)
+    if unpack is None:
+        unpack = _WORDS[words] = struct.Struct(f"<{words}I")
+    for k in unpack.unpack_from(data):
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
+    tail = length & ~3
+    extra = length & 3
+    if extra == 3:
+        h ^= data[tail + 2] << 16
+    if extra >= 2:
+        h ^= data[tail + 1] << 8
+    if extra:
+        h = ((h ^ data[tail]) * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    return h ^ (h >> 15)
+
+
+def pick_partition(key: bytes | None, every: Sequence[int], available: Sequence[int]) -> int:
+    """The partition aiokafka's ``DefaultPartitioner`` picks for ``key``."""
+    if key is None:
+        return random.choice(available or every)
+    return every[(murmur2(key) & 0x7FFFFFFF) % len(every)]
+
+
+class _Pending:
+    """One batch not handed to the producer yet, and who waits for its delivery."""
+
+    __slots__ = ("builder", "waiters")
+
+    def __init__(self, builder: Any) -> None:
+        self.builder = builder
+        self.waiters: list[asyncio.Future[None]] = []
+
+
+class Batches:
+    """Open record batches per partition in front of one producer (see the module)."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+        self._loop = asyncio.get_running_loop()
+        self._queued: dict[TopicPartition, deque[_Pending]] = {}
+        self._handing_over: set[TopicPartition] = set()
+        self._flush_scheduled = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: Sorted partitions and available partitions per topic, until the metadata changes.
+        self._partitions: dict[str, tuple[list[int], list[int]]] = {}
+        producer.client.cluster.add_listener(self._metadata_changed)
+
+    def close(self) -> None:
+        self._producer.client.cluster.remove_listener(self._metadata_changed)
+
+    def _metadata_changed(self, _: object) -> None:
+        self._partitions.clear()
+
+    def partitions(self, topic: str) -> tuple[list[int], list[int]] | None:
+        """Every partition of ``topic`` (sorted) and the available ones, or None
+        while the metadata does not know the topic."""
+        known = self._partitions.get(topic)
+        if known is None:
+            cluster = self._producer.client.cluster
+            every = cluster.partitions_for_topic(topic)
+            if not every:
+                return None
+            available = cluster.available_partitions_for_topic(topic) or ()
+            known = self._partitions[topic] = (sorted(every), sorted(available))
+        return known
+
+    def add(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+    ) -> asyncio.Future[None]:
+        """Append a record; the future is done when the broker acknowledged it."""
+        size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+        if size > MAX_REQUEST_SIZE:
+            raise MessageSizeTooLargeError(
+                f"the record is {size} bytes, more than the maximum request size"
+            )
+        tp = TopicPartition(topic, partition)
+        queue = self._queued.get(tp)
+        if queue is None:
+            queue = self._queued[tp] = deque()
+            self._idle.clear()
+        if (
+            not queue
+            or queue[-1].builder.append(timestamp=None, key=key, value=value, headers=headers)
+            is None
+        ):
+            pending = _Pending(self._producer.create_batch())
+            queue.append(pending)
+            # An empty batch takes any record below the request size.
+            pending.builder.append(timestamp=None, key=key, value=value, headers=headers)
+        future = self._loop.create_future()
+        queue[-1].waiters.append(future)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        return future
+
+    async def wait_handed_over(self) -> None:
+        """Wait until every record added so far is with the producer."""
+        await self._idle.wait()
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        for tp in list(self._queued):
+            if tp not in self._handing_over:
+                self._handing_over.add(tp)
+                run_eagerly(self._hand_over(tp), partial(self._handed_over, tp), self._loop)
+
+    async def _hand_over(self, tp: TopicPartition) -> None:
+        """Hand the batches of ``tp`` to the producer, oldest first; the producer
+        makes each wait until the one before it is drained into a request."""
+        queue = self._queued[tp]
+        while queue:
+            pending = queue.popleft()
+            try:
+                delivered = await self._producer.send_batch(
+                    pending.builder, tp.topic, partition=tp.partition
+                )
+            except BaseException as exc:  # its publishers get it, the next batch goes on
+                _settle(pending.waiters, exc)
+                continue
+            delivered.add_done_callback(partial(_delivered, pending.waiters))
+
+    def _handed_over(self, tp: TopicPartition, error: BaseException | None) -> None:
+        self._handing_over.discard(tp)
+        queue = self._queued.get(tp)
+        if error is not None and queue:
+            # Not expected (send_batch's errors are handled above); fail the rest
+            # rather than leave their publishers waiting.
+            while queue:
+                _settle(queue.popleft().waiters, error)
+        if queue:
+            self._handing_over.add(tp)
+            run_eagerly(self._hand_over(tp), partial(self._handed_over, tp), self._loop)
+            return
+        self._queued.pop(tp, None)
+        if not self._queued:
+            self._idle.set()
+
+
+def _delivered(waiters: list[asyncio.Future[None]], delivered: asyncio.Future[Any]) -> None:
+    if delivered.cancelled():
+        _settle(waiters, asyncio.CancelledError())
+    else:
+        _settle(waiters, delivered.exception())
+
+
+def _settle(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue  # its publisher was cancelled
+        if error is None:
+            waiter.set_result(None)
+        else:
+            # A copy each, so tracebacks do not pile up on one exception object.
+            waiter.set_exception(copy.copy(error))
