@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
@@ -310,12 +310,16 @@ class Bus:
             raise RuntimeError("blocking call on the bus loop: use the async client (await ...)")
         return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
-    async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` on the bus loop, from the bus loop or any other loop."""
+    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        """``coro`` to await on the bus loop, from the bus loop or any other loop.
+
+        On the bus loop it is ``coro`` itself (no wrapping coroutine: this sits on
+        every request's path).
+        """
         loop = self.loop
         if asyncio.get_running_loop() is loop:
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+            return coro
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
     # -- clients --------------------------------------------------------------------
 
@@ -345,15 +349,17 @@ class Bus:
         """
         if not self._running:
             raise BusStopped("the bus is not running")
-        is_request = event.get_extension(ext.MCPTYPE) == mcptype.REQUEST
+        # The attributes dict is read directly: this runs for every request.
+        attributes = event.get_attributes()
+        is_request = attributes.get(ext.MCPTYPE) == mcptype.REQUEST
         data = event.get_data()
         message = data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
-        caller_id = message.get("id") if message is not None else event.get_id()
-        method = event.get_extension(ext.METHOD)
+        caller_id = message.get("id") if message is not None else attributes["id"]
+        method = attributes.get(ext.METHOD)
         if (
             method in BUILTIN_METHODS
-            and event.get_extension(ext.TARGET_AGENT) is None
-            and event.get_subject() is None
+            and attributes.get(ext.TARGET_AGENT) is None
+            and attributes.get("subject") is None
         ):
             params = message.get("params") if message is not None else data
             return self._builtin(method, params, caller_id) if is_request else None
@@ -375,7 +381,7 @@ class Bus:
             return None
         request_id, outgoing = self._request_event(event, route.agent_id, fresh)
         future = self.correlator.expect(request_id, timeout or self.request_timeout)
-        self.metrics.inc("requests")
+        self.metrics.requests += 1
         try:
             await self.transport.publish(route.topic, outgoing, key=route.key)
             response = await future

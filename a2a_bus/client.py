@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import Failure, ext, new_event, new_id
+from a2a_bus.protocol import Failure, classify, ext, new_event, new_id
 from a2a_bus.routing import RoutingError, validate_subject
 from a2a_bus.streams import CHUNK_PARAM, END_PARAM
 
@@ -59,7 +59,11 @@ class AsyncClient:
             message["params"] = params
         if request:
             message["id"] = next(self._ids)
-        item = self.bus.adaptor.from_jsonrpc(message)[0]
+        # One message, made here: classified and mapped directly (no batch handling).
+        kind = classify(message)
+        if isinstance(kind, Failure):
+            raise JsonRpcError(kind.code, kind.message, kind.data)
+        item = self.bus.adaptor.event_from_message(message, kind)
         if isinstance(item, Failure):
             raise JsonRpcError(item.code, item.message, item.data)
         if agent is not None:
@@ -71,8 +75,9 @@ class AsyncClient:
     ) -> Any:
         """Call ``method`` (on ``agent``, or on whichever agent declares it); return the
         result or raise :class:`JsonRpcError`."""
+        bus = self.bus
         event = self._event(agent, method, params, request=True)
-        return _unwrap(await self.bus._on_loop(self.bus.send(event, timeout=timeout, fresh=True)))
+        return _unwrap(await bus._on_loop(bus.send(event, timeout=timeout, fresh=True)))
 
     async def notify(self, agent: str | None, method: str, params: Any = None) -> None:
         """Send a notification (no response)."""

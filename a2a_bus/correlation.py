@@ -166,10 +166,9 @@ class Correlator:
     def expect(self, request_id: str, timeout: float) -> asyncio.Future[dict[str, Any]]:
         """A future resolved with the response message, or a timeout error response."""
         loop = asyncio.get_running_loop()
-        pending = _Pending(loop.create_future(), None, timeout)
-        self._add(request_id, pending, loop)
-        assert pending.future is not None
-        return pending.future
+        future = loop.create_future()
+        self._add(request_id, _Pending(future, None, timeout), loop)
+        return future
 
     def expect_stream(self, request_id: str, timeout: float) -> ReplyStream:
         """A stream of items; ``timeout`` bounds the wait for each chunk."""
@@ -184,7 +183,7 @@ class Correlator:
             raise ValueError(f"request id {request_id!r} is already pending")
         self._pending[request_id] = pending
         self._set_deadline(request_id, pending, loop)
-        self._metrics.in_flight_delta(1)
+        self._metrics.in_flight += 1
 
     def _set_deadline(
         self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop
@@ -240,10 +239,11 @@ class Correlator:
 
     def _settle(self, request_id: str, pending: _Pending, how: str) -> None:
         del self._pending[request_id]
-        self._metrics.in_flight_delta(-1)
-        self._finished[request_id] = how
-        while len(self._finished) > self._remember:
-            self._finished.popitem(last=False)
+        self._metrics.in_flight -= 1
+        finished = self._finished
+        finished[request_id] = how
+        if len(finished) > self._remember:
+            finished.popitem(last=False)
 
     def _expire(self, request_id: str) -> None:
         pending = self._pending.get(request_id)
@@ -267,11 +267,13 @@ class Correlator:
             return
         self._settle(request_id, pending, _ANSWERED)
         if "error" in message:
-            self._metrics.inc("errors")
-        if pending.stream is not None:  # answered without streaming
+            self._metrics.errors += 1
+        future = pending.future
+        if future is not None:
+            if not future.done():
+                future.set_result(message)
+        elif pending.stream is not None:  # answered without streaming
             pending.stream.end(None, message)
-        elif pending.future is not None and not pending.future.done():
-            pending.future.set_result(message)
 
     async def on_reply(self, delivery: Delivery) -> None:
         """Handler of the caller's reply topic."""

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -38,10 +39,6 @@ log = logging.getLogger(__name__)
 STREAM_CREDITS = 256
 AGENT_HEADER = "a2a-dlq-agent"
 ATTEMPTS_HEADER = "a2a-dlq-attempts"
-
-
-def _call(attribute: str, args: tuple[Any, ...], kwargs: dict[str, Any], agent: Agent) -> Any:
-    return getattr(agent, attribute)(*args, **kwargs)
 
 
 class AgentHost:
@@ -160,11 +157,12 @@ class AgentHost:
         except JsonRpcError as exc:
             await self._answer(delivery, message, Outcome(error=exc))
             return
+        # methodcaller: the call runs in C in the actor thread (no Python frame).
         job = Job(
-            functools.partial(_call, spec.attribute, bound.args, bound.kwargs),
-            label=method,
-            event=event,
-            redelivered=delivery.redelivered,
+            methodcaller(spec.attribute, *bound.args, **bound.kwargs),
+            method,
+            event,
+            delivery.redelivered,
         )
         if "id" in message:
             if spec.streams_out:
@@ -174,7 +172,7 @@ class AgentHost:
                 job.answer = functools.partial(self._answer_local_caller, event.get_id())
         outcome = await replica.submit(job)
         if job.answered:
-            self.bus.metrics.inc("handled")
+            self.bus.metrics.handled += 1
             return
         await self._answer(delivery, message, outcome)
 
@@ -334,7 +332,7 @@ class AgentHost:
                 entry = self._inbound[session] = (stream, done)
             else:
                 job = Job(
-                    functools.partial(_call, spec.attribute, bound.args, bound.kwargs),
+                    methodcaller(spec.attribute, *bound.args, **bound.kwargs),
                     label=f"{spec.name} stream {session}",
                     event=event,
                     redelivered=delivery.redelivered,
@@ -356,7 +354,7 @@ class AgentHost:
     async def _on_event(self, replica: Replica, spec: SubscriptionSpec, delivery: Delivery) -> None:
         event = delivery.event
         job = Job(
-            functools.partial(_call, spec.attribute, (event,), {}),
+            methodcaller(spec.attribute, event),
             label=f"{spec.subject} event {event.get_id()}",
             event=event,
             redelivered=delivery.redelivered,

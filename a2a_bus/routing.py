@@ -171,18 +171,19 @@ def decide(
     by method to the agent that declares it (``method_owner``). The record key
     is the protocol's ``record_key``."""
     key = record_key(event)
-    if event.get_extension(ext.MCPTYPE) == mcptype.RESPONSE:
-        reply_to = event.get_extension(ext.REPLY_TO)
+    attributes = event.get_attributes()  # read directly: every event is routed
+    if attributes.get(ext.MCPTYPE) == mcptype.RESPONSE:
+        reply_to = attributes.get(ext.REPLY_TO)
         if reply_to is None:
             raise RoutingError(INVALID_REQUEST, "response event without a reply topic")
         return Route(RouteKind.REPLY, validate_name(reply_to, "reply topic"), key)
-    target = event.get_extension(ext.TARGET_AGENT)
+    target = attributes.get(ext.TARGET_AGENT)
     if target is not None:
-        return Route(RouteKind.P2P, topics.agent(target), key, agent_id=target)
-    subject = event.get_subject()
+        return Route(RouteKind.P2P, topics.agent(target), key, target)
+    subject = attributes.get("subject")
     if subject is not None:
         return Route(RouteKind.PUBSUB, topics.subject(subject), key, subject=subject)
-    method = event.get_extension(ext.METHOD)
+    method = attributes.get(ext.METHOD)
     if not isinstance(method, str):
         raise RoutingError(
             INVALID_REQUEST, "cannot route: no targetagent, subject or method on the event"

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import pykka
@@ -62,8 +62,9 @@ class Replica:
         self._backoff = policy.backoff_initial
         self._space = asyncio.Event()
         self._space.set()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        #: Set by stop() while it waits for held jobs to finish (no Event set and
+        #: cleared per job: this is on every request's path).
+        self._drained: asyncio.Future[None] | None = None
         self._full = False
         self._restart_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -95,21 +96,33 @@ class Replica:
         except pykka.ActorDeadError:
             pass  # its crash report is on its way; the job is retold on restart
 
-    async def submit(self, job: Job) -> Outcome:
-        """Hand ``job`` to the actor and wait for its final outcome."""
+    def submit(self, job: Job) -> Awaitable[Outcome]:
+        """Hand ``job`` to the actor; await the result for its final outcome.
+
+        With room in the mailbox that is the job's future itself (no coroutine
+        on the request path); when full, a coroutine that waits for room first.
+        """
+        if len(self._outstanding) >= self.mailbox_size:
+            return self._submit_when_room(job)
+        return self._hand_over(job)
+
+    async def _submit_when_room(self, job: Job) -> Outcome:
         while len(self._outstanding) >= self.mailbox_size:
             await self._space.wait()
-        loop = asyncio.get_running_loop()
-        job.future = loop.create_future()
-        self._outstanding[job] = None
-        held = len(self._outstanding)
-        self._idle.clear()
+        return await self._hand_over(job)
+
+    def _hand_over(self, job: Job) -> asyncio.Future[Outcome]:
+        assert self._loop is not None
+        future = job.future = self._loop.create_future()
+        outstanding = self._outstanding
+        outstanding[job] = None
+        held = len(outstanding)
         if held > self._metrics.peak_mailbox:
             self._metrics.peak_mailbox = held
         if held >= self.mailbox_size:
             self._set_full(True)
         self._tell(job)
-        return await job.future
+        return future
 
     def _set_full(self, full: bool) -> None:
         if full == self._full:
@@ -123,15 +136,17 @@ class Replica:
         self._on_pressure(full)
 
     def _resolve(self, job: Job, outcome: Outcome) -> None:
-        self._outstanding.pop(job, None)
+        outstanding = self._outstanding
+        outstanding.pop(job, None)
         if job.answer is not None:
             job.answered = job.answer(outcome)
-        if job.future is not None and not job.future.done():
-            job.future.set_result(outcome)
-        if self._full and len(self._outstanding) <= self.mailbox_size // 2:
+        future = job.future
+        if future is not None and not future.done():
+            future.set_result(outcome)
+        if self._full and len(outstanding) <= self.mailbox_size // 2:
             self._set_full(False)
-        if not self._outstanding:
-            self._idle.set()
+        if not outstanding and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
 
     def _on_outcome(self, generation: int, job: Job, outcome: Outcome) -> None:
         if job not in self._outstanding:
@@ -183,7 +198,11 @@ class Replica:
 
     async def stop(self) -> None:
         """Let held jobs finish, then stop the actor (its ``on_stop`` runs)."""
-        await self._idle.wait()
+        while self._outstanding:
+            assert self._loop is not None
+            self._drained = self._loop.create_future()
+            await self._drained
+        self._drained = None
         if self._restart_handle is not None:
             self._restart_handle.cancel()
         actor, self._actor = self._actor, None

@@ -154,8 +154,9 @@ class MemorySubscription(Subscription):
         self.paused = False
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        #: Set by stop() while it waits for in-flight handlers (no Event set and
+        #: cleared per record: this is on every delivery's path).
+        self._drained: asyncio.Future[None] | None = None
         self.assigned: list[TP] = []
 
     def wants(self, topic: str) -> bool:
@@ -178,25 +179,25 @@ class MemorySubscription(Subscription):
         if self._stopping:
             return
         self._stopping = True
-        await self._idle.wait()
+        while self.in_flight:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        self._drained = None
         self._transport._leave(self)
 
     # -- delivery -----------------------------------------------------------
 
-    def pump(self, only: TP | None = None) -> None:
-        """Take records from assigned partitions (or ``only`` one) while there is capacity."""
+    def pump(self) -> None:
+        """Take records from the assigned partitions while there is capacity."""
+        for tp in tuple(self.assigned):
+            self.pump_partition(tp, self._transport._topics[tp[0]][tp[1]])
+
+    def pump_partition(self, tp: TP, partition: _Partition) -> None:
+        """Take records from one assigned partition while there is capacity."""
         if self.paused or self._stopping:
             return
-        if only is not None:
-            self._pump(only)
-            return
-        for tp in tuple(self.assigned):
-            self._pump(tp)
-
-    def _pump(self, tp: TP) -> None:
         progress = self._group.progress[tp]
-        partition = self._transport._topics[tp[0]][tp[1]]
-        while self.in_flight < self.max_in_flight:
+        while self.in_flight < self.max_in_flight and progress.position < partition.next_offset:
             record = partition.read(progress.position)
             if record is None:
                 break
@@ -205,7 +206,6 @@ class MemorySubscription(Subscription):
 
     def _take(self, tp: TP, progress: _Progress, record: _Record) -> None:
         self.in_flight += 1
-        self._idle.clear()
         entry = [record.offset, False]
         progress.outstanding.append(entry)
         if record.key is not None:
@@ -292,8 +292,8 @@ class MemorySubscription(Subscription):
                 owner._start(tp, progress, following, following_entry)
             else:
                 progress.busy_keys.pop(record.key, None)
-        if self.in_flight == 0:
-            self._idle.set()
+        if self.in_flight == 0 and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         if was_full:  # otherwise every record was taken when it was appended
             self.pump()
 
@@ -365,11 +365,12 @@ class MemoryTransport(Transport):
             index = next(self._round_robin) % len(partitions)
         else:
             index = zlib.crc32(record.key) % len(partitions)
-        partitions[index].append(record)
+        partition = partitions[index]
+        partition.append(record)
         self.writes[topic] = self.writes.get(topic, 0) + 1
         tp = (topic, index)
         for member in self._readers.get(tp, ()):
-            member.pump(tp)
+            member.pump_partition(tp, partition)
 
     def _topic(self, topic: str) -> list[_Partition]:
         partitions = self._topics.get(topic)
