@@ -84,10 +84,11 @@ class AgentActor(pykka.ThreadingActor):
         if not isinstance(message, Job):
             return None
         job = message
-        self.agent.event = job.event
-        self.agent.redelivered = job.redelivered or job.attempts > 0
+        agent = self.agent
+        agent.event = job.event
+        agent.redelivered = job.redelivered or job.attempts > 0
         try:
-            value = job.call(self.agent)
+            value = job.call(agent)
             if job.emit is not None and inspect.isgenerator(value):
                 count = 0
                 for item in value:
@@ -102,7 +103,7 @@ class AgentActor(pykka.ThreadingActor):
         except Exception as exc:
             self._report(job, Outcome(crash=f"{type(exc).__name__}: {exc}"))
             raise  # pykka logs it with the traceback and stops this actor
-        self._report(job, Outcome(result=value))
+        self._report(job, Outcome(value))
         return None
 
 

@@ -316,7 +316,10 @@ class Bus:
         On the bus loop it is ``coro`` itself (no wrapping coroutine: this sits on
         every request's path).
         """
-        loop = self.loop
+        loop = self._loop
+        if loop is None:
+            coro.close()
+            raise BusStopped("the bus is not started")
         if asyncio.get_running_loop() is loop:
             return coro
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))

@@ -153,7 +153,7 @@ class AgentHost:
             await self._on_stream_chunk(replica, delivery, spec, message)
             return
         try:
-            bound = spec.bind(message.get("params"))
+            bound = spec.binder.bind(message.get("params"))
         except JsonRpcError as exc:
             await self._answer(delivery, message, Outcome(error=exc))
             return

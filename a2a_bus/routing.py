@@ -179,7 +179,7 @@ def decide(
         return Route(RouteKind.REPLY, validate_name(reply_to, "reply topic"), key)
     target = attributes.get(ext.TARGET_AGENT)
     if target is not None:
-        return Route(RouteKind.P2P, topics.agent(target), key, target)
+        return Route(RouteKind.P2P, _agent_topic(topics.prefix, target), key, target)
     subject = attributes.get("subject")
     if subject is not None:
         return Route(RouteKind.PUBSUB, topics.subject(subject), key, subject=subject)

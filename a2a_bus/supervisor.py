@@ -102,19 +102,11 @@ class Replica:
         With room in the mailbox that is the job's future itself (no coroutine
         on the request path); when full, a coroutine that waits for room first.
         """
-        if len(self._outstanding) >= self.mailbox_size:
+        outstanding = self._outstanding
+        if len(outstanding) >= self.mailbox_size:
             return self._submit_when_room(job)
-        return self._hand_over(job)
-
-    async def _submit_when_room(self, job: Job) -> Outcome:
-        while len(self._outstanding) >= self.mailbox_size:
-            await self._space.wait()
-        return await self._hand_over(job)
-
-    def _hand_over(self, job: Job) -> asyncio.Future[Outcome]:
         assert self._loop is not None
         future = job.future = self._loop.create_future()
-        outstanding = self._outstanding
         outstanding[job] = None
         held = len(outstanding)
         if held > self._metrics.peak_mailbox:
@@ -123,6 +115,11 @@ class Replica:
             self._set_full(True)
         self._tell(job)
         return future
+
+    async def _submit_when_room(self, job: Job) -> Outcome:
+        while len(self._outstanding) >= self.mailbox_size:
+            await self._space.wait()
+        return await self.submit(job)
 
     def _set_full(self, full: bool) -> None:
         if full == self._full:

@@ -91,9 +91,11 @@ class _Partition:
     def read(self, offset: int) -> _Record | None:
         """The first live record at or after ``offset``."""
         log_ = self.log
-        if not log_ or offset >= self.next_offset:
+        if offset >= self.next_offset or not log_:
             return None
         index = offset - log_[0].offset
+        if index >= 0 and not self.compacted:  # offsets are dense: the index is exact
+            return log_[index]
         if not (0 <= index < len(log_) and log_[index].offset == offset):
             index = bisect.bisect_left(log_, offset, key=lambda r: r.offset)
         while index < len(log_):
@@ -202,26 +204,24 @@ class MemorySubscription(Subscription):
             if record is None:
                 break
             progress.position = record.offset + 1
-            self._take(tp, progress, record)
-
-    def _take(self, tp: TP, progress: _Progress, record: _Record) -> None:
-        self.in_flight += 1
-        entry = [record.offset, False]
-        progress.outstanding.append(entry)
-        if record.key is not None:
-            waiting = progress.busy_keys.get(record.key)
-            if waiting is not None:
-                waiting.append((self, record, entry))
-                return
-            progress.busy_keys[record.key] = deque()
-        self._start(tp, progress, record, entry)
+            self.in_flight += 1
+            entry = [record.offset, False]
+            progress.outstanding.append(entry)
+            if record.key is not None:
+                waiting = progress.busy_keys.get(record.key)
+                if waiting is not None:  # its key is busy: it starts after the one before
+                    waiting.append((self, record, entry))
+                    continue
+                progress.busy_keys[record.key] = deque()
+            self._start(tp, progress, record, entry)
 
     def _start(self, tp: TP, progress: _Progress, record: _Record, entry: list[Any]) -> None:
         transport = self._transport
         event = record.event
         if event is not None:  # stored as an event: nothing to decode
             delivery = Delivery(event, tp[0], tp[1], record.offset, record.key)
-            run = self._handle(delivery, (event.get_source(), event.get_id()), None)
+            attributes = event.get_attributes()
+            run = self._handle(delivery, (attributes["source"], attributes["id"]), None)
         else:
             run = transport._deliver(self, tp, record)
         done = functools.partial(self._finished, tp, progress, record, entry)
@@ -261,7 +261,21 @@ class MemorySubscription(Subscription):
                 record.offset,
                 exc_info=error,
             )
-        self._done(tp, progress, record, entry)
+        # Done: commit, hand the key on, take more if it was full.
+        progress.finish(entry)
+        was_full = self.in_flight >= self.max_in_flight
+        self.in_flight -= 1
+        if record.key is not None:
+            waiting = progress.busy_keys.get(record.key)
+            if waiting:
+                owner, following, following_entry = waiting.popleft()
+                owner._start(tp, progress, following, following_entry)
+            else:
+                progress.busy_keys.pop(record.key, None)
+        if self.in_flight == 0 and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if was_full:  # otherwise every record was taken when it was appended
+            self.pump()
 
     async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
         original = self._dedup.claim(dedup_key)
@@ -280,22 +294,6 @@ class MemorySubscription(Subscription):
             )
         finally:
             self._dedup.done(dedup_key)
-
-    def _done(self, tp: TP, progress: _Progress, record: _Record, entry: list[Any]) -> None:
-        progress.finish(entry)
-        was_full = self.in_flight >= self.max_in_flight
-        self.in_flight -= 1
-        if record.key is not None:
-            waiting = progress.busy_keys.get(record.key)
-            if waiting:
-                owner, following, following_entry = waiting.popleft()
-                owner._start(tp, progress, following, following_entry)
-            else:
-                progress.busy_keys.pop(record.key, None)
-        if self.in_flight == 0 and self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        if was_full:  # otherwise every record was taken when it was appended
-            self.pump()
 
 
 class MemoryTransport(Transport):
