@@ -56,11 +56,13 @@ def decode_data(body: bytes, content_type: str | None) -> Any:
 
 def to_structured(event: CloudEvent) -> dict[str, Any]:
     """The event as a JSON-format object (what structured mode puts on the wire)."""
+    attributes = event.get_attributes()
     out: dict[str, Any] = {}
-    for name, value in event.get_attributes().items():
-        if value is None:
-            continue
-        out[name] = format_time(value) if isinstance(value, datetime) else value
+    for name, value in attributes.items():
+        if type(value) is str:  # nearly every attribute: no further checks
+            out[name] = value
+        elif value is not None:
+            out[name] = format_time(value) if isinstance(value, datetime) else value
     data = event.get_data()
     if isinstance(data, bytes | bytearray):
         out["data_base64"] = base64.b64encode(data).decode()
@@ -77,13 +79,26 @@ def from_structured(obj: Any) -> CloudEvent:
     """Validate a JSON-format object and build the event; raises :class:`ProtocolError`."""
     if type(obj) is not dict:
         raise ProtocolError.invalid("a structured CloudEvent must be a JSON object")
-    attributes = dict(obj)
-    has_data, has_base64 = "data" in attributes, "data_base64" in attributes
-    if has_data and has_base64:
-        raise ProtocolError.invalid("an event carries 'data' or 'data_base64', not both")
-    data = (
-        decode_base64(attributes.pop("data_base64")) if has_base64 else attributes.pop("data", None)
-    )
+    return _from_object(dict(obj))
+
+
+def _from_object(attributes: dict[str, Any]) -> CloudEvent:
+    """:func:`from_structured` on a JSON object that is the caller's to change."""
+    if "data_base64" in attributes:
+        if "data" in attributes:
+            raise ProtocolError.invalid("an event carries 'data' or 'data_base64', not both")
+        data = decode_base64(attributes.pop("data_base64"))
+    else:
+        data = attributes.pop("data", None)
+    for value in attributes.values():
+        if type(value) is not str:
+            _check_types(attributes)  # the rare attribute that is not a string
+            break
+    return validated_event(attributes, data)
+
+
+def _check_types(attributes: dict[str, Any]) -> None:
+    """Drop null attributes; refuse values that are no string, integer or boolean."""
     for name in list(attributes):
         value = attributes[name]
         if value is None:
@@ -93,7 +108,6 @@ def from_structured(obj: Any) -> CloudEvent:
             raise ProtocolError.invalid(
                 f"attribute {name!r} must be a string, integer or boolean, not {kind}"
             )
-    return validated_event(attributes, data)
 
 
 def load_structured(body: bytes) -> CloudEvent:
@@ -101,4 +115,6 @@ def load_structured(body: bytes) -> CloudEvent:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ProtocolError.parse(str(exc)) from None
-    return from_structured(obj)
+    if type(obj) is not dict:
+        raise ProtocolError.invalid("a structured CloudEvent must be a JSON object")
+    return _from_object(obj)  # parsed here: nobody else holds it

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -26,15 +25,16 @@ from a2a_bus.protocol.formats import dump_structured, load_structured
 
 HEADER_PREFIX = "ce_"
 _STRUCTURED = content_type.CLOUDEVENT.encode()
+#: The one header of a record written in structured mode (read without a scan).
+STRUCTURED_HEADER = (CONTENT_TYPE_HEADER, _STRUCTURED)
 Mode = Literal["binary", "structured"]
 KafkaHeaders = Sequence[tuple[str, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaRecord:
+class KafkaRecord(NamedTuple):
     key: bytes | None
     value: bytes
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    headers: list[tuple[str, bytes]]
 
 
 def record_key(event: CloudEvent) -> bytes | None:
@@ -43,15 +43,20 @@ def record_key(event: CloudEvent) -> bytes | None:
     for name in (ext.PARTITION_KEY, ext.SESSION, ext.COLLABORATION):
         value = attributes.get(name)
         if value is not None:
-            return attribute_text(value).encode()
+            return (value if type(value) is str else attribute_text(value)).encode()
     return None
+
+
+def is_structured(headers: KafkaHeaders) -> bool:
+    """True for exactly the headers structured mode writes (the common record)."""
+    return len(headers) == 1 and headers[0] == STRUCTURED_HEADER
 
 
 def to_kafka(event: CloudEvent, mode: Mode = "binary") -> KafkaRecord:
     """The Kafka record that carries ``event``."""
     key = record_key(event)
     if mode == "structured":
-        return KafkaRecord(key, dump_structured(event), [(CONTENT_TYPE_HEADER, _STRUCTURED)])
+        return KafkaRecord(key, dump_structured(event), [STRUCTURED_HEADER])
     headers, body = encode_binary(event, HEADER_PREFIX, str.encode)
     return KafkaRecord(key, body, headers)
 
@@ -74,7 +79,7 @@ def from_kafka(value: bytes, headers: KafkaHeaders | None, key: bytes | None = N
     the attributes do not explain becomes the ``partitionkey`` attribute.
     """
     headers = headers or ()
-    kind = _media_type(headers)
+    kind = content_type.CLOUDEVENT if is_structured(headers) else _media_type(headers)
     if kind == content_type.CLOUDEVENT:
         event = load_structured(value)
     elif kind.startswith("application/cloudevents"):

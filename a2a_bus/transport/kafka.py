@@ -248,7 +248,9 @@ class KafkaTransport(Transport):
     ) -> None:
         batches = self._require(self._batches)
         if topic not in self._known_topics:
-            await self.ensure_topics([topic])
+            # In a task of its own: handlers start eagerly, outside a task, and
+            # aiokafka's admin requests need one for their timeout.
+            await asyncio.ensure_future(self.ensure_topics([topic]))
         partitions = batches.partitions(topic)
         if partitions is None:
             await self._require(self._producer).partitions_for(topic)  # waits for metadata

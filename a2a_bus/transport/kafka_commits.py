@@ -39,8 +39,9 @@ class PartitionTracker:
     """Dispatched and finished offsets of one partition, in offset order."""
 
     def __init__(self, start: int | None = None, *, lease: int = 0) -> None:
-        # [offset, outstanding deliveries] in dispatch (= offset) order
+        # [offset, outstanding deliveries] in dispatch (= offset) order, and by offset
         self._pending: deque[list[int]] = deque()
+        self._by_offset: dict[int, list[int]] = {}
         self._position = start
         self._committed: int | None = None
         self.lease = lease
@@ -74,20 +75,21 @@ class PartitionTracker:
             raise ValueError(f"offset {offset} is below the position {self._position}")
         if deliveries < 0:
             raise ValueError("deliveries must be >= 0")
-        self._pending.append([offset, deliveries])
+        entry = [offset, deliveries]
+        self._pending.append(entry)
+        self._by_offset[offset] = entry
         self._drain()
 
     def finish(self, offset: int) -> None:
         """One delivery of ``offset`` finished."""
-        for entry in self._pending:
-            if entry[0] == offset:
-                if entry[1] <= 0:
-                    raise ValueError(f"offset {offset} finished more often than dispatched")
-                entry[1] -= 1
-                break
-        else:
+        entry = self._by_offset.get(offset)
+        if entry is None:
             raise ValueError(f"offset {offset} is not in flight")
-        self._drain()
+        if entry[1] <= 0:
+            raise ValueError(f"offset {offset} finished more often than dispatched")
+        entry[1] -= 1
+        if entry[1] == 0 and entry is self._pending[0]:
+            self._drain()
 
     def covers(self, offset: int, lease_size: int) -> bool:
         """True if ``offset`` is below the acknowledged lease, so it may be handed
@@ -107,5 +109,8 @@ class PartitionTracker:
         self.committed_lease = lease
 
     def _drain(self) -> None:
-        while self._pending and self._pending[0][1] == 0:
-            self._position = self._pending.popleft()[0] + 1
+        pending = self._pending
+        while pending and pending[0][1] == 0:
+            offset = pending.popleft()[0]
+            del self._by_offset[offset]
+            self._position = offset + 1

@@ -8,12 +8,13 @@ producer (a single message or a batch). Anything else is undecodable.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, Failure, ProtocolError, ext, from_kafka, mcptype
+from a2a_bus.protocol.kafka_codec import is_structured
 
 #: Headers of a dead-letter record (the original headers are kept beside them).
 DLQ_REASON = "a2a-dlq-reason"
@@ -23,8 +24,7 @@ DLQ_SOURCE_OFFSET = "a2a-dlq-source-offset"
 DLQ_ERROR = "a2a-dlq-error"
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
+class Decoded(NamedTuple):
     """One event of a record, with the key that identifies it across redeliveries."""
 
     event: CloudEvent
@@ -32,10 +32,14 @@ class Decoded:
     raw: bool
 
 
-@dataclass(slots=True)
 class DecodedRecord:
-    events: list[Decoded] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
+    """The events of a record and the failures to dead-letter."""
+
+    __slots__ = ("events", "failures")
+
+    def __init__(self, events: list[Decoded] | None = None) -> None:
+        self.events: list[Decoded] = [] if events is None else events
+        self.failures: list[Failure] = []
 
 
 def decode_record(
@@ -48,17 +52,17 @@ def decode_record(
     key: bytes | None,
 ) -> DecodedRecord:
     """Decode a record; never raises."""
-    out = DecodedRecord()
-    if value is None:
-        out.failures.append(_invalid("empty record (tombstone)"))
-        return out
-    if _is_cloudevent(headers):
+    if value is not None and (is_structured(headers) or _is_cloudevent(headers)):
         try:
             event = from_kafka(value, headers, key)
         except ProtocolError as exc:
+            out = DecodedRecord()
             out.failures.append(exc.failure)
             return out
-        out.events.append(Decoded(event, (event.get_source(), event.get_id()), raw=False))
+        return DecodedRecord([Decoded(event, (event.get_source(), event.get_id()), False)])
+    out = DecodedRecord()
+    if value is None:
+        out.failures.append(_invalid("empty record (tombstone)"))
         return out
     try:
         message = orjson.loads(value)
@@ -73,14 +77,14 @@ def decode_record(
             out.failures.append(item)
             continue
         if not raw:
-            out.events.append(Decoded(item, (item.get_source(), item.get_id()), raw=False))
+            out.events.append(Decoded(item, (item.get_source(), item.get_id()), False))
             continue
         # Raw JSON-RPC ids are chosen by outside callers and may repeat, so the
         # record's position identifies a raw message, not its id.
         item_position = position if len(items) == 1 else f"{position}/{index}"
         if item.get_extension(ext.MCPTYPE) == mcptype.NOTIFICATION:
             item.get_attributes()["id"] = item_position
-        out.events.append(Decoded(item, ("raw", item_position), raw=True))
+        out.events.append(Decoded(item, ("raw", item_position), True))
     return out
 
 

@@ -1,9 +1,11 @@
 """One consumer group membership of the Kafka transport.
 
-The dispatch loop fetches records, decodes them and hands each to a runner (at
-most ``max_in_flight`` records at once). A record without a key gets its own
-task; records with a key on a partition are queued behind the one of that key
-that is running, and one task runs them in offset order. Commits follow the
+The dispatch loop fetches records, decodes them and starts a handler for each
+(at most ``max_in_flight`` records at once). Handlers start eagerly: the first
+step runs at once and later steps from the callbacks of the futures they await,
+without a task per record (``_Handling``, cancellable like a task). Records
+with a key on a partition are queued behind the one of that key that is
+running and start in offset order as it finishes. Commits follow the
 :class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
 so the committed position never passes an unfinished record.
 """
@@ -15,8 +17,8 @@ import contextlib
 import logging
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Collection, Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
@@ -35,10 +37,80 @@ log = logging.getLogger(__name__)
 _RETRY_DELAY = 0.5
 
 
-class _Job(NamedTuple):
-    """One record handed out: what its runner needs to handle and finish it."""
+#: Handlers started inside one another's completion (a key's queued records
+#: that finish at once) at most this deep; deeper ones start from the loop.
+_MAX_DEPTH = 4
 
-    tp: TopicPartition
+
+class _Handling:
+    """One record being handled: the ``_handle`` coroutine, driven like
+    :func:`~a2a_bus.transport.eager.run_eagerly` drives one (first step now,
+    the others from the callbacks of the futures it awaits) and, unlike it,
+    cancellable: ``cancel()`` cancels the awaited future, as ``Task.cancel`` does."""
+
+    __slots__ = (
+        "_cancelling",
+        "_coro",
+        "_subscription",
+        "_waiting",
+        "done",
+        "queue",
+        "record",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        subscription: KafkaSubscription,
+        tp: TopicPartition,
+        record: ConsumerRecord,
+        queue: deque[_Queued] | None,
+        coro: Coroutine[Any, Any, None],
+    ) -> None:
+        self._subscription = subscription
+        self.tp = tp
+        self.record = record
+        #: The queue of its key (records waiting behind it), None without a key.
+        self.queue = queue
+        self._coro = coro
+        self._waiting: asyncio.Future[Any] | None = None
+        self._cancelling = False
+        self.done = False
+
+    def step(self, _: object = None) -> None:
+        self._waiting = None
+        try:
+            if self._cancelling:
+                self._cancelling = False
+                awaited = self._coro.throw(asyncio.CancelledError())
+            else:
+                awaited = self._coro.send(None)
+        except StopIteration:
+            self._subscription._handled(self, None)
+            return
+        except BaseException as exc:  # reported, as a task would keep it
+            self._subscription._handled(self, exc)
+            return
+        if getattr(awaited, "_asyncio_future_blocking", False):
+            awaited._asyncio_future_blocking = False
+            self._waiting = awaited
+            awaited.add_done_callback(self.step)
+        elif awaited is None:  # a bare yield (asyncio.sleep(0))
+            self._subscription._loop.call_soon(self.step)
+        else:
+            self._coro.close()
+            self._subscription._handled(self, RuntimeError(f"handler yielded {awaited!r}"))
+
+    def cancel(self) -> None:
+        waiting = self._waiting
+        if waiting is not None and waiting.cancel():
+            return  # its callback resumes the coroutine with CancelledError
+        self._cancelling = True
+
+
+class _Queued(NamedTuple):
+    """A record waiting behind the running record of its key."""
+
     record: ConsumerRecord
     decoded: DecodedRecord
     tracker: PartitionTracker
@@ -104,14 +176,17 @@ class KafkaSubscription(Subscription):
         self._previous_lease: dict[TopicPartition, int] = {}
         #: Offsets below this were possibly handled by a previous owner.
         self._redelivery_bound: dict[TopicPartition, int] = {}
-        #: Records waiting behind a running record of the same key (one runner per key).
-        self._queues: dict[tuple[TopicPartition, bytes], deque[_Job]] = {}
+        #: Records waiting behind the running record of their key, per busy key.
+        self._queues: dict[tuple[TopicPartition, bytes], deque[_Queued]] = {}
         #: Committed offset of each partition at assignment, and its end then (for lag).
         self._committed_at_assignment: dict[TopicPartition, int] = {}
         self._end_at_assignment: dict[TopicPartition, int] = {}
         #: Offset of the first record fetched per partition since its assignment.
         self._first_fetched: dict[TopicPartition, int] = {}
-        self._running: dict[asyncio.Task[None], TopicPartition] = {}
+        self._running: set[_Handling] = set()
+        #: Set when a handling finishes while _drain waits.
+        self._finished: asyncio.Future[None] | None = None
+        self._depth = 0
         self._existing_topics: set[str] = set()
         self._epoch = 0
         self._paused = False
@@ -182,14 +257,14 @@ class KafkaSubscription(Subscription):
             self._run_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._run_task
-        tasks = list(self._running)
-        if tasks:
-            _, unfinished = await asyncio.wait(tasks, timeout=timeout)
-            for task in unfinished:
-                task.cancel()
-            if unfinished:
-                log.warning("group %s: %d handlers cancelled at stop", self.group, len(unfinished))
-                await asyncio.wait(unfinished)
+        unfinished = await self._drain(None, timeout)
+        if unfinished:
+            for queue in self._queues.values():
+                queue.clear()  # not handed to a handler: the next owner handles them
+            for handling in unfinished:
+                handling.cancel()
+            log.warning("group %s: %d handlers cancelled at stop", self.group, len(unfinished))
+            await self._drain(None, None)
         if self._commit_task is not None:
             self._commit_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -237,9 +312,7 @@ class KafkaSubscription(Subscription):
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         self._epoch += 1  # the dispatch loop drops the rest of its batch
         self._learned.clear()
-        tasks = [task for task, tp in self._running.items() if tp in revoked]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self._settings.drain_timeout)
+        await self._drain(revoked, self._settings.drain_timeout)
         await self._commit(revoked, clean=True)
         for tp in revoked:
             self._trackers.pop(tp, None)
@@ -250,7 +323,7 @@ class KafkaSubscription(Subscription):
             self._end_at_assignment.pop(tp, None)
         for key in [k for k in self._queues if k[0] in revoked]:
             # Not handed to a handler: the next owner handles them. Emptied, since
-            # the runner still holds the queue (it outlived the drain timeout).
+            # the running handling of the key still holds the queue (it outlived the drain).
             queue = self._queues.pop(key)
             self._release(len(queue))
             queue.clear()
@@ -414,7 +487,7 @@ class KafkaSubscription(Subscription):
                 self._consumer.seek(tp, offset)
 
     def _start(self, tp: TopicPartition, record: ConsumerRecord, tracker: PartitionTracker) -> None:
-        """Hand ``record`` to a runner: its own task, or the queue of its key."""
+        """Start handling ``record``, or queue it behind the running record of its key."""
         decoded = decode_record(
             self._transport.adaptor,
             tp.topic,
@@ -424,38 +497,77 @@ class KafkaSubscription(Subscription):
             record.headers,
             record.key,
         )
-        job = _Job(tp, record, decoded, tracker, record.offset < self._redelivery_bound[tp])
         tracker.add(record.offset)
         self._in_flight += 1
-        if record.key is None:
-            task = self._loop.create_task(self._handle(job))
-        else:
+        redelivered = record.offset < self._redelivery_bound[tp]
+        queue = None
+        if record.key is not None:
             key = (tp, record.key)
             queue = self._queues.get(key)
             if queue is not None:
-                queue.append(job)  # strictly after the records of its key before it
+                # strictly after the records of its key before it
+                queue.append(_Queued(record, decoded, tracker, redelivered))
                 return
             queue = self._queues[key] = deque()
-            task = self._loop.create_task(self._run_key(key, queue, job))
-        self._running[task] = tp
-        task.add_done_callback(self._running_done)
+        self._begin(tp, record, decoded, tracker, redelivered, queue)
 
-    def _running_done(self, task: asyncio.Task[None]) -> None:
-        del self._running[task]
-
-    async def _run_key(
-        self, key: tuple[TopicPartition, bytes], queue: deque[_Job], job: _Job
+    def _begin(
+        self,
+        tp: TopicPartition,
+        record: ConsumerRecord,
+        decoded: DecodedRecord,
+        tracker: PartitionTracker,
+        redelivered: bool,
+        queue: deque[_Queued] | None,
     ) -> None:
-        """Handle ``job`` and then the records queued behind it, in order."""
-        try:
-            while True:
-                await self._handle(job)
-                if not queue:
-                    return
-                job = queue.popleft()
-        finally:
-            if self._queues.get(key) is queue:
-                del self._queues[key]
+        coro = self._handle(tp, record, decoded, tracker, redelivered)
+        handling = _Handling(self, tp, record, queue, coro)
+        self._running.add(handling)
+        handling.step()
+
+    def _handled(self, handling: _Handling, error: BaseException | None) -> None:
+        """A handling ended: start the next record of its key, wake ``_drain``."""
+        handling.done = True
+        self._running.discard(handling)
+        if error is not None and not isinstance(error, asyncio.CancelledError):
+            log.error("group %s: handling a record failed", self.group, exc_info=error)
+        queue = handling.queue
+        if queue is not None:
+            if queue:  # emptied instead if the partition was revoked meanwhile
+                record, decoded, tracker, redelivered = queue.popleft()
+                if self._depth < _MAX_DEPTH:
+                    self._depth += 1
+                    try:
+                        self._begin(handling.tp, record, decoded, tracker, redelivered, queue)
+                    finally:
+                        self._depth -= 1
+                else:
+                    self._loop.call_soon(
+                        self._begin, handling.tp, record, decoded, tracker, redelivered, queue
+                    )
+            else:
+                key = (handling.tp, handling.record.key)
+                if self._queues.get(key) is queue:  # not a new owner's queue of that key
+                    del self._queues[key]
+        finished = self._finished
+        if finished is not None and not finished.done():
+            finished.set_result(None)
+
+    async def _drain(
+        self, partitions: Collection[TopicPartition] | None, timeout: float | None
+    ) -> list[_Handling]:
+        """Wait up to ``timeout`` seconds (None: no limit) until no record of
+        ``partitions`` (None: all) is being handled, queued records of a key
+        included; the handlings still running then."""
+        deadline = None if timeout is None else self._loop.time() + timeout
+        while True:
+            running = [h for h in self._running if partitions is None or h.tp in partitions]
+            left = None if deadline is None else deadline - self._loop.time()
+            if not running or (left is not None and left <= 0):
+                return running
+            if self._finished is None or self._finished.done():
+                self._finished = self._loop.create_future()
+            await asyncio.wait([self._finished], timeout=left)
 
     async def _hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
         """Make sure a commit covers ``offset`` with the lease before it is handed out."""
@@ -471,8 +583,14 @@ class KafkaSubscription(Subscription):
         await asyncio.sleep(_RETRY_DELAY)
         return False
 
-    async def _handle(self, job: _Job) -> None:
-        tp, record, decoded, tracker, redelivered = job
+    async def _handle(
+        self,
+        tp: TopicPartition,
+        record: ConsumerRecord,
+        decoded: DecodedRecord,
+        tracker: PartitionTracker,
+        redelivered: bool,
+    ) -> None:
         finished = False
         try:
             if decoded.failures:
@@ -497,14 +615,14 @@ class KafkaSubscription(Subscription):
             await asyncio.shield(original)
             return
         delivery = Delivery(
-            event=decoded.event,
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=record.offset,
-            key=record.key,
-            redelivered=redelivered,
-            raw=decoded.raw,
-            headers=tuple(record.headers),
+            decoded.event,
+            tp.topic,
+            tp.partition,
+            record.offset,
+            record.key,
+            redelivered,
+            decoded.raw,
+            tuple(record.headers),
         )
         try:
             await self._handler(delivery)

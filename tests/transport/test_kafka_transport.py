@@ -529,3 +529,32 @@ async def test_records_queued_behind_a_slow_key_are_left_to_the_next_owner(
         owner_now = "first" if first.assignment else "second"
         if owner_now == "second":
             assert late == []  # the old member handled nothing after its partition left
+
+
+async def test_handlers_start_eagerly_and_may_publish_to_new_topics(
+    transport: KafkaTransport, uid: str
+) -> None:
+    # Handlers start without a task of their own; a handler whose first publish
+    # creates a topic still works (the admin request runs in a task), and a long
+    # run of one key whose handlers finish at once neither recurses without bound
+    # nor loses its order.
+    topic, replies = f"test.eager.{uid}", f"test.eager.replies.{uid}"
+    tasks: list[asyncio.Task[Any] | None] = []
+    seen: list[int] = []
+
+    async def handler(delivery: Delivery) -> None:
+        tasks.append(asyncio.current_task())
+        data = delivery.event.get_data()
+        assert isinstance(data, dict)
+        seen.append(data["n"])
+        if data["n"] == 0:
+            await transport.publish(replies, event(0))
+
+    answers = Recorder()
+    await transport.subscribe([topic], f"g-{uid}", handler, max_in_flight=500)
+    await asyncio.gather(*(transport.publish(topic, event(n, key="one")) for n in range(300)))
+    await wait_until(lambda: len(seen) == 300, "every record")
+    await transport.subscribe([replies], f"r-{uid}", answers, from_beginning=True)
+    await wait_until(lambda: len(answers.deliveries) == 1, "the reply on the new topic")
+    assert seen == list(range(300))
+    assert all(task is None or not task.get_name().startswith("Task-") for task in tasks)
