@@ -52,9 +52,11 @@ def is_structured(headers: KafkaHeaders) -> bool:
     return len(headers) == 1 and headers[0] == STRUCTURED_HEADER
 
 
-def to_kafka(event: CloudEvent, mode: Mode = "binary") -> KafkaRecord:
-    """The Kafka record that carries ``event``."""
-    key = record_key(event)
+def to_kafka(event: CloudEvent, mode: Mode = "binary", key: bytes | None = None) -> KafkaRecord:
+    """The Kafka record that carries ``event``, keyed by ``key`` if given, else by
+    :func:`record_key`."""
+    if key is None:
+        key = record_key(event)
     if mode == "structured":
         return KafkaRecord(key, dump_structured(event), [STRUCTURED_HEADER])
     headers, body = encode_binary(event, HEADER_PREFIX, str.encode)

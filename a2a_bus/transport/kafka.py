@@ -228,10 +228,8 @@ class KafkaTransport(Transport):
     # -- producing ------------------------------------------------------------------
 
     async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
-        record = to_kafka(event, self._content_mode)
-        await self._send(
-            topic, record.value, key if key is not None else record.key, record.headers
-        )
+        record = to_kafka(event, self._content_mode, key)
+        await self._send(topic, record.value, record.key, record.headers)
 
     async def publish_raw(
         self,

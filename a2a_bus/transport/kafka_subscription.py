@@ -26,7 +26,7 @@ from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
-from a2a_bus.transport.kafka_records import Decoded, DecodedRecord, decode_record, failure_reason
+from a2a_bus.transport.kafka_records import DecodedRecord, decode_record, failure_reason
 
 if TYPE_CHECKING:
     from a2a_bus.transport.kafka import KafkaTransport
@@ -591,55 +591,53 @@ class KafkaSubscription(Subscription):
         tracker: PartitionTracker,
         redelivered: bool,
     ) -> None:
+        """Dead-letter what did not decode, hand each event to the handler (once
+        per de-duplication key), then count the record finished."""
+        metrics = self._transport.metrics
+        dedup = self._dedup
         finished = False
         try:
             if decoded.failures:
                 reason = failure_reason(decoded.failures)
                 await self._transport.dead_letter(record, reason, failures=decoded.failures)
-            for item in decoded.events:
-                await self._deliver(tp, record, item, redelivered)
+            for event, dedup_key, raw in decoded.events:
+                original = dedup.claim(dedup_key)
+                if original is not None:
+                    metrics.duplicates += 1
+                    await asyncio.shield(original)
+                    continue
+                delivery = Delivery(
+                    event,
+                    tp.topic,
+                    tp.partition,
+                    record.offset,
+                    record.key,
+                    redelivered,
+                    raw,
+                    tuple(record.headers),
+                )
+                try:
+                    await self._handler(delivery)
+                except asyncio.CancelledError:
+                    dedup.forget(dedup_key)
+                    raise
+                except Exception as exc:
+                    metrics.handler_errors += 1
+                    log.exception("group %s: handler failed on %s", self.group, event.get_id())
+                    reason = f"handler-error: {type(exc).__name__}: {exc}"
+                    await self._transport.dead_letter(record, reason, event_id=event.get_id())
+                else:
+                    metrics.delivered += 1
+                    if redelivered:
+                        metrics.redelivered += 1
+                finally:
+                    dedup.done(dedup_key)
             finished = True
         finally:
             self._release(1)
             if finished:
                 tracker.finish(record.offset)
                 self._commit_wanted.set()
-
-    async def _deliver(
-        self, tp: TopicPartition, record: ConsumerRecord, decoded: Decoded, redelivered: bool
-    ) -> None:
-        metrics = self._transport.metrics
-        original = self._dedup.claim(decoded.dedup_key)
-        if original is not None:
-            metrics.duplicates += 1
-            await asyncio.shield(original)
-            return
-        delivery = Delivery(
-            decoded.event,
-            tp.topic,
-            tp.partition,
-            record.offset,
-            record.key,
-            redelivered,
-            decoded.raw,
-            tuple(record.headers),
-        )
-        try:
-            await self._handler(delivery)
-        except asyncio.CancelledError:
-            self._dedup.forget(decoded.dedup_key)
-            raise
-        except Exception as exc:
-            metrics.handler_errors += 1
-            log.exception("group %s: handler failed on %s", self.group, decoded.event.get_id())
-            reason = f"handler-error: {type(exc).__name__}: {exc}"
-            await self._transport.dead_letter(record, reason, event_id=decoded.event.get_id())
-        else:
-            metrics.delivered += 1
-            if redelivered:
-                metrics.redelivered += 1
-        finally:
-            self._dedup.done(decoded.dedup_key)
 
     # -- commits --------------------------------------------------------------------
 
