@@ -3,10 +3,13 @@
 What ``asyncio.eager_task_factory`` does from Python 3.12, for one coroutine
 and without a Task: a delivery handler usually hands its work to an actor and
 then waits for one future, so starting it at once saves a task and a loop
-iteration per record. The coroutine must await only asyncio futures (or
-tasks), or yield bare (``asyncio.sleep(0)``); it cannot be cancelled from
-outside, and ``asyncio.current_task()`` is the caller's task in its first step
-and None after.
+iteration per record. Both transports drive their handlers this way.
+
+The coroutine must await only asyncio futures (or tasks), or yield bare
+(``asyncio.sleep(0)``); ``asyncio.current_task()`` is the caller's task in its
+first step and None after, so ``asyncio.timeout`` cannot be used inside it
+(``asyncio.wait_for`` can). :meth:`EagerRun.cancel` cancels it the way
+``Task.cancel`` cancels a task.
 """
 
 from __future__ import annotations
@@ -18,37 +21,71 @@ from typing import Any
 Done = Callable[[BaseException | None], None]
 
 
-class _Eager:
-    __slots__ = ("_coro", "_done", "_loop")
+class EagerRun:
+    """Drives one coroutine; subclasses say what happens at its end (:meth:`finished`)."""
+
+    __slots__ = ("_cancelling", "_coro", "_loop", "_waiting")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> None:
+        self._coro = coro
+        self._loop = loop
+        self._waiting: asyncio.Future[Any] | None = None
+        self._cancelling = False
+
+    def finished(self, error: BaseException | None) -> None:
+        """Called once, when the coroutine returned (None) or raised."""
+        raise NotImplementedError
+
+    def step(self, _: object = None) -> None:
+        """Run the coroutine up to its next wait (the first step, or a future's callback)."""
+        self._waiting = None
+        try:
+            if self._cancelling:
+                self._cancelling = False
+                awaited = self._coro.throw(asyncio.CancelledError())
+            else:
+                awaited = self._coro.send(None)
+        except StopIteration:
+            self.finished(None)
+            return
+        except BaseException as exc:  # reported, as a task would keep it
+            self.finished(exc)
+            return
+        if getattr(awaited, "_asyncio_future_blocking", False):
+            awaited._asyncio_future_blocking = False
+            self._waiting = awaited
+            awaited.add_done_callback(self.step)
+        elif awaited is None:  # a bare yield
+            self._loop.call_soon(self.step)
+        else:
+            self._coro.close()
+            self.finished(RuntimeError(f"eagerly run coroutine yielded {awaited!r}"))
+
+    def cancel(self) -> None:
+        """Raise CancelledError in the coroutine at its current wait (or its next step)."""
+        waiting = self._waiting
+        if waiting is not None and waiting.cancel():
+            return  # its callback resumes the coroutine with CancelledError
+        self._cancelling = True
+
+
+class _WithCallback(EagerRun):
+    __slots__ = ("_done",)
 
     def __init__(
         self, coro: Coroutine[Any, Any, Any], done: Done, loop: asyncio.AbstractEventLoop
     ) -> None:
-        self._coro = coro
+        super().__init__(coro, loop)
         self._done = done
-        self._loop = loop
 
-    def step(self, _: object = None) -> None:
-        try:
-            awaited = self._coro.send(None)
-        except StopIteration:
-            self._done(None)
-            return
-        except BaseException as exc:  # reported, as a task would keep it
-            self._done(exc)
-            return
-        if getattr(awaited, "_asyncio_future_blocking", False):
-            awaited._asyncio_future_blocking = False
-            awaited.add_done_callback(self.step)
-        elif awaited is None:
-            self._loop.call_soon(self.step)
-        else:
-            self._coro.close()
-            self._done(RuntimeError(f"eagerly run coroutine yielded {awaited!r}"))
+    def finished(self, error: BaseException | None) -> None:
+        self._done(error)
 
 
 def run_eagerly(
     coro: Coroutine[Any, Any, Any], done: Done, loop: asyncio.AbstractEventLoop
-) -> None:
+) -> EagerRun:
     """Run ``coro`` up to its first wait now; ``done(None)`` or ``done(exception)`` at its end."""
-    _Eager(coro, done, loop).step()
+    run = _WithCallback(coro, done, loop)
+    run.step()
+    return run

@@ -25,6 +25,7 @@ from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 
 from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
 from a2a_bus.transport.kafka_records import DecodedRecord, decode_record, failure_reason
 
@@ -42,22 +43,10 @@ _RETRY_DELAY = 0.5
 _MAX_DEPTH = 4
 
 
-class _Handling:
-    """One record being handled: the ``_handle`` coroutine, driven like
-    :func:`~a2a_bus.transport.eager.run_eagerly` drives one (first step now,
-    the others from the callbacks of the futures it awaits) and, unlike it,
-    cancellable: ``cancel()`` cancels the awaited future, as ``Task.cancel`` does."""
+class _Handling(EagerRun):
+    """One record being handled: its ``_handle`` coroutine, run eagerly (no task)."""
 
-    __slots__ = (
-        "_cancelling",
-        "_coro",
-        "_subscription",
-        "_waiting",
-        "done",
-        "queue",
-        "record",
-        "tp",
-    )
+    __slots__ = ("_subscription", "done", "queue", "record", "tp")
 
     def __init__(
         self,
@@ -67,45 +56,16 @@ class _Handling:
         queue: deque[_Queued] | None,
         coro: Coroutine[Any, Any, None],
     ) -> None:
+        super().__init__(coro, subscription._loop)
         self._subscription = subscription
         self.tp = tp
         self.record = record
         #: The queue of its key (records waiting behind it), None without a key.
         self.queue = queue
-        self._coro = coro
-        self._waiting: asyncio.Future[Any] | None = None
-        self._cancelling = False
         self.done = False
 
-    def step(self, _: object = None) -> None:
-        self._waiting = None
-        try:
-            if self._cancelling:
-                self._cancelling = False
-                awaited = self._coro.throw(asyncio.CancelledError())
-            else:
-                awaited = self._coro.send(None)
-        except StopIteration:
-            self._subscription._handled(self, None)
-            return
-        except BaseException as exc:  # reported, as a task would keep it
-            self._subscription._handled(self, exc)
-            return
-        if getattr(awaited, "_asyncio_future_blocking", False):
-            awaited._asyncio_future_blocking = False
-            self._waiting = awaited
-            awaited.add_done_callback(self.step)
-        elif awaited is None:  # a bare yield (asyncio.sleep(0))
-            self._subscription._loop.call_soon(self.step)
-        else:
-            self._coro.close()
-            self._subscription._handled(self, RuntimeError(f"handler yielded {awaited!r}"))
-
-    def cancel(self) -> None:
-        waiting = self._waiting
-        if waiting is not None and waiting.cancel():
-            return  # its callback resumes the coroutine with CancelledError
-        self._cancelling = True
+    def finished(self, error: BaseException | None) -> None:
+        self._subscription._handled(self, error)
 
 
 class _Queued(NamedTuple):
