@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.affinity import ENV as PIN_ENV
+from a2a_bus.affinity import choose_cpu, pin_current_thread
 from a2a_bus.agent import Agent
 from a2a_bus.correlation import Correlator, ReplyStream
 from a2a_bus.discovery import Directory, card_event
@@ -64,6 +66,7 @@ class Bus:
         heartbeat: float = 5.0,
         card_ttl: float | None = None,
         restart_policy: RestartPolicy | None = None,
+        pin_cpu: int | str | None = None,
     ) -> None:
         self.transport = transport
         self.topics = Topics(prefix)
@@ -73,6 +76,9 @@ class Bus:
         self.request_timeout = request_timeout
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
+        #: ``bus.start()`` keeps its threads on this CPU (see a2a_bus.affinity);
+        #: None: as ``A2A_PIN_CPU`` says (off when unset). Checked here, used at start.
+        self.pin_cpu = choose_cpu(pin_cpu)
         self.metrics = Metrics()
         self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
         self.directory = Directory(self.adaptor, card_ttl if card_ttl else 3 * heartbeat)
@@ -122,7 +128,8 @@ class Bus:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Bus:
         """``A2A_TRANSPORT`` (memory|kafka; kafka when a bootstrap is set), ``A2A_PREFIX``,
-        ``A2A_NODE``, ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``; Kafka from ``A2A_KAFKA_*``."""
+        ``A2A_NODE``, ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_PIN_CPU``; Kafka from
+        ``A2A_KAFKA_*``."""
         env = os.environ if environ is None else environ
         options: dict[str, Any] = {"prefix": env.get("A2A_PREFIX", "a2a")}
         if env.get("A2A_NODE"):
@@ -131,6 +138,7 @@ class Bus:
             options["request_timeout"] = float(env["A2A_REQUEST_TIMEOUT"])
         if env.get("A2A_HEARTBEAT"):
             options["heartbeat"] = float(env["A2A_HEARTBEAT"])
+        options["pin_cpu"] = env.get(PIN_ENV, "off")
         has_kafka = "A2A_KAFKA_BOOTSTRAP_SERVERS" in env or "KAFKA_BOOTSTRAP_SERVERS" in env
         kind = env.get("A2A_TRANSPORT", "kafka" if has_kafka else "memory").lower()
         if kind == "memory":
@@ -254,6 +262,9 @@ class Bus:
         loop = new_event_loop()
 
         def run() -> None:
+            if self.pin_cpu is not None:
+                # Threads started from here on (the actors) inherit the CPU.
+                pin_current_thread(self.pin_cpu)
             asyncio.set_event_loop(loop)
             loop.call_soon(ready.set)
             loop.run_forever()

@@ -11,6 +11,10 @@ the sync client from another thread (four hand-offs). Target: async p50 <= 2x ``
 A third path shows the floor of the bus's design: the loop ``tell``s a bare
 actor that answers with ``call_soon_threadsafe``, the same two hand-offs with
 no bus code. What the bus adds is its p50 minus the floor's.
+
+The async path runs twice: on a bus as it comes by default, its threads
+wherever the OS puts them, and on a bus whose threads are kept on one CPU
+(``pin_cpu``, see :mod:`a2a_bus.affinity`); the ``ask`` baseline is not pinned.
 """
 
 from __future__ import annotations
@@ -96,7 +100,7 @@ async def _bus_async(bus: Bus, n: int, samples: list[float]) -> None:
 def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> Report:
     """Sequential requests; ratios are against the pykka ``ask`` of the same run.
 
-    The three paths take turns in ``rounds`` blocks, so a change in the
+    The paths take turns in ``rounds`` blocks, so a change in the
     machine's load during the run weighs on all of them alike.
     """
     n = requests or (1000 if quick else 5000)
@@ -105,11 +109,13 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
     async_samples: list[float] = []
     sync_samples: list[float] = []
     floor_samples: list[float] = []
+    pinned_samples: list[float] = []
     actor = _Echo.start()
     reporter = _Reporter.start()
     try:
-        with Bus.memory() as bus:
+        with Bus.memory(pin_cpu="off") as bus, Bus.memory(pin_cpu="auto") as pinned_bus:
             bus.spawn(Calc)
+            pinned_bus.spawn(Calc)
             client = bus.client()
 
             def ask(i: int) -> Any:
@@ -118,8 +124,11 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
             def request(i: int) -> Any:
                 return client.request("bench-calc", "subtract", [i, 1])
 
-            def on_loop(count: int, samples: list[float]) -> None:
-                asyncio.run_coroutine_threadsafe(_bus_async(bus, count, samples), bus.loop).result()
+            def on_loop(count: int, samples: list[float], on: Bus = bus) -> None:
+                asyncio.run_coroutine_threadsafe(_bus_async(on, count, samples), on.loop).result()
+
+            def on_pinned_loop(count: int, samples: list[float]) -> None:
+                on_loop(count, samples, pinned_bus)
 
             def floor(count: int, samples: list[float]) -> None:
                 coro = _hand_off(reporter, count, samples)
@@ -130,16 +139,19 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
             on_loop(min(block, 500), [])
             _timed(request, min(block, 500), [])
             floor(min(block, 500), [])
+            on_pinned_loop(min(block, 500), [])
             for _ in range(rounds):
                 _timed(ask, block, ask_samples)
                 on_loop(block, async_samples)
                 _timed(request, block, sync_samples)
                 floor(block, floor_samples)
+                on_pinned_loop(block, pinned_samples)
     finally:
         actor.stop()
         reporter.stop()
-    ask_t, on_loop_t, sync_t, floor_t = (
-        Timings.of(s) for s in (ask_samples, async_samples, sync_samples, floor_samples)
+    ask_t, on_loop_t, sync_t, floor_t, pinned_t = (
+        Timings.of(s)
+        for s in (ask_samples, async_samples, sync_samples, floor_samples, pinned_samples)
     )
     report = Report(
         f"In-memory request/response, {block * rounds:,} sequential requests per path"
@@ -158,6 +170,16 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
     )
     report.add(
         Row("p99, async client on the bus loop", on_loop_t.p99_us, "us", ask_t.p99_us, baseline)
+    )
+    report.add(
+        Row(
+            "p50, async client, bus threads on one CPU (pin_cpu='auto')",
+            pinned_t.p50_us,
+            "us",
+            ask_t.p50_us,
+            baseline,
+            TARGET,
+        )
     )
     report.add(Row("p50, sync client from a thread", sync_t.p50_us, "us", ask_t.p50_us, baseline))
     report.add(Row("p99, sync client from a thread", sync_t.p99_us, "us", ask_t.p99_us, baseline))

@@ -1,0 +1,56 @@
+"""Keeping the bus's threads on one CPU (off unless asked)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from a2a_bus import Agent, Bus, method
+from a2a_bus.affinity import ENV, choose_cpu
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+
+
+class Where(Agent):
+    agent_id = "where"
+
+    @method
+    def cpus(self) -> list[int]:
+        return sorted(os.sched_getaffinity(0))  # this actor thread's CPUs
+
+
+def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    assert choose_cpu() is None
+    assert choose_cpu("off") is None
+
+
+def test_auto_and_numbers_name_an_allowed_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert choose_cpu("auto") in ALLOWED
+    assert choose_cpu(str(ALLOWED[-1])) == ALLOWED[-1]
+    monkeypatch.setenv(ENV, str(ALLOWED[0]))
+    assert choose_cpu() == ALLOWED[0]
+
+
+@pytest.mark.parametrize("bad", ["fast", str(max(ALLOWED) + 1), -1])
+def test_a_bad_setting_is_refused_with_the_allowed_cpus(bad: str | int) -> None:
+    with pytest.raises(ValueError, match=ENV):
+        choose_cpu(bad)
+
+
+def test_pinned_bus_keeps_its_loop_and_actors_on_one_cpu() -> None:
+    cpu = ALLOWED[-1]
+    before = os.sched_getaffinity(0)
+    with Bus.memory(pin_cpu=cpu) as bus:
+        bus.spawn(Where)
+        assert bus.client().request("where", "cpus") == [cpu]
+        assert bus._thread is not None and bus._thread.native_id is not None
+        assert os.sched_getaffinity(bus._thread.native_id) == {cpu}
+    assert os.sched_getaffinity(0) == before  # the caller's thread is left alone
+
+
+def test_unpinned_bus_threads_keep_the_process_cpus() -> None:
+    with Bus.memory(pin_cpu="off") as bus:
+        bus.spawn(Where)
+        assert bus.client().request("where", "cpus") == ALLOWED
