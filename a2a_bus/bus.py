@@ -76,8 +76,8 @@ class Bus:
         self.request_timeout = request_timeout
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
-        #: ``bus.start()`` keeps its threads on this CPU (see a2a_bus.affinity);
-        #: None: as ``A2A_PIN_CPU`` says (off when unset). Checked here, used at start.
+        #: The loop thread that starts the bus and the actor threads stay on this CPU
+        #: (see a2a_bus.affinity); None: off. From ``A2A_PIN_CPU`` unless given.
         self.pin_cpu = choose_cpu(pin_cpu)
         self.metrics = Metrics()
         self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
@@ -215,6 +215,9 @@ class Bus:
         if self._running:
             return
         self._loop = asyncio.get_running_loop()
+        if self.pin_cpu is not None:
+            # This loop's thread; the threads it starts from now on (the actors) inherit it.
+            pin_current_thread(self.pin_cpu)
         await self.transport.start()
         topics = self.topics
         self._subscriptions = [
@@ -262,9 +265,6 @@ class Bus:
         loop = new_event_loop()
 
         def run() -> None:
-            if self.pin_cpu is not None:
-                # Threads started from here on (the actors) inherit the CPU.
-                pin_current_thread(self.pin_cpu)
             asyncio.set_event_loop(loop)
             loop.call_soon(ready.set)
             loop.run_forever()

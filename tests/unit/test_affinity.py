@@ -54,3 +54,15 @@ def test_unpinned_bus_threads_keep_the_process_cpus() -> None:
     with Bus.memory(pin_cpu="off") as bus:
         bus.spawn(Where)
         assert bus.client().request("where", "cpus") == ALLOWED
+
+
+async def test_async_bus_pins_the_loop_thread_it_starts_on() -> None:
+    cpu = ALLOWED[0]
+    before = os.sched_getaffinity(0)
+    try:
+        async with Bus.memory(pin_cpu=cpu) as bus:
+            await bus.aspawn(Where)
+            assert os.sched_getaffinity(0) == {cpu}
+            assert await bus.async_client().request("where", "cpus") == [cpu]
+    finally:
+        os.sched_setaffinity(0, before)  # this test's thread runs the others too
