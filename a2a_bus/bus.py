@@ -207,7 +207,7 @@ class Bus:
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            raise BusStopped("the bus is not started")
+            raise BusStopped("the bus is not running")
         return self._loop
 
     async def astart(self) -> None:
@@ -295,6 +295,7 @@ class Bus:
         if thread is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             thread.join(timeout=10)
+            self._loop = None  # closed: later calls get BusStopped, not "loop is closed"
 
     def __enter__(self) -> Bus:
         return self.start()
@@ -311,7 +312,11 @@ class Bus:
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the bus loop from another thread and wait for it."""
-        loop = self.loop
+        try:
+            loop = self.loop
+        except BusStopped:
+            coro.close()  # never started: no "never awaited" warning on top
+            raise
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
@@ -330,7 +335,7 @@ class Bus:
         loop = self._loop
         if loop is None:
             coro.close()
-            raise BusStopped("the bus is not started")
+            raise BusStopped("the bus is not running")
         if asyncio.get_running_loop() is loop:
             return coro
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
