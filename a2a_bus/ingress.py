@@ -7,6 +7,8 @@ named in the record's ``reply-to`` header (default ``<prefix>.ingress.reply``),
 keyed by the request id. Notifications produce nothing. A ``reply-to`` naming one
 of the bus's own topics is ignored (the default topic is used): a raw answer there
 would pose as an agent card, a request, another caller's reply or new ingress input.
+``reply_topics`` (or ``A2A_INGRESS_REPLY_TOPICS``), a regular expression, narrows
+the allowed ``reply-to`` topics further; others are answered on the default topic.
 
 Bad input gets both an answer and a dead letter: the transport dead-letters a record
 it cannot decode (reason and JSON-RPC errors in ``a2a-dlq-*`` headers) before any
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPLY_TO_HEADER = "reply-to"
+REPLY_TOPICS_ENV = "A2A_INGRESS_REPLY_TOPICS"
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: Errors meaning the bus could not route the request: the record is dead-lettered too.
 _UNROUTABLE = {ErrorCode.METHOD_NOT_FOUND, ErrorCode.INVALID_REQUEST}
@@ -66,8 +70,26 @@ class Ingress:
     share the ingress partitions (one consumer group, ``<prefix>.ingress``).
     """
 
-    def __init__(self, bus: Bus, *, timeout: float | None = None, max_in_flight: int = 256):
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        timeout: float | None = None,
+        max_in_flight: int = 256,
+        reply_topics: str | None = None,
+    ):
         self.bus = bus
+        #: Which ``reply-to`` topics may be answered on (a regular expression the
+        #: whole name must match); None: any but the bus's own. From
+        #: ``A2A_INGRESS_REPLY_TOPICS`` unless given, so producers cannot make the
+        #: bus create topics of any name.
+        pattern = reply_topics if reply_topics is not None else os.environ.get(REPLY_TOPICS_ENV)
+        try:
+            self.reply_topics = re.compile(pattern) if pattern else None
+        except re.error as exc:
+            raise ValueError(
+                f"reply_topics {pattern!r} is not a regular expression: {exc}"
+            ) from None
         self.topic = bus.topics.ingress
         self.reply_topic = bus.topics.ingress_reply
         self.group = self.topic
@@ -116,6 +138,9 @@ class Ingress:
             return self.reply_topic
         if self._internal(wanted):
             log.warning("ignored a reply-to naming one of the bus's own topics: %r", wanted)
+            return self.reply_topic
+        if self.reply_topics is not None and not self.reply_topics.fullmatch(wanted):
+            log.warning("ignored a reply-to outside the allowed reply topics: %r", wanted)
             return self.reply_topic
         return wanted
 

@@ -16,7 +16,8 @@ import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import Ingress
+from a2a_bus.ingress import REPLY_TOPICS_ENV, Ingress
+from a2a_bus.transport.kafka import KafkaTransport
 
 from .agents import Spec
 
@@ -157,3 +158,37 @@ async def test_kcat_reply_to_naming_a_bus_topic_is_answered_on_the_default_topic
     assert sorted(r["key"] for r in replies) == ["r0", "r1", "r2", "r3"]
     registry = await consume(kcat, kafka_bootstrap, topics.registry, 1)
     assert all("jsonrpc" not in r["value"] for r in registry)
+
+
+async def test_kcat_reply_to_outside_the_allowed_pattern_is_answered_on_the_default_topic(
+    kcat: str, kafka_bootstrap: str
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
+    allowed, refused = f"{prefix}-replies.ok", f"{prefix}-elsewhere"
+    async with bus, Ingress(bus, timeout=WAIT, reply_topics=rf"{prefix}-replies\..+") as ingress:
+        await bus.aspawn(Spec)
+        ok = b'{"jsonrpc": "2.0", "method": "subtract", "params": [5, 3], "id": "ok"}'
+        await produce(kcat, kafka_bootstrap, ingress.topic, ok, reply_to=allowed)
+        no = b'{"jsonrpc": "2.0", "method": "subtract", "params": [9, 3], "id": "no"}'
+        await produce(kcat, kafka_bootstrap, ingress.topic, no, reply_to=refused)
+        (answer,) = await consume(kcat, kafka_bootstrap, allowed, 1)
+        (fallback,) = await consume(kcat, kafka_bootstrap, ingress.reply_topic, 1)
+        assert (answer["key"], answer["value"]["result"]) == ("ok", 2)
+        assert (fallback["key"], fallback["value"]["result"]) == ("no", 6)
+        transport = bus.transport
+        assert isinstance(transport, KafkaTransport)
+        assert refused not in await transport.list_topics()
+
+
+def test_reply_topics_come_from_the_environment_and_must_be_a_regex(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bus = Bus.memory()
+    monkeypatch.setenv(REPLY_TOPICS_ENV, r"replies\..*")
+    pattern = Ingress(bus).reply_topics
+    assert pattern is not None and pattern.fullmatch("replies.me")
+    assert not pattern.fullmatch("other")
+    assert Ingress(bus, reply_topics="").reply_topics is None  # explicit: no narrowing
+    with pytest.raises(ValueError, match="regular expression"):
+        Ingress(bus, reply_topics="(unclosed")
