@@ -14,6 +14,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import queue
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -69,6 +70,12 @@ class AgentActor(pykka.ThreadingActor):
         self.agent = agent
         self._report = report
         self._report_start_failure = report_start_failure
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        # pykka's hook for actor types: a C-implemented SimpleQueue puts and gets
+        # without the Condition of queue.Queue (the mailbox bound is the replica's).
+        return queue.SimpleQueue()
 
     def on_start(self) -> None:
         try:
