@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import queue
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -310,7 +311,7 @@ class Bus:
     async def __aexit__(self, *exc: object) -> None:
         await self.astop()
 
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the bus loop from another thread and wait for it."""
         try:
             loop = self.loop
@@ -324,7 +325,28 @@ class Bus:
         if current is loop:
             coro.close()
             raise RuntimeError("blocking call on the bus loop: use the async client (await ...)")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+        # What run_coroutine_threadsafe does, waiting on a C SimpleQueue instead of a
+        # concurrent Future's Condition: the sync client's path, for every call.
+        ended: queue.SimpleQueue[asyncio.Task[T]] = queue.SimpleQueue()
+        started: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = loop.create_task(coro)
+            started.append(task)
+            task.add_done_callback(ended.put)
+
+        try:
+            loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop closed meanwhile
+            coro.close()
+            raise BusStopped("the bus is not running") from None
+        try:
+            task = ended.get()
+        except BaseException:  # interrupted (KeyboardInterrupt): stop the work too
+            # Runs after start (callbacks run in order), so the task exists then.
+            loop.call_soon_threadsafe(lambda: started[0].cancel())
+            raise
+        return task.result()
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
         """``coro`` to await on the bus loop, from the bus loop or any other loop.
