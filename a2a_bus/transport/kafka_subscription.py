@@ -7,7 +7,8 @@ without a task per record (``_Handling``, cancellable like a task). Records
 with a key on a partition are queued behind the one of that key that is
 running and start in offset order as it finishes. Commits follow the
 :class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
-so the committed position never passes an unfinished record.
+so the committed position never passes an unfinished record; a
+:class:`~a2a_bus.transport.kafka_committer.Committer` writes them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import logging
 import re
 from collections import deque
-from collections.abc import Collection, Coroutine, Iterable, Sequence
+from collections.abc import Collection, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
@@ -26,7 +27,8 @@ from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
-from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
+from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease
+from a2a_bus.transport.kafka_committer import Committer
 from a2a_bus.transport.kafka_records import DecodedRecord, decode_record, failure_reason
 
 if TYPE_CHECKING:
@@ -156,10 +158,17 @@ class KafkaSubscription(Subscription):
         #: Set once the current assignment's previous owners are known; records
         #: fetched earlier wait for it (aiokafka may fetch before the callback).
         self._learned = asyncio.Event()
-        self._commit_wanted = asyncio.Event()
-        self._commit_lock = asyncio.Lock()
+        self._commits = Committer(
+            self._consumer,
+            group,
+            self._trackers,
+            interval_ms=settings.commit_interval_ms,
+            lease_size=settings.redelivery_lease,
+            metrics=transport.metrics,
+        )
+        #: Set for a background commit (its own name: this runs for every record).
+        self._commit_wanted = self._commits.wanted
         self._run_task: asyncio.Task[None] | None = None
-        self._commit_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -176,9 +185,7 @@ class KafkaSubscription(Subscription):
             await self._wait_for_metadata(set(self._topics))
             self._consumer.subscribe(topics=list(self._topics), listener=listener)
         self._run_task = asyncio.create_task(self._run(), name=f"kafka-dispatch-{self.group}")
-        self._commit_task = asyncio.create_task(
-            self._commit_loop(), name=f"kafka-commit-{self.group}"
-        )
+        self._commits.start()
         if self._is_pattern and not self._existing_topics:
             return  # nothing to be assigned until a matching topic appears
         try:
@@ -225,11 +232,8 @@ class KafkaSubscription(Subscription):
                 handling.cancel()
             log.warning("group %s: %d handlers cancelled at stop", self.group, len(unfinished))
             await self._drain(None, None)
-        if self._commit_task is not None:
-            self._commit_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._commit_task
-        await self._commit(self._trackers, clean=True)
+        await self._commits.stop()
+        await self._commits.commit(self._trackers, clean=True)
         await self._consumer.stop()
         self._transport._forget(self)
 
@@ -273,7 +277,7 @@ class KafkaSubscription(Subscription):
         self._epoch += 1  # the dispatch loop drops the rest of its batch
         self._learned.clear()
         await self._drain(revoked, self._settings.drain_timeout)
-        await self._commit(revoked, clean=True)
+        await self._commits.commit(revoked, clean=True)
         for tp in revoked:
             self._trackers.pop(tp, None)
             self._redelivery_bound.pop(tp, None)
@@ -341,7 +345,7 @@ class KafkaSubscription(Subscription):
         before its first commit is read by the next owner from that owner's own
         offset reset: with "latest" every record produced in between is skipped.
         """
-        offsets: dict[TopicPartition, tuple[int, str]] = {}
+        starts: dict[TopicPartition, int] = {}
         for tp in partitions:
             try:
                 position = await asyncio.wait_for(
@@ -352,19 +356,10 @@ class KafkaSubscription(Subscription):
                 continue
             # Records the dispatch loop already fetched (before this callback)
             # start below the position and are not handed out yet.
-            start = min(position, self._first_fetched.get(tp, position))
-            offsets[tp] = (start, encode_lease(start))
-        if not offsets:
-            return
-        async with self._commit_lock:
-            try:
-                await self._consumer.commit(offsets)
-            except (KafkaError, IllegalStateError) as exc:
-                log.warning("group %s: cannot commit start positions: %s", self.group, exc)
-                return
-        self._transport.metrics.commits += 1
-        for tp, (start, _) in offsets.items():
-            self._previous_lease[tp] = self._committed_at_assignment[tp] = start
+            starts[tp] = min(position, self._first_fetched.get(tp, position))
+        if starts and await self._commits.commit_starts(starts):
+            for tp, start in starts.items():
+                self._previous_lease[tp] = self._committed_at_assignment[tp] = start
 
     # -- dispatch -------------------------------------------------------------------
 
@@ -437,9 +432,10 @@ class KafkaSubscription(Subscription):
         if tracker is None:
             lease = self._previous_lease.get(tp, 0)
             tracker = self._trackers[tp] = PartitionTracker(offset, lease=lease)
-        if not await self._hold_lease(tp, tracker, offset) or self._epoch != epoch:
+        if not await self._commits.hold_lease(tp, tracker, offset):
+            await asyncio.sleep(_RETRY_DELAY)  # the lease commit failed: retry shortly
             return None
-        return tracker
+        return tracker if self._epoch == epoch else None
 
     def _rewind(self, tp: TopicPartition, offset: int) -> None:
         with contextlib.suppress(IllegalStateError):
@@ -529,20 +525,6 @@ class KafkaSubscription(Subscription):
                 self._finished = self._loop.create_future()
             await asyncio.wait([self._finished], timeout=left)
 
-    async def _hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
-        """Make sure a commit covers ``offset`` with the lease before it is handed out."""
-        lease_size = self._settings.redelivery_lease
-        if tracker.covers(offset, lease_size):
-            if tracker.lease > tracker.committed_lease:
-                self._commit_wanted.set()  # extend in the background, before it runs out
-            return True
-        tracker.lease = max(tracker.lease, offset + lease_size)
-        await self._commit([tp])
-        if offset < tracker.committed_lease:
-            return True
-        await asyncio.sleep(_RETRY_DELAY)
-        return False
-
     async def _handle(
         self,
         tp: TopicPartition,
@@ -598,56 +580,3 @@ class KafkaSubscription(Subscription):
             if finished:
                 tracker.finish(record.offset)
                 self._commit_wanted.set()
-
-    # -- commits --------------------------------------------------------------------
-
-    async def _commit_loop(self) -> None:
-        interval = self._settings.commit_interval_ms / 1000
-        while True:
-            await self._commit_wanted.wait()
-            self._commit_wanted.clear()
-            await self._commit(self._trackers)
-            if interval:
-                await asyncio.sleep(interval)
-
-    async def _commit(self, partitions: Iterable[TopicPartition], *, clean: bool = False) -> bool:
-        """Commit the position (and lease) of ``partitions``; False if it failed.
-
-        ``clean`` records that nothing past the position was handed out (all
-        handlers finished), so the next owner sees no possible redelivery.
-        """
-        async with self._commit_lock:
-            offsets: dict[TopicPartition, tuple[int, str]] = {}
-            leases: dict[TopicPartition, int] = {}
-            for tp in list(partitions):
-                tracker = self._trackers.get(tp)
-                if tracker is None:
-                    continue
-                position = tracker.position
-                if position is None:
-                    continue
-                lease = position if clean and tracker.in_flight == 0 else tracker.lease
-                if not tracker.dirty and lease == tracker.committed_lease:
-                    continue
-                offsets[tp] = (position, encode_lease(lease))
-                leases[tp] = lease
-            if not offsets:
-                return True
-            try:
-                await self._consumer.commit(offsets)
-            except IllegalStateError as exc:
-                # A rebalance is under way (nothing assigned right now): the offsets stay
-                # dirty and are committed by the next round or by the revoke callback.
-                log.debug("group %s: commit deferred during a rebalance: %s", self.group, exc)
-                return False
-            except KafkaError as exc:
-                log.warning("group %s: commit failed: %s", self.group, exc)
-                return False
-            self._transport.metrics.commits += 1
-            for tp, (position, _) in offsets.items():
-                tracker = self._trackers.get(tp)
-                if tracker is not None:
-                    tracker.committed(position, leases[tp])
-                    if clean:
-                        tracker.lease = leases[tp]
-            return True

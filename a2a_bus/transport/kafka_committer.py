@@ -1,0 +1,138 @@
+"""Commits of one Kafka group member: positions and redelivery leases.
+
+A :class:`Committer` writes what the member's
+:class:`~a2a_bus.transport.kafka_commits.PartitionTracker` objects say: the
+position of each partition (its first unfinished record) and the lease (the
+offset below which records may be handed out) as commit metadata. It commits
+in the background when asked (:meth:`Committer.want`, at most once per
+``commit_interval_ms``), and at once for a lease a record waits for, a revoke
+or a stop. One lock keeps commits of the member in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import IllegalStateError, KafkaError
+
+from a2a_bus.transport.kafka_commits import PartitionTracker, encode_lease
+
+if TYPE_CHECKING:
+    from a2a_bus.transport.kafka import KafkaMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Committer:
+    """Commits for ``consumer`` (group ``group``) from the shared ``trackers``."""
+
+    def __init__(
+        self,
+        consumer: AIOKafkaConsumer,
+        group: str,
+        trackers: dict[TopicPartition, PartitionTracker],
+        *,
+        interval_ms: int,
+        lease_size: int,
+        metrics: KafkaMetrics,
+    ) -> None:
+        self._consumer = consumer
+        self._group = group
+        self._trackers = trackers
+        self._interval = interval_ms / 1000
+        self._lease_size = lease_size
+        self._metrics = metrics
+        self._lock = asyncio.Lock()
+        #: Set to ask for a background commit (cheap enough for every record).
+        self.wanted = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"kafka-commit-{self._group}")
+
+    async def stop(self) -> None:
+        """Stop committing in the background (commit once more with :meth:`commit`)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await self.wanted.wait()
+            self.wanted.clear()
+            await self.commit(self._trackers)
+            if self._interval:
+                await asyncio.sleep(self._interval)
+
+    async def hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
+        """Make sure an acknowledged commit covers ``offset`` with the lease before
+        it is handed out; False if it does not (the commit failed)."""
+        if tracker.covers(offset, self._lease_size):
+            if tracker.lease > tracker.committed_lease:
+                self.wanted.set()  # extend in the background, before it runs out
+            return True
+        tracker.lease = max(tracker.lease, offset + self._lease_size)
+        await self.commit([tp])
+        return offset < tracker.committed_lease
+
+    async def commit(self, partitions: Iterable[TopicPartition], *, clean: bool = False) -> bool:
+        """Commit the position (and lease) of ``partitions``; False if it failed.
+
+        ``clean`` records that nothing past the position was handed out (all
+        handlers finished), so the next owner sees no possible redelivery.
+        """
+        async with self._lock:
+            offsets: dict[TopicPartition, tuple[int, str]] = {}
+            leases: dict[TopicPartition, int] = {}
+            for tp in list(partitions):
+                tracker = self._trackers.get(tp)
+                if tracker is None:
+                    continue
+                position = tracker.position
+                if position is None:
+                    continue
+                lease = position if clean and tracker.in_flight == 0 else tracker.lease
+                if not tracker.dirty and lease == tracker.committed_lease:
+                    continue
+                offsets[tp] = (position, encode_lease(lease))
+                leases[tp] = lease
+            if not offsets:
+                return True
+            try:
+                await self._consumer.commit(offsets)
+            except IllegalStateError as exc:
+                # A rebalance is under way (nothing assigned right now): the offsets stay
+                # dirty and are committed by the next round or by the revoke callback.
+                log.debug("group %s: commit deferred during a rebalance: %s", self._group, exc)
+                return False
+            except KafkaError as exc:
+                log.warning("group %s: commit failed: %s", self._group, exc)
+                return False
+            self._metrics.commits += 1
+            for tp, (position, _) in offsets.items():
+                tracker = self._trackers.get(tp)
+                if tracker is not None:
+                    tracker.committed(position, leases[tp])
+                    if clean:
+                        tracker.lease = leases[tp]
+            return True
+
+    async def commit_starts(self, starts: dict[TopicPartition, int]) -> bool:
+        """Commit where reading starts on partitions the group never committed
+        (no tracker yet), with that offset as the lease; False if it failed."""
+        offsets = {tp: (start, encode_lease(start)) for tp, start in starts.items()}
+        async with self._lock:
+            try:
+                await self._consumer.commit(offsets)
+            except (KafkaError, IllegalStateError) as exc:
+                log.warning("group %s: cannot commit start positions: %s", self._group, exc)
+                return False
+        self._metrics.commits += 1
+        return True
