@@ -96,6 +96,8 @@ class Bus:
         self._thread: threading.Thread | None = None
         self._running = False
         self._client: Any = None
+        #: What sync calls wait on; each gets None if the loop goes away first.
+        self._sync_waits: set[queue.SimpleQueue[Any]] = set()
 
     # -- construction ---------------------------------------------------------------
 
@@ -297,6 +299,8 @@ class Bus:
             self._loop.call_soon_threadsafe(self._loop.stop)
             thread.join(timeout=10)
             self._loop = None  # closed: later calls get BusStopped, not "loop is closed"
+            for waiting in list(self._sync_waits):
+                waiting.put(None)  # their call never ran or never ended: no hang
 
     def __enter__(self) -> Bus:
         return self.start()
@@ -327,25 +331,30 @@ class Bus:
             raise RuntimeError("blocking call on the bus loop: use the async client (await ...)")
         # What run_coroutine_threadsafe does, waiting on a C SimpleQueue instead of a
         # concurrent Future's Condition: the sync client's path, for every call.
-        ended: queue.SimpleQueue[asyncio.Task[T]] = queue.SimpleQueue()
+        ended: queue.SimpleQueue[asyncio.Task[T] | None] = queue.SimpleQueue()
         started: list[asyncio.Task[T]] = []
 
-        def start() -> None:
+        def begin() -> None:
             task = loop.create_task(coro)
             started.append(task)
             task.add_done_callback(ended.put)
 
+        self._sync_waits.add(ended)
         try:
-            loop.call_soon_threadsafe(start)
-        except RuntimeError:  # the loop closed meanwhile
-            coro.close()
-            raise BusStopped("the bus is not running") from None
-        try:
+            loop.call_soon_threadsafe(begin)
             task = ended.get()
+        except RuntimeError:  # the loop closed meanwhile
+            task = None
         except BaseException:  # interrupted (KeyboardInterrupt): stop the work too
-            # Runs after start (callbacks run in order), so the task exists then.
+            # Runs after begin (callbacks run in order), so the task exists then.
             loop.call_soon_threadsafe(lambda: started[0].cancel())
             raise
+        finally:
+            self._sync_waits.discard(ended)
+        if task is None:
+            if not started:
+                coro.close()
+            raise BusStopped("the bus stopped before the call ended")
         return task.result()
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
