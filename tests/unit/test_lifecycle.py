@@ -57,7 +57,7 @@ def test_a_sync_call_whose_loop_goes_away_gets_bus_stopped_not_a_hang() -> None:
         except BaseException as exc:
             outcome.append(exc)
 
-    caller = threading.Thread(target=call)
+    caller = threading.Thread(target=call, daemon=True)  # a regression must not hang pytest
     caller.start()
     assert Held.entered.wait(10)
     # The loop ends without the drain of stop() (as when its thread dies): the
