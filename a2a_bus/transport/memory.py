@@ -16,7 +16,6 @@ helpers), so both behave the same behind the bus.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import functools
 import itertools
@@ -25,7 +24,6 @@ import re
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -42,105 +40,21 @@ from a2a_bus.transport.base import (
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import run_eagerly
 from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
+from a2a_bus.transport.memory_log import TP, Group, Partition, Progress, Record
 
 log = logging.getLogger(__name__)
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-TP = tuple[str, int]
 #: Handlers started eagerly inside one another (a handler that publishes) at
 #: most this deep; deeper ones get a task, so the stack stays short.
 MAX_EAGER_DEPTH = 4
-
-
-@dataclass(slots=True)
-class _Record:
-    offset: int
-    key: bytes | None
-    event: CloudEvent | None
-    value: bytes | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-class _Partition:
-    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "trim_at")
-
-    def __init__(self, retention: int, compacted: bool) -> None:
-        self.log: list[_Record] = []
-        self.next_offset = 0
-        self.retention = retention
-        # Trim in chunks so appends stay amortised O(1).
-        self.trim_at = int(retention * 1.25) + 16
-        self.compacted = compacted
-        self.latest: dict[bytes | None, int] = {}
-
-    def append(self, record: _Record) -> None:
-        record.offset = self.next_offset
-        self.next_offset += 1
-        self.log.append(record)
-        if self.compacted and record.key is not None:
-            self.latest[record.key] = record.offset
-            if len(self.log) > 2 * len(self.latest) + 64:
-                self.log = [r for r in self.log if self.latest.get(r.key) == r.offset]
-        if len(self.log) > self.trim_at:
-            del self.log[: len(self.log) - self.retention]
-
-    @property
-    def start_offset(self) -> int:
-        return self.log[0].offset if self.log else self.next_offset
-
-    def read(self, offset: int) -> _Record | None:
-        """The first live record at or after ``offset``."""
-        log_ = self.log
-        if offset >= self.next_offset or not log_:
-            return None
-        index = offset - log_[0].offset
-        if index >= 0 and not self.compacted:  # offsets are dense: the index is exact
-            return log_[index]
-        if not (0 <= index < len(log_) and log_[index].offset == offset):
-            index = bisect.bisect_left(log_, offset, key=lambda r: r.offset)
-        while index < len(log_):
-            record = log_[index]
-            if (
-                not self.compacted
-                or record.key is None
-                or self.latest.get(record.key) == (record.offset)
-            ):
-                return record
-            index += 1
-        return None
-
-
-@dataclass(slots=True)
-class _Progress:
-    """A group's progress on one partition."""
-
-    position: int
-    committed: int
-    #: Offsets handed out, in order, with a done flag (commit = contiguous done).
-    outstanding: deque[list[Any]] = field(default_factory=deque)
-    busy_keys: dict[bytes, deque[tuple[MemorySubscription, _Record, list[Any]]]] = field(
-        default_factory=dict
-    )
-
-    def finish(self, entry: list[Any]) -> None:
-        entry[1] = True
-        while self.outstanding and self.outstanding[0][1]:
-            self.committed = self.outstanding.popleft()[0] + 1
-
-
-class _Group:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.members: list[MemorySubscription] = []
-        self.progress: dict[TP, _Progress] = {}
-        self.assignment: dict[TP, MemorySubscription] = {}
 
 
 class MemorySubscription(Subscription):
     def __init__(
         self,
         transport: MemoryTransport,
-        group: _Group,
+        group: Group,
         topics: Sequence[str] | TopicPattern,
         handler: Handler,
         max_in_flight: int,
@@ -194,7 +108,7 @@ class MemorySubscription(Subscription):
         for tp in tuple(self.assigned):
             self.pump_partition(tp, self._transport._topics[tp[0]][tp[1]])
 
-    def pump_partition(self, tp: TP, partition: _Partition) -> None:
+    def pump_partition(self, tp: TP, partition: Partition) -> None:
         """Take records from one assigned partition while there is capacity."""
         if self.paused or self._stopping:
             return
@@ -215,7 +129,7 @@ class MemorySubscription(Subscription):
                 progress.busy_keys[record.key] = deque()
             self._start(tp, progress, record, entry)
 
-    def _start(self, tp: TP, progress: _Progress, record: _Record, entry: list[Any]) -> None:
+    def _start(self, tp: TP, progress: Progress, record: Record, entry: list[Any]) -> None:
         transport = self._transport
         event = record.event
         if event is not None:  # stored as an event: nothing to decode
@@ -248,8 +162,8 @@ class MemorySubscription(Subscription):
     def _finished(
         self,
         tp: TP,
-        progress: _Progress,
-        record: _Record,
+        progress: Progress,
+        record: Record,
         entry: list[Any],
         error: BaseException | None,
     ) -> None:
@@ -318,8 +232,8 @@ class MemoryTransport(Transport):
         #: Copies of an event skipped by de-duplication.
         self.duplicates = 0
         self._dead_lettered = 0
-        self._topics: dict[str, list[_Partition]] = {}
-        self._groups: dict[str, _Group] = {}
+        self._topics: dict[str, list[Partition]] = {}
+        self._groups: dict[str, Group] = {}
         self._round_robin = itertools.count()
         self._eager_depth = 0
         #: The member of each group that reads a partition (from the assignments).
@@ -343,7 +257,7 @@ class MemoryTransport(Transport):
     # -- writing ------------------------------------------------------------
 
     async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
-        self._append(topic, _Record(-1, key, event))
+        self._append(topic, Record(-1, key, event))
 
     async def publish_raw(
         self,
@@ -353,9 +267,9 @@ class MemoryTransport(Transport):
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
-        self._append(topic, _Record(-1, key, None, bytes(value), tuple(headers)))
+        self._append(topic, Record(-1, key, None, bytes(value), tuple(headers)))
 
-    def _append(self, topic: str, record: _Record) -> None:
+    def _append(self, topic: str, record: Record) -> None:
         if not self._started:
             raise RuntimeError("transport not started")
         partitions = self._topic(topic)
@@ -370,23 +284,23 @@ class MemoryTransport(Transport):
         for member in self._readers.get(tp, ()):
             member.pump_partition(tp, partition)
 
-    def _topic(self, topic: str) -> list[_Partition]:
+    def _topic(self, topic: str) -> list[Partition]:
         partitions = self._topics.get(topic)
         if partitions is None:
             if not TOPIC_RE.match(topic):
                 raise ValueError(f"invalid topic name {topic!r}: must match {TOPIC_RE.pattern}")
             compacted = topic in self.compacted
-            partitions = [_Partition(self.retention, compacted) for _ in range(self.partitions)]
+            partitions = [Partition(self.retention, compacted) for _ in range(self.partitions)]
             self._topics[topic] = partitions
             # Groups already subscribed to a matching pattern read it from the start.
             for group in self._groups.values():
                 if any(m.wants(topic) for m in group.members):
                     for index in range(len(partitions)):
-                        group.progress.setdefault((topic, index), _Progress(0, 0))
+                        group.progress.setdefault((topic, index), Progress(0, 0))
                     self._rebalance(group)
         return partitions
 
-    def _partition(self, tp: TP) -> _Partition:
+    def _partition(self, tp: TP) -> Partition:
         return self._topics[tp[0]][tp[1]]
 
     # -- reading ------------------------------------------------------------
@@ -405,7 +319,7 @@ class MemoryTransport(Transport):
         checked_topics(topics)
         state = self._groups.get(group)
         if state is None:
-            state = self._groups[group] = _Group(group)
+            state = self._groups[group] = Group(group)
         member = MemorySubscription(self, state, topics, handler, max_in_flight)
         if not isinstance(topics, TopicPattern):
             for topic in topics:
@@ -414,7 +328,7 @@ class MemoryTransport(Transport):
             if member.wants(topic):
                 for index, partition in enumerate(partitions):
                     start = partition.start_offset if from_beginning else partition.next_offset
-                    state.progress.setdefault((topic, index), _Progress(start, start))
+                    state.progress.setdefault((topic, index), Progress(start, start))
         state.members.append(member)
         self._rebalance(state)
         return member
@@ -425,7 +339,7 @@ class MemoryTransport(Transport):
             group.members.remove(member)
             self._rebalance(group)
 
-    def _rebalance(self, group: _Group) -> None:
+    def _rebalance(self, group: Group) -> None:
         for member in group.members:
             member.assigned = []
         group.assignment = {}
@@ -443,7 +357,7 @@ class MemoryTransport(Transport):
         for member in group.members:
             member.pump()
 
-    async def _deliver(self, member: MemorySubscription, tp: TP, record: _Record) -> None:
+    async def _deliver(self, member: MemorySubscription, tp: TP, record: Record) -> None:
         topic, partition = tp
         event = record.event
         if event is not None:
@@ -474,14 +388,14 @@ class MemoryTransport(Transport):
             await member._handle(delivery, item.dedup_key, record.value)
 
     async def _dead_letter(self, delivery: Delivery, value: bytes | None, reason: str) -> None:
-        record = _Record(delivery.offset, delivery.key, delivery.event, value, delivery.headers)
+        record = Record(delivery.offset, delivery.key, delivery.event, value, delivery.headers)
         if delivery.topic == self.dlq_topic:
             log.error("dropped a failed dead letter %s: %s", delivery.event.get_id(), reason)
             return
         await self._write_dead_letter(delivery.topic, delivery.partition, record, reason, ())
 
     async def _write_dead_letter(
-        self, topic: str, partition: int, record: _Record, reason: str, failures: Sequence[Any]
+        self, topic: str, partition: int, record: Record, reason: str, failures: Sequence[Any]
     ) -> None:
         headers = dead_letter_headers(
             record.headers, reason, topic, partition, record.offset, failures

@@ -1,0 +1,106 @@
+"""The in-memory transport's storage: partitions with a bounded history, and
+consumer groups with their progress per partition."""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+if TYPE_CHECKING:
+    from a2a_bus.transport.memory import MemorySubscription
+
+TP = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Record:
+    """One stored record: an event, or raw bytes that are decoded on delivery."""
+
+    offset: int
+    key: bytes | None
+    event: CloudEvent | None
+    value: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class Partition:
+    """A partition's log: offsets, retention, and compaction by key."""
+
+    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "trim_at")
+
+    def __init__(self, retention: int, compacted: bool) -> None:
+        self.log: list[Record] = []
+        self.next_offset = 0
+        self.retention = retention
+        # Trim in chunks so appends stay amortised O(1).
+        self.trim_at = int(retention * 1.25) + 16
+        self.compacted = compacted
+        self.latest: dict[bytes | None, int] = {}
+
+    def append(self, record: Record) -> None:
+        record.offset = self.next_offset
+        self.next_offset += 1
+        self.log.append(record)
+        if self.compacted and record.key is not None:
+            self.latest[record.key] = record.offset
+            if len(self.log) > 2 * len(self.latest) + 64:
+                self.log = [r for r in self.log if self.latest.get(r.key) == r.offset]
+        if len(self.log) > self.trim_at:
+            del self.log[: len(self.log) - self.retention]
+
+    @property
+    def start_offset(self) -> int:
+        return self.log[0].offset if self.log else self.next_offset
+
+    def read(self, offset: int) -> Record | None:
+        """The first live record at or after ``offset``."""
+        log_ = self.log
+        if offset >= self.next_offset or not log_:
+            return None
+        index = offset - log_[0].offset
+        if index >= 0 and not self.compacted:  # offsets are dense: the index is exact
+            return log_[index]
+        if not (0 <= index < len(log_) and log_[index].offset == offset):
+            index = bisect.bisect_left(log_, offset, key=lambda r: r.offset)
+        while index < len(log_):
+            record = log_[index]
+            if (
+                not self.compacted
+                or record.key is None
+                or self.latest.get(record.key) == (record.offset)
+            ):
+                return record
+            index += 1
+        return None
+
+
+@dataclass(slots=True)
+class Progress:
+    """A group's progress on one partition."""
+
+    position: int
+    committed: int
+    #: Offsets handed out, in order, with a done flag (commit = contiguous done).
+    outstanding: deque[list[Any]] = field(default_factory=deque)
+    busy_keys: dict[bytes, deque[tuple[MemorySubscription, Record, list[Any]]]] = field(
+        default_factory=dict
+    )
+
+    def finish(self, entry: list[Any]) -> None:
+        entry[1] = True
+        while self.outstanding and self.outstanding[0][1]:
+            self.committed = self.outstanding.popleft()[0] + 1
+
+
+class Group:
+    """A consumer group: its members, what each reads, and its progress."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.members: list[MemorySubscription] = []
+        self.progress: dict[TP, Progress] = {}
+        self.assignment: dict[TP, MemorySubscription] = {}
