@@ -11,8 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import queue
-import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -26,7 +24,7 @@ from a2a_bus.correlation import Correlator, ReplyStream
 from a2a_bus.discovery import Directory, card_event
 from a2a_bus.errors import BusStopped, JsonRpcError
 from a2a_bus.host import AgentHost
-from a2a_bus.loops import new_event_loop
+from a2a_bus.loop_thread import LoopThread, SyncBridge
 from a2a_bus.metrics import Metrics
 from a2a_bus.protocol import (
     Adaptor,
@@ -93,11 +91,10 @@ class Bus:
         self._subscriptions: list[Subscription] = []
         self._heartbeats: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: LoopThread | None = None
         self._running = False
         self._client: Any = None
-        #: What sync calls wait on; each gets None if the loop goes away first.
-        self._sync_waits: set[queue.SimpleQueue[Any]] = set()
+        self._sync = SyncBridge()
 
     # -- construction ---------------------------------------------------------------
 
@@ -264,19 +261,8 @@ class Bus:
         """Start on a loop thread owned by the bus (for sync code)."""
         if self._running:
             return self
-        ready = threading.Event()
-        loop = new_event_loop()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name=f"a2a-bus-{self.node}", daemon=True)
-        self._thread.start()
-        ready.wait()
-        self._loop = loop
+        self._thread = LoopThread(f"a2a-bus-{self.node}")
+        loop = self._loop = self._thread.start()
         try:
             asyncio.run_coroutine_threadsafe(self.astart(), loop).result()
         except BaseException:
@@ -295,12 +281,10 @@ class Bus:
 
     def _stop_thread(self) -> None:
         thread, self._thread = self._thread, None
-        if thread is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            thread.join(timeout=10)
+        if thread is not None:
+            thread.stop()
             self._loop = None  # closed: later calls get BusStopped, not "loop is closed"
-            for waiting in list(self._sync_waits):
-                waiting.put(None)  # their call never ran or never ended: no hang
+            self._sync.abandon()  # calls that never ran or never ended: no hang
 
     def __enter__(self) -> Bus:
         return self.start()
@@ -329,33 +313,7 @@ class Bus:
         if current is loop:
             coro.close()
             raise RuntimeError("blocking call on the bus loop: use the async client (await ...)")
-        # What run_coroutine_threadsafe does, waiting on a C SimpleQueue instead of a
-        # concurrent Future's Condition: the sync client's path, for every call.
-        ended: queue.SimpleQueue[asyncio.Task[T] | None] = queue.SimpleQueue()
-        started: list[asyncio.Task[T]] = []
-
-        def begin() -> None:
-            task = loop.create_task(coro)
-            started.append(task)
-            task.add_done_callback(ended.put)
-
-        self._sync_waits.add(ended)
-        try:
-            loop.call_soon_threadsafe(begin)
-            task = ended.get()
-        except RuntimeError:  # the loop closed meanwhile
-            task = None
-        except BaseException:  # interrupted (KeyboardInterrupt): stop the work too
-            # Runs after begin (callbacks run in order), so the task exists then.
-            loop.call_soon_threadsafe(lambda: started[0].cancel())
-            raise
-        finally:
-            self._sync_waits.discard(ended)
-        if task is None:
-            if not started:
-                coro.close()
-            raise BusStopped("the bus stopped before the call ended")
-        return task.result()
+        return self._sync.call(loop, coro)
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
         """``coro`` to await on the bus loop, from the bus loop or any other loop.
