@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 
 from a2a_bus import loops
 from a2a_bus.agent import Agent, method
@@ -366,8 +367,32 @@ async def publish_cost(
 # -- the run ----------------------------------------------------------------------------
 
 
+async def delete_run_topics(bootstrap: str, run_id: str) -> list[str]:
+    """Delete the topics whose names hold ``run_id``; their names.
+
+    Every run makes new topics (so runs never see each other's records); left
+    behind, thousands of them slow a long-lived broker down.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        doomed = sorted(topic for topic in await admin.list_topics() if run_id in topic)
+        if doomed:
+            await admin.delete_topics(doomed)
+        return doomed
+    finally:
+        await admin.close()
+
+
 async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:8]
+    try:
+        return await _measure(bootstrap, sizes, run_id)
+    finally:
+        await delete_run_topics(bootstrap, run_id)
+
+
+async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
     raw, bus = RawPingPong(bootstrap, run_id), BusRequests(bootstrap, run_id)
     await raw.start()
     try:

@@ -558,3 +558,22 @@ async def test_handlers_start_eagerly_and_may_publish_to_new_topics(
     await wait_until(lambda: len(answers.deliveries) == 1, "the reply on the new topic")
     assert seen == list(range(300))
     assert all(task is None or not task.get_name().startswith("Task-") for task in tasks)
+
+
+async def test_benchmark_deletes_the_topics_of_its_run(
+    transport: KafkaTransport, kafka_bootstrap: str, uid: str
+) -> None:
+    from a2a_bus.bench.kafka import delete_run_topics
+
+    run_id = f"run{uid}"
+    ours = [f"bench.raw.req.{run_id}", f"bench{run_id}.agent.echo"]
+    other = f"kept.{uid}"
+    await transport.ensure_topics([*ours, other])
+    assert await delete_run_topics(kafka_bootstrap, run_id) == sorted(ours)
+    for _ in range(50):  # deletion completes in the background on the broker
+        left = set(await transport.list_topics())
+        if not left & set(ours):
+            break
+        await asyncio.sleep(0.1)
+    assert not left & set(ours)
+    assert other in left
