@@ -264,7 +264,7 @@ class Bus:
         self._thread = LoopThread(f"a2a-bus-{self.node}")
         loop = self._loop = self._thread.start()
         try:
-            asyncio.run_coroutine_threadsafe(self.astart(), loop).result()
+            self._sync.call(loop, self.astart())
         except BaseException:
             self._stop_thread()
             raise
@@ -275,7 +275,7 @@ class Bus:
             return
         loop = self.loop
         try:
-            asyncio.run_coroutine_threadsafe(self.astop(), loop).result()
+            self._sync.call(loop, self.astop())
         finally:
             self._stop_thread()
 

@@ -71,12 +71,19 @@ class Committer:
             if self._interval:
                 await asyncio.sleep(self._interval)
 
+    def covers(self, tracker: PartitionTracker, offset: int) -> bool:
+        """True if the acknowledged lease covers ``offset`` (no waiting); near its
+        end a background commit is asked for to extend it before it runs out."""
+        if not tracker.covers(offset, self._lease_size):
+            return False
+        if tracker.lease > tracker.committed_lease:
+            self.wanted.set()
+        return True
+
     async def hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
         """Make sure an acknowledged commit covers ``offset`` with the lease before
         it is handed out; False if it does not (the commit failed)."""
-        if tracker.covers(offset, self._lease_size):
-            if tracker.lease > tracker.committed_lease:
-                self.wanted.set()  # extend in the background, before it runs out
+        if self.covers(tracker, offset):
             return True
         tracker.lease = max(tracker.lease, offset + self._lease_size)
         await self.commit([tp])

@@ -389,7 +389,6 @@ class KafkaSubscription(Subscription):
         The common case is synchronous (a free slot, the partition known, the
         offset well inside the committed lease); only the rest awaits.
         """
-        lease_size = self._settings.redelivery_lease
         for record in records:
             if self._in_flight >= self._max_in_flight:
                 await self._wait_for_slot()
@@ -397,10 +396,7 @@ class KafkaSubscription(Subscription):
                 return  # revoked: the new owner fetches from the commit
             offset = record.offset
             tracker = self._trackers.get(tp)
-            if tracker is not None and tracker.covers(offset, lease_size):
-                if tracker.lease > tracker.committed_lease:
-                    self._commit_wanted.set()  # extend in the background
-            else:
+            if tracker is None or not self._commits.covers(tracker, offset):
                 tracker = await self._prepare(tp, offset, epoch)
                 if tracker is None:
                     if self._epoch == epoch and tp in self._redelivery_bound:
