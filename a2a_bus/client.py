@@ -1,8 +1,9 @@
 """The client API: async (:class:`AsyncClient`) and sync (:class:`Client`).
 
 ``request``/``notify``/``publish``/``stream``/``stream_to``/``batch`` for
-Python callers; ``call``/``call_event``/``call_stream`` for gateways that
-hold an already parsed JSON-RPC message (or event) and want JSON-RPC back.
+Python callers, ``read`` to page through a subject's retained events;
+``call``/``call_event``/``call_stream`` for gateways that hold an already
+parsed JSON-RPC message (or event) and want JSON-RPC back.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import Failure, classify, ext, new_event, new_id
-from a2a_bus.routing import RoutingError, validate_subject
+from a2a_bus.protocol import ErrorCode, Failure, classify, ext, new_event, new_id
+from a2a_bus.routing import RoutingError, is_wildcard, validate_subject
 from a2a_bus.streams import CHUNK_PARAM, END_PARAM
+from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -36,6 +38,16 @@ class Call(NamedTuple):
     agent: str | None
     method: str
     params: Any = None
+
+
+class EventPage(NamedTuple):
+    """Events retained on a subject, from :meth:`AsyncClient.read`."""
+
+    events: list[CloudEvent]
+    #: Pass it to the next ``read`` to go on after these events.
+    cursor: str
+    #: Records skipped because they could not be decoded.
+    undecodable: int = 0
 
 
 def _unwrap(response: dict[str, Any] | None) -> Any:
@@ -104,6 +116,32 @@ class AsyncClient:
         event = new_event(attributes, data)
         await self.call_event(event)
         return event.get_id()
+
+    async def read(
+        self, subject: str, *, limit: int = 100, cursor: str | None = None, newest: bool = False
+    ) -> EventPage:
+        """Events retained on ``subject``, oldest first, at most ``limit`` (1..1000).
+
+        Pass the page's ``cursor`` to go on after it (an empty page: nothing more
+        yet); ``newest`` gives the last ``limit`` events instead, with a cursor for
+        what comes after them. Reading joins no consumer group and changes no
+        subscriber's progress. A wildcard or invalid subject raises
+        :class:`~a2a_bus.routing.RoutingError`, a bad limit or cursor ValueError
+        (RoutingError is one too).
+        """
+        if isinstance(subject, str) and is_wildcard(subject):
+            raise RoutingError(
+                ErrorCode.INVALID_REQUEST,
+                f"cannot read {subject!r}: wildcards select subjects to subscribe to; "
+                "read one subject at a time",
+            )
+        bus = self.bus
+        topic = bus.topics.subject(subject)
+        position = None if cursor is None else parse_cursor(topic, cursor)
+        batch = await bus._on_loop(
+            bus.transport.read(topic, limit=limit, position=position, newest=newest)
+        )
+        return EventPage(batch.events, encode_cursor(topic, batch.position), batch.undecodable)
 
     async def publish_event(self, event: CloudEvent) -> None:
         """Route a ready CloudEvent (its ``subject``/``targetagent`` decide where)."""
@@ -248,6 +286,11 @@ class Client:
         self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
     ) -> str:
         return self.bus._run(self.aio.publish(subject, data, type=type, **extensions))
+
+    def read(
+        self, subject: str, *, limit: int = 100, cursor: str | None = None, newest: bool = False
+    ) -> EventPage:
+        return self.bus._run(self.aio.read(subject, limit=limit, cursor=cursor, newest=newest))
 
     def call(self, message: Any, *, timeout: float | None = None) -> Any:
         return self.bus._run(self.aio.call(message, timeout=timeout))

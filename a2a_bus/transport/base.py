@@ -15,6 +15,9 @@ Semantics both transports honour (one behavioural test suite runs on both):
   committed per partition in order, only up to the last contiguous finished one.
 * A record that cannot be decoded never reaches a handler: it goes to the
   dead-letter topic with the reason, and is acknowledged.
+* ``read`` pages through the records a topic retains without joining a group:
+  it commits nothing, writes nothing (undecodable records are only counted)
+  and leaves every group's progress as it was.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.transport.positions import Position
 
 
 class Delivery(NamedTuple):
@@ -48,6 +53,16 @@ class Delivery(NamedTuple):
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
+
+
+class ReadBatch(NamedTuple):
+    """Retained events of one topic, and where the next read goes on."""
+
+    events: list[CloudEvent]
+    #: Next offset per partition: covers exactly the records this batch consumed.
+    position: dict[int, int]
+    #: Records skipped because they could not be decoded.
+    undecodable: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +140,23 @@ class Transport(abc.ABC):
 
         At most ``max_in_flight`` handlers run at once per subscription; events
         with the same key are handed over one at a time, in order.
+        """
+
+    @abc.abstractmethod
+    async def read(
+        self, topic: str, *, limit: int, position: Position | None = None, newest: bool = False
+    ) -> ReadBatch:
+        """Read retained records of ``topic`` without joining a consumer group.
+
+        From the oldest retained record, or after ``position`` (a previous
+        batch's), or with ``newest`` the last ``limit`` records; partitions are
+        merged by record time, each partition in order. At most ``limit``
+        events (1..1000), except that one raw JSON-RPC batch record is never
+        split; an empty batch means nothing more was retained when it was
+        read. After ``newest`` the position is the ends that were read up to.
+        Undecodable records are skipped and counted; an unknown topic gives an
+        empty batch. A ``position`` naming a partition the topic does not have
+        raises ValueError.
         """
 
     @property

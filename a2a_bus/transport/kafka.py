@@ -34,6 +34,7 @@ from a2a_bus.protocol import Adaptor, Failure, to_kafka
 from a2a_bus.protocol.kafka_codec import Mode
 from a2a_bus.transport.base import (
     Handler,
+    ReadBatch,
     Subscription,
     TopicPattern,
     Transport,
@@ -41,8 +42,11 @@ from a2a_bus.transport.base import (
 )
 from a2a_bus.transport.kafka_batches import MAX_REQUEST_SIZE, Batches, pick_partition
 from a2a_bus.transport.kafka_config import KafkaSettings
+from a2a_bus.transport.kafka_reader import read_topic
 from a2a_bus.transport.kafka_records import dead_letter_headers
 from a2a_bus.transport.kafka_subscription import KafkaSubscription
+from a2a_bus.transport.positions import Position
+from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
 
@@ -349,6 +353,15 @@ class KafkaTransport(Transport):
             self._subscriptions.discard(subscription)
             raise
         return subscription
+
+    async def read(
+        self, topic: str, *, limit: int, position: Position | None = None, newest: bool = False
+    ) -> ReadBatch:
+        check_request(limit, position, newest)
+        if not self._ready:
+            raise RuntimeError("the Kafka transport is not started")
+        admin = self._require(self._admin)
+        return await read_topic(self.settings, admin, self.adaptor, topic, limit, position, newest)
 
     def _forget(self, subscription: KafkaSubscription) -> None:
         self._subscriptions.discard(subscription)

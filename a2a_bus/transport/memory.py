@@ -32,6 +32,7 @@ from a2a_bus.protocol import Adaptor, to_kafka
 from a2a_bus.transport.base import (
     Delivery,
     Handler,
+    ReadBatch,
     Subscription,
     TopicPattern,
     Transport,
@@ -40,7 +41,9 @@ from a2a_bus.transport.base import (
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import run_eagerly
 from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
-from a2a_bus.transport.memory_log import TP, Group, Partition, Progress, Record
+from a2a_bus.transport.memory_log import TP, Group, Partition, Progress, Record, read_partitions
+from a2a_bus.transport.positions import Position
+from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
 
@@ -412,6 +415,17 @@ class MemoryTransport(Transport):
                 self.dlq_topic, record.value or b"", key=record.key, headers=headers
             )
         log.warning("dead letter %s/%d/%d: %s", topic, partition, record.offset, reason)
+
+    # -- reading retained records (no group) -----------------------------------
+
+    async def read(
+        self, topic: str, *, limit: int, position: Position | None = None, newest: bool = False
+    ) -> ReadBatch:
+        check_request(limit, position, newest)
+        if not self._started:
+            raise RuntimeError("transport not started")
+        partitions = self._topics.get(topic, [])
+        return read_partitions(self.adaptor, topic, partitions, limit, position, newest)
 
     # -- introspection (tests, metrics) ---------------------------------------
 

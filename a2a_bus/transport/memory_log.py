@@ -1,19 +1,29 @@
-"""The in-memory transport's storage: partitions with a bounded history, and
-consumer groups with their progress per partition."""
+"""The in-memory transport's storage: partitions with a bounded history,
+consumer groups with their progress per partition, and reads of what is retained."""
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.protocol import Adaptor
+from a2a_bus.transport.base import ReadBatch
+from a2a_bus.transport.positions import Position, check_partitions
+from a2a_bus.transport.reading import Retained, decoded, newest_last, oldest_first, take
+
 if TYPE_CHECKING:
     from a2a_bus.transport.memory import MemorySubscription
 
 TP = tuple[str, int]
+
+#: Append order over every partition: a read merges partitions by it.
+_APPENDS = itertools.count()
 
 
 @dataclass(slots=True)
@@ -25,6 +35,8 @@ class Record:
     event: CloudEvent | None
     value: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+    #: When it was appended, in append order across all partitions.
+    stamp: int = 0
 
 
 class Partition:
@@ -43,6 +55,7 @@ class Partition:
 
     def append(self, record: Record) -> None:
         record.offset = self.next_offset
+        record.stamp = next(_APPENDS)
         self.next_offset += 1
         self.log.append(record)
         if self.compacted and record.key is not None:
@@ -71,11 +84,36 @@ class Partition:
             if (
                 not self.compacted
                 or record.key is None
-                or self.latest.get(record.key) == (record.offset)
+                or self.latest.get(record.key) == record.offset
             ):
                 return record
             index += 1
         return None
+
+    def live(self, record: Record) -> bool:
+        """False for a record of a compacted topic that a later one of its key replaced."""
+        return (
+            not self.compacted or record.key is None or self.latest.get(record.key) == record.offset
+        )
+
+    def records_from(self, offset: int) -> Iterator[Record]:
+        """The live records at or after ``offset``, in order (consume before appending)."""
+        log_ = self.log
+        first = bisect.bisect_left(log_, offset, key=lambda r: r.offset)
+        for index in range(first, len(log_)):
+            if self.live(record := log_[index]):
+                yield record
+
+    def last(self, count: int) -> list[Record]:
+        """The last ``count`` live records, in order."""
+        found: list[Record] = []
+        for record in reversed(self.log):
+            if len(found) == count:
+                break
+            if self.live(record):
+                found.append(record)
+        found.reverse()
+        return found
 
 
 @dataclass(slots=True)
@@ -104,3 +142,42 @@ class Group:
         self.members: list[MemorySubscription] = []
         self.progress: dict[TP, Progress] = {}
         self.assignment: dict[TP, MemorySubscription] = {}
+
+
+def read_partitions(
+    adaptor: Adaptor,
+    topic: str,
+    partitions: list[Partition],
+    limit: int,
+    position: Position | None,
+    newest: bool,
+) -> ReadBatch:
+    """A :meth:`Transport.read` batch of a topic's partitions (retention and
+    compaction apply: trimmed and replaced records are gone)."""
+    if position is not None:
+        check_partitions(position, len(partitions), topic)
+
+    def retained(index: int, record: Record) -> Retained:
+        if record.event is not None:  # stored as an event: nothing to decode
+            return Retained(record.stamp, index, record.offset, [record.event])
+        return decoded(
+            adaptor,
+            topic,
+            index,
+            record.offset,
+            record.stamp,
+            record.value,
+            record.headers,
+            record.key,
+        )
+
+    if newest:
+        tails = [[retained(i, r) for r in p.last(limit)] for i, p in enumerate(partitions)]
+        return newest_last(tails, {i: p.next_offset for i, p in enumerate(partitions)}, limit)
+    given = position or {}
+    start = {i: max(given.get(i, 0), p.start_offset) for i, p in enumerate(partitions)}
+    heads = [
+        list(take((retained(i, r) for r in p.records_from(start[i])), limit))
+        for i, p in enumerate(partitions)
+    ]
+    return oldest_first(heads, start, limit)
