@@ -8,7 +8,9 @@ with a key on a partition are queued behind the one of that key that is
 running and start in offset order as it finishes. Commits follow the
 :class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
 so the committed position never passes an unfinished record; a
-:class:`~a2a_bus.transport.kafka_committer.Committer` writes them.
+:class:`~a2a_bus.transport.kafka_committer.Committer` writes them. What is known
+of each owned partition's previous owner (which records may be redeliveries) is
+kept by :class:`~a2a_bus.transport.kafka_ownership.Ownership`.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
-from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease
+from a2a_bus.transport.kafka_commits import PartitionTracker
 from a2a_bus.transport.kafka_committer import Committer
+from a2a_bus.transport.kafka_ownership import Ownership
 from a2a_bus.transport.kafka_records import DecodedRecord, decode_record, failure_reason
 
 if TYPE_CHECKING:
@@ -134,22 +137,12 @@ class KafkaSubscription(Subscription):
         self._slot_freed: asyncio.Future[None] | None = None
         self._dedup = DedupWindow(settings.dedup_window)
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
-        #: Lease found in the group's commit metadata at assignment.
-        self._previous_lease: dict[TopicPartition, int] = {}
-        #: Offsets below this were possibly handled by a previous owner.
-        self._redelivery_bound: dict[TopicPartition, int] = {}
         #: Records waiting behind the running record of their key, per busy key.
         self._queues: dict[tuple[TopicPartition, bytes], deque[_Queued]] = {}
-        #: Committed offset of each partition at assignment, and its end then (for lag).
-        self._committed_at_assignment: dict[TopicPartition, int] = {}
-        self._end_at_assignment: dict[TopicPartition, int] = {}
-        #: Offset of the first record fetched per partition since its assignment.
-        self._first_fetched: dict[TopicPartition, int] = {}
         self._running: set[_Handling] = set()
         #: Set when a handling finishes while _drain waits.
         self._finished: asyncio.Future[None] | None = None
         self._depth = 0
-        self._existing_topics: set[str] = set()
         self._epoch = 0
         self._paused = False
         self._closing = False
@@ -168,6 +161,16 @@ class KafkaSubscription(Subscription):
         )
         #: Set for a background commit (its own name: this runs for every record).
         self._commit_wanted = self._commits.wanted
+        self._ownership = Ownership(
+            transport,
+            self._consumer,
+            self._commits,
+            group,
+            is_pattern=self._is_pattern,
+            from_beginning=from_beginning,
+        )
+        # Read for every record handed out.
+        self._redelivery_bound = self._ownership.redelivery_bound
         self._run_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -179,14 +182,14 @@ class KafkaSubscription(Subscription):
         if isinstance(self._topics, TopicPattern):
             regex = re.compile(self._topics.regex)
             topics = await self._transport.list_topics()
-            self._existing_topics = {t for t in topics if regex.fullmatch(t)}
+            self._ownership.existing_topics = {t for t in topics if regex.fullmatch(t)}
             self._consumer.subscribe(pattern=self._topics.regex, listener=listener)
         else:
             await self._wait_for_metadata(set(self._topics))
             self._consumer.subscribe(topics=list(self._topics), listener=listener)
         self._run_task = asyncio.create_task(self._run(), name=f"kafka-dispatch-{self.group}")
         self._commits.start()
-        if self._is_pattern and not self._existing_topics:
+        if self._is_pattern and not self._ownership.existing_topics:
             return  # nothing to be assigned until a matching topic appears
         try:
             await asyncio.wait_for(self._assigned.wait(), self._settings.join_timeout)
@@ -258,18 +261,7 @@ class KafkaSubscription(Subscription):
     def lag(self) -> int:
         """Records of the assigned partitions not handled yet (in flight or not
         fetched), as of the last fetch response; no request to the broker."""
-        total = 0
-        for tp in self._consumer.assignment():
-            tracker = self._trackers.get(tp)
-            handled = tracker.position if tracker is not None else None
-            if handled is None:
-                handled = self._committed_at_assignment.get(tp)
-            end = self._consumer.highwater(tp)
-            if end is None:
-                end = self._end_at_assignment.get(tp)
-            if handled is not None and end is not None:
-                total += max(0, end - handled)
-        return total
+        return self._ownership.lag(self._trackers)
 
     # -- rebalance ------------------------------------------------------------------
 
@@ -280,11 +272,7 @@ class KafkaSubscription(Subscription):
         await self._commits.commit(revoked, clean=True)
         for tp in revoked:
             self._trackers.pop(tp, None)
-            self._redelivery_bound.pop(tp, None)
-            self._previous_lease.pop(tp, None)
-            self._first_fetched.pop(tp, None)
-            self._committed_at_assignment.pop(tp, None)
-            self._end_at_assignment.pop(tp, None)
+        self._ownership.forget(revoked)
         for key in [k for k in self._queues if k[0] in revoked]:
             # Not handed to a handler: the next owner handles them. Emptied, since
             # the running handling of the key still holds the queue (it outlived the drain).
@@ -294,76 +282,16 @@ class KafkaSubscription(Subscription):
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         if assigned:
-            await self._learn_previous_owner(assigned)
+            await self._ownership.learn(assigned)
             if self._paused:
                 self._consumer.pause(*assigned)
         self._learned.set()
         self._assigned.set()
 
-    async def _learn_previous_owner(self, assigned: set[TopicPartition]) -> None:
-        """Read the leases and end offsets that bound possible redeliveries, and
-        commit the start of partitions the group never committed."""
-        partitions = sorted(assigned)
-        try:
-            committed = await self._transport.committed_offsets(self.group, partitions)
-            ends = await self._consumer.end_offsets(partitions)
-        except KafkaError as exc:
-            # Without the lease nothing proves a record new: flag all of them.
-            log.warning("group %s: cannot read commit metadata (%s)", self.group, exc)
-            for tp in partitions:
-                self._previous_lease[tp] = 0
-                self._redelivery_bound[tp] = 2**63 - 1
-            return
-        fresh = []
-        for tp in partitions:
-            offset, metadata = committed.get(tp, (-1, ""))
-            self._end_at_assignment[tp] = ends.get(tp, 0)
-            if offset >= 0:
-                self._committed_at_assignment[tp] = offset
-            else:
-                fresh.append(tp)
-                if (
-                    self._is_pattern
-                    and not self._from_beginning
-                    and tp.topic in self._existing_topics
-                ):
-                    await self._consumer.seek_to_end(tp)
-            lease = decode_lease(metadata) or 0
-            self._previous_lease[tp] = lease
-        if fresh:
-            await self._commit_start(fresh)
-        # Set last: records of these partitions are dispatched only from here on.
-        for tp in partitions:
-            # Records produced after this assignment cannot have been handed
-            # out by the previous owner.
-            self._redelivery_bound[tp] = min(self._previous_lease[tp], ends.get(tp, 0))
-
-    async def _commit_start(self, partitions: list[TopicPartition]) -> None:
-        """Commit where this member starts reading partitions the group never committed.
-
-        Otherwise a partition that moves to another member (rebalance, crash)
-        before its first commit is read by the next owner from that owner's own
-        offset reset: with "latest" every record produced in between is skipped.
-        """
-        starts: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            try:
-                position = await asyncio.wait_for(
-                    self._consumer.position(tp), self._settings.join_timeout
-                )
-            except (IllegalStateError, KafkaError, TimeoutError) as exc:
-                log.warning("group %s: no start position for %s: %s", self.group, tp, exc)
-                continue
-            # Records the dispatch loop already fetched (before this callback)
-            # start below the position and are not handed out yet.
-            starts[tp] = min(position, self._first_fetched.get(tp, position))
-        if starts and await self._commits.commit_starts(starts):
-            for tp, start in starts.items():
-                self._previous_lease[tp] = self._committed_at_assignment[tp] = start
-
     # -- dispatch -------------------------------------------------------------------
 
     async def _run(self) -> None:
+        first_fetched = self._ownership.first_fetched
         while not self._closing:
             try:
                 batches = await self._consumer.getmany(timeout_ms=1000)
@@ -377,8 +305,8 @@ class KafkaSubscription(Subscription):
             for tp, records in batches.items():
                 if self._epoch != epoch:
                     break  # revoked: the new owner fetches from the commit
-                if records and tp not in self._first_fetched:
-                    self._first_fetched[tp] = records[0].offset
+                if records and tp not in first_fetched:
+                    first_fetched[tp] = records[0].offset
                 await self._hand_out(tp, records, epoch)
 
     async def _hand_out(
@@ -426,7 +354,7 @@ class KafkaSubscription(Subscription):
             return None  # dropped on purpose: the partition was revoked
         tracker = self._trackers.get(tp)
         if tracker is None:
-            lease = self._previous_lease.get(tp, 0)
+            lease = self._ownership.previous_lease.get(tp, 0)
             tracker = self._trackers[tp] = PartitionTracker(offset, lease=lease)
         if not await self._commits.hold_lease(tp, tracker, offset):
             await asyncio.sleep(_RETRY_DELAY)  # the lease commit failed: retry shortly
