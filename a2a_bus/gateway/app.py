@@ -26,6 +26,7 @@ from a2a_bus.gateway.context import GatewayContext
 from a2a_bus.gateway.discovery import get_agent, list_agents
 from a2a_bus.gateway.events import events
 from a2a_bus.gateway.health import healthz, readyz
+from a2a_bus.gateway.history import history
 from a2a_bus.gateway.prom import TRANSPORTS, MetricsMiddleware, metrics
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.rpc import rpc
@@ -82,6 +83,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/rpc", rpc, methods=["POST"]),
             Route("/events", events, methods=["POST"]),
             Route("/topics/{subject}/events", tail, methods=["GET"]),
+            Route("/topics/{subject}/history", history, methods=["GET"]),
             Route("/agents", list_agents, methods=["GET"]),
             Route("/agents/{agent_id}", get_agent, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),

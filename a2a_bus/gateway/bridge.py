@@ -1,4 +1,4 @@
-"""The gateway's view of a bus: send, stream, publish, discover.
+"""The gateway's view of a bus: send, stream, publish, read, discover.
 
 Everything the HTTP endpoints and the Kafka ingress need from the bus core goes
 through this one small class, so they never reach into bus internals.
@@ -17,6 +17,7 @@ from a2a_bus.transport.base import Handler, Subscription
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
+    from a2a_bus.client import EventPage
 
 
 class Bridge:
@@ -63,6 +64,12 @@ class Bridge:
         return await self.bus.transport.subscribe(
             [target] if isinstance(target, str) else target, group, handler
         )
+
+    async def read(
+        self, subject: str, *, limit: int, cursor: str | None, newest: bool
+    ) -> EventPage:
+        """A page of the events ``subject`` retains (see :meth:`AsyncClient.read`)."""
+        return await self.client.read(subject, limit=limit, cursor=cursor, newest=newest)
 
     # -- discovery ------------------------------------------------------------------
 

@@ -53,7 +53,9 @@ def route_label(path: str) -> str:
     if path.startswith("/agents/"):
         return "/agents/{id}"
     if path.startswith("/topics/"):
-        return "/topics/{subject}/events"
+        return (
+            "/topics/{subject}/history" if path.endswith("/history") else "/topics/{subject}/events"
+        )
     if path.startswith("/a2a/"):
         return "/a2a/{id}/card" if path.endswith(".json") else "/a2a/{id}"
     return path if path in _ROUTES else "other"

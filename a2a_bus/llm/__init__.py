@@ -7,7 +7,7 @@ from a2a_bus.llm import memory
 from a2a_bus.llm.agent_file import load_agent_file
 from a2a_bus.llm.builder import AgentBuilder
 from a2a_bus.llm.bus_agent import LlmAgent, agent_class_from_file, llm_agent_class
-from a2a_bus.llm.bus_tools import call_agent, publish
+from a2a_bus.llm.bus_tools import call_agent, publish, read_topic
 from a2a_bus.llm.checkpoint import AgentCheckpoint
 from a2a_bus.llm.chunks import AgentStreamChunk, Done, Token, ToolEnd, ToolStart
 from a2a_bus.llm.client import LlmClient, StreamItem
@@ -101,5 +101,6 @@ __all__ = [
     "load_agent_file",
     "memory",
     "publish",
+    "read_topic",
     "tool",
 ]

@@ -89,7 +89,7 @@ class BusSettings:
     subscribe: tuple[str, ...] = ()
     #: Subject the answers to those events are published on.
     output_topic: str | None = None
-    #: Names of the bus tools to give the model (``publish``, ``call_agent``).
+    #: Names of the bus tools to give the model (``publish``, ``call_agent``, ``read_topic``).
     bus_tools: tuple[str, ...] = ()
 
 

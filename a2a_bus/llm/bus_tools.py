@@ -1,9 +1,9 @@
-"""Tools that are bus operations: publish an event, call another agent's method.
+"""Tools that are bus operations: publish an event, read a batch of a topic's
+retained events, call another agent's method.
 
 They reach the bus through :attr:`ToolContext.bus`, which an LLM agent hosted on
 a bus (:mod:`a2a_bus.llm.bus_agent`) fills in for every run; outside a bus they
-answer the model with an error instead. Reading retained events of a topic
-(``read_topic``) is not offered: the bus client has no read API yet.
+answer the model with an error instead.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from typing import Any
 
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.llm.tools import AgentTool, FunctionTool, ToolContext
+from a2a_bus.protocol import to_structured
 from a2a_bus.routing import validate_subject
+
+#: Most events one ``read_topic`` call hands the model (each lands in its context).
+MAX_READ = 100
 
 
 class BusUnavailable(RuntimeError):
@@ -45,6 +49,34 @@ async def publish(topic: str, data: Any, context: ToolContext) -> dict[str, str]
     return {"published": event_id, "topic": topic}
 
 
+async def read_topic(
+    topic: str,
+    context: ToolContext,
+    limit: int = 20,
+    cursor: str | None = None,
+    newest: bool = False,
+) -> dict[str, Any]:
+    """Read events published on a bus topic, oldest first; reading changes nothing.
+
+    Args:
+        topic: dot-separated subject, e.g. orders.created (no wildcards)
+        limit: the most events to return, 1 to 100
+        cursor: the cursor an earlier read of this topic returned, to read the events after it
+        newest: true for the latest events instead of the oldest (without a cursor)
+    """
+    client = _client(context)
+    if not 1 <= limit <= MAX_READ:
+        raise ValueError(f"limit must be from 1 to {MAX_READ}, not {limit}")
+    page = await client.aio.read(topic, limit=limit, cursor=cursor, newest=newest)
+    # An empty page means the topic holds nothing more for now.
+    return {
+        "topic": topic,
+        "events": [to_structured(event) for event in page.events],
+        "cursor": page.cursor,
+        "undecodable": page.undecodable,
+    }
+
+
 async def call_agent(
     agent: str, method: str, context: ToolContext, params: dict[str, Any] | list[Any] | None = None
 ) -> Any:
@@ -69,7 +101,11 @@ async def call_agent(
 
 
 #: Bus tool name -> function; ``bus_tools: true`` in an agent file means all of them.
-BUS_TOOLS: dict[str, Callable[..., Any]] = {"publish": publish, "call_agent": call_agent}
+BUS_TOOLS: dict[str, Callable[..., Any]] = {
+    "publish": publish,
+    "call_agent": call_agent,
+    "read_topic": read_topic,
+}
 
 
 def bus_tools(names: Iterable[str]) -> list[AgentTool]:
