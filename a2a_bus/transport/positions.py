@@ -2,8 +2,9 @@
 
 A position is the next offset to read per partition of one topic. For the HTTP
 and LLM surfaces it travels as a cursor: a short URL-safe string that also
-carries a fingerprint of the topic, so a cursor handed to another subject is
-refused instead of silently reading from unrelated offsets.
+carries a checksum of the topic name, so a cursor handed to another subject is
+refused instead of silently reading from unrelated offsets, and a checksum of
+itself, so a damaged or cut one is refused too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def check_partitions(position: Position, partitions: int, topic: str) -> None:
 def encode_cursor(topic: str, position: Position) -> str:
     """The cursor of ``position`` on ``topic``."""
     pairs = ",".join(f"{p}:{o}" for p, o in sorted(position.items()))
-    text = f"{_fingerprint(topic)};{pairs}"
+    text = f"{_crc(topic)};{pairs}"
+    text += f";{_crc(text)}"  # a damaged or cut cursor is refused, not misread
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
@@ -49,8 +51,12 @@ def parse_cursor(topic: str, cursor: str) -> dict[int, int]:
     if not isinstance(cursor, str) or not cursor or len(cursor) > 4096:
         raise ValueError("invalid cursor: expected a cursor returned by an earlier read")
     try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        fingerprint, _, pairs = text.partition(";")
+        padded = cursor + "=" * (-len(cursor) % 4)
+        text = base64.b64decode(padded, altchars=b"-_", validate=True).decode("ascii")
+        body, _, check = text.rpartition(";")
+        if check != _crc(body):
+            raise ValueError(check)
+        fingerprint, _, pairs = body.partition(";")
         position: dict[int, int] = {}
         for pair in pairs.split(",") if pairs else ():
             partition, _, offset = pair.partition(":")
@@ -59,10 +65,10 @@ def parse_cursor(topic: str, cursor: str) -> dict[int, int]:
             position[int(partition)] = int(offset)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ValueError("invalid cursor: not a cursor returned by an earlier read") from None
-    if fingerprint != _fingerprint(topic):
+    if fingerprint != _crc(topic):
         raise ValueError(f"invalid cursor: it belongs to a read of another topic than {topic!r}")
     return position
 
 
-def _fingerprint(topic: str) -> str:
-    return format(zlib.crc32(topic.encode()), "08x")
+def _crc(text: str) -> str:
+    return format(zlib.crc32(text.encode()), "08x")

@@ -13,6 +13,7 @@ from a2a_bus.gateway.prom import route_label
         ("/rpc", "/rpc"),
         ("/agents/calc", "/agents/{id}"),
         ("/topics/news.sport/events", "/topics/{subject}/events"),
+        ("/topics/news.sport/history", "/topics/{subject}/history"),
         ("/a2a/calc", "/a2a/{id}"),
         ("/a2a/support/.well-known/agent-card.json", "/a2a/{id}/card"),
         ("/a2a", "/a2a"),

@@ -31,7 +31,7 @@ from a2a_bus.llm.bus_agent import LLM_FAILED, MAX_TURNS_EXCEEDED
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka_records import DLQ_REASON
 
-from .conftest import ScriptedOpenAI
+from .conftest import Completion, ScriptedOpenAI
 
 WAIT = 30.0  # upper bound on any wait; never a performance assertion
 
@@ -351,6 +351,51 @@ def test_the_publish_tool_puts_an_event_on_the_bus(
     assert bad.startswith("error:") and "invalid subject" in bad
 
 
+def test_the_read_topic_tool_pages_through_a_topic(
+    bus: Bus, builder: AgentBuilder, llm_server: ScriptedOpenAI
+) -> None:
+    client = bus.client()
+    ids = [client.publish("audit.log", {"n": n}) for n in range(3)]
+    bus.spawn(llm_agent_class(builder.build(), "helper", bus_tools=["read_topic"]))
+    llm_server.call_tools(("read_topic", {"topic": "audit.log", "limit": 2}))
+
+    def next_page(body: dict[str, Any]) -> Completion:
+        cursor = json.loads(body["messages"][-1]["content"])["cursor"]
+        call = {
+            "name": "read_topic",
+            "arguments": json.dumps({"topic": "audit.log", "cursor": cursor}),
+        }
+        return Completion(
+            None, [{"id": "call_next", "type": "function", "function": call}], "tool_calls"
+        )
+
+    llm_server.respond_with(next_page)
+    llm_server.call_tools(
+        ("read_topic", {"topic": "audit.*"}),
+        ("read_topic", {"topic": "audit.log", "limit": 500}),
+    )
+    llm_server.reply("Three entries.")
+
+    assert client.request("helper", "chat", {"message": "what is in the log?"}) == "Three entries."
+    results = [
+        [m["content"] for m in sent_messages(llm_server, i) if m["role"] == "tool"][-1]
+        for i in (1, 2)
+    ]
+    first, second = (json.loads(text) for text in results)
+    events = first["events"] + second["events"]
+    # In memory the merge follows the order of publishing exactly.
+    assert [(e["id"], e["data"], e["subject"]) for e in events] == [
+        (ids[n], {"n": n}, "audit.log") for n in range(3)
+    ]
+    assert [len(first["events"]), len(second["events"])] == [2, 1]
+    assert first["undecodable"] == second["undecodable"] == 0
+    wildcard, too_many = [
+        m["content"] for m in sent_messages(llm_server, 3) if m["role"] == "tool"
+    ][-2:]
+    assert wildcard.startswith("error: tool 'read_topic' failed:") and "wildcards" in wildcard
+    assert "limit must be from 1 to 100" in too_many
+
+
 def test_invalid_bus_configuration_fails_when_the_class_is_made(builder: AgentBuilder) -> None:
     loop = builder.build()
     with pytest.raises(AgentConfigError, match="invalid agent id"):
@@ -359,8 +404,8 @@ def test_invalid_bus_configuration_fails_when_the_class_is_made(builder: AgentBu
         llm_agent_class(loop, "a", subscribe=["news.#"], output_topic="news.answers")
     with pytest.raises(AgentConfigError, match="needs subscribe"):
         llm_agent_class(loop, "a", output_topic="out")
-    with pytest.raises(AgentConfigError, match="unknown bus tool 'read_topic'"):
-        llm_agent_class(loop, "a", bus_tools=["read_topic"])
+    with pytest.raises(AgentConfigError, match="unknown bus tool 'delete_topic'"):
+        llm_agent_class(loop, "a", bus_tools=["delete_topic"])
     assert len(loop.tools) == 0  # the caller's loop is left as it was
 
 
@@ -385,7 +430,7 @@ def test_agent_class_from_file(tmp_path: Path, llm_server: ScriptedOpenAI) -> No
     assert (card["id"], card["description"]) == ("help-desk", "Answers tickets")
     assert [m["name"] for m in card["methods"]] == ["chat", "chat/stream", "reset"]
     assert card["subscriptions"] == ["tickets.created"]
-    assert cls.loop.tools.names() == ["publish", "call_agent"]
+    assert cls.loop.tools.names() == ["publish", "call_agent", "read_topic"]
     assert (cls.loop.max_turns, cls.loop.model, cls.output_topic) == (
         3,
         "file-model",
@@ -407,7 +452,7 @@ def test_agent_class_from_file(tmp_path: Path, llm_server: ScriptedOpenAI) -> No
         ("subscribe: [ok, 'no spaces']\n", ":2: subscribe.1: invalid subject"),
         ("subscribe: a.*\noutput_topic: a.b\n", ":3: output_topic: matches subscribe 'a.*'"),
         ("output_topic: out\n", ":2: output_topic: needs subscribe"),
-        ("bus_tools: [publish, read_topic]\n", ":2: bus_tools.1: unknown bus tool 'read_topic'"),
+        ("bus_tools: [publish, drop]\n", ":2: bus_tools.1: unknown bus tool 'drop'"),
     ],
 )
 def test_agent_file_bus_keywords_are_checked(tmp_path: Path, text: str, problem: str) -> None:
