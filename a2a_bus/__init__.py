@@ -2,7 +2,7 @@
 
 from a2a_bus.agent import Agent, method, subscribe
 from a2a_bus.bus import Bus
-from a2a_bus.client import AsyncClient, Call, Client
+from a2a_bus.client import AsyncClient, Call, Client, EventPage
 from a2a_bus.correlation import ReplyStream
 from a2a_bus.errors import BusStopped, JsonRpcError, StreamError
 from a2a_bus.supervisor import RestartPolicy
@@ -16,6 +16,7 @@ __all__ = [
     "BusStopped",
     "Call",
     "Client",
+    "EventPage",
     "JsonRpcError",
     "ReplyStream",
     "RestartPolicy",
