@@ -11,15 +11,14 @@ would pose as an agent card, a request, another caller's reply or new ingress in
 the allowed ``reply-to`` topics further; others are answered on the default topic.
 
 Bad input gets both an answer and a dead letter: the transport dead-letters a record
-it cannot decode (reason and JSON-RPC errors in ``a2a-dlq-*`` headers) before any
-handler sees it, so the ingress reads those dead letters back and produces the
-errors they carry as replies. A request the bus cannot route (unknown method or
-agent) is answered with the error and dead-lettered here.
+it cannot decode (reason and JSON-RPC errors in ``a2a-dlq-*`` headers) and hands
+its errors to the ingress (``on_undecodable``), which answers with them before the
+record is committed. A request the bus cannot route (unknown method or agent) is
+answered with the error and dead-lettered here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -32,18 +31,10 @@ import orjson
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import INGRESS_RECORDS
 from a2a_bus.protocol import ErrorCode, error_response, ext, mcptype, to_kafka
-from a2a_bus.transport.base import Delivery, Subscription
-from a2a_bus.transport.kafka_records import (
-    DLQ_ERROR,
-    DLQ_REASON,
-    DLQ_SOURCE_PARTITION,
-    DLQ_SOURCE_TOPIC,
-    dead_letter_headers,
-)
+from a2a_bus.transport.base import Delivery, Subscription, Undecodable
+from a2a_bus.transport.kafka_records import dead_letter_headers
 
 if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer
-
     from a2a_bus.bus import Bus
 
 log = logging.getLogger(__name__)
@@ -97,28 +88,21 @@ class Ingress:
         self.max_in_flight = max_in_flight
         self._bridge = Bridge(bus)
         self._subscription: Subscription | None = None
-        self._watcher: asyncio.Task[None] | None = None
-        self._dlq_consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
         transport = self.bus.transport
         self._subscription = await transport.subscribe(
-            [self.topic], self.group, self._on_delivery, max_in_flight=self.max_in_flight
+            [self.topic],
+            self.group,
+            self._on_delivery,
+            max_in_flight=self.max_in_flight,
+            on_undecodable=self._on_undecodable,
         )
-        if hasattr(transport, "settings"):  # Kafka: read back undecodable records
-            self._dlq_consumer = await self._open_dlq()
-            self._watcher = asyncio.create_task(self._watch_dlq(self._dlq_consumer))
 
     async def stop(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-        if self._dlq_consumer is not None:
-            await self._dlq_consumer.stop()
         if self._subscription is not None:
             await self._subscription.stop()
-        self._watcher = self._dlq_consumer = self._subscription = None
+        self._subscription = None
 
     async def __aenter__(self) -> Ingress:
         await self.start()
@@ -188,62 +172,10 @@ class Ingress:
         )
         self.bus.metrics.inc("dead_letters")
 
-    # -- undecodable records, read back from the dead-letter topic ---------------------
-
-    async def _open_dlq(self) -> AIOKafkaConsumer:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        settings: Any = self.bus.transport.settings  # type: ignore[attr-defined]
-        dlq = self.bus.topics.dlq
-        admin = AIOKafkaAdminClient(**settings.client_kwargs())
-        await admin.start()
-        try:
-            (described,) = await admin.describe_topics([dlq])
-        finally:
-            await admin.close()
-        partitions = sorted(p["partition"] for p in described.get("partitions", ()))
-        if not partitions:
-            raise RuntimeError(f"the dead-letter topic {dlq!r} has no partitions")
-        consumer = AIOKafkaConsumer(
-            enable_auto_commit=False,
-            fetch_max_wait_ms=settings.fetch_max_wait_ms,
-            **settings.client_kwargs(),
-        )
-        await consumer.start()
-        try:
-            # No group: every ingress member reads every dead letter from now on and
-            # answers those of the ingress partitions it owns.
-            consumer.assign([TopicPartition(dlq, p) for p in partitions])
-            await consumer.seek_to_end()
-            for tp in consumer.assignment():
-                await consumer.position(tp)
-        except BaseException:
-            await consumer.stop()
-            raise
-        return consumer
-
-    def _owns(self, partition: str | None) -> bool:
-        assignment = getattr(self._subscription, "assignment", None)
-        if assignment is None or partition is None:
-            return True
-        return any(tp.topic == self.topic and str(tp.partition) == partition for tp in assignment)
-
-    async def _watch_dlq(self, consumer: AIOKafkaConsumer) -> None:
-        async for record in consumer:
-            headers = list(record.headers or ())
-            if header(headers, DLQ_SOURCE_TOPIC) != self.topic:
-                continue
-            errors, reason = header(headers, DLQ_ERROR), header(headers, DLQ_REASON) or ""
-            if errors is None or not reason.startswith("undecodable"):
-                continue  # dead letters the ingress wrote itself were answered already
-            if not self._owns(header(headers, DLQ_SOURCE_PARTITION)):
-                continue
-            INGRESS_RECORDS.labels("invalid").inc()
-            try:
-                responses = orjson.loads(errors)
-                topic = self._reply_topic(headers)
-                for response in responses:
-                    await self._reply(topic, response)
-            except Exception:
-                log.exception("could not answer the dead letter at offset %d", record.offset)
+    async def _on_undecodable(self, record: Undecodable) -> None:
+        """Answer a record that is not JSON-RPC (nor a CloudEvent) with its errors;
+        the transport dead-lettered it already."""
+        INGRESS_RECORDS.labels("invalid").inc()
+        topic = self._reply_topic(record.headers)
+        for failure in record.failures:
+            await self._reply(topic, failure.response())

@@ -23,13 +23,17 @@ Semantics both transports honour (one behavioural test suite runs on both):
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.protocol import Failure
 from a2a_bus.transport.positions import Position
+
+log = logging.getLogger(__name__)
 
 
 class Delivery(NamedTuple):
@@ -53,6 +57,45 @@ class Delivery(NamedTuple):
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
+
+
+class Undecodable(NamedTuple):
+    """A record that held no event a handler could take, after it was dead-lettered."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    #: Why, as JSON-RPC errors (-32700 for bad JSON, -32600 for an invalid message).
+    failures: tuple[Failure, ...]
+
+
+UndecodableHandler = Callable[[Undecodable], Awaitable[None]]
+
+
+async def report_undecodable(
+    handler: UndecodableHandler,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    headers: Sequence[tuple[str, bytes]],
+    failures: Sequence[Failure],
+) -> None:
+    """Give a dead-lettered record to a subscription's ``on_undecodable``. Its
+    failure is logged and the record still counts as handled: it is in the
+    dead-letter topic."""
+    undecodable = Undecodable(topic, partition, offset, key, tuple(headers), tuple(failures))
+    try:
+        await handler(undecodable)
+    except Exception:
+        log.exception(
+            "on_undecodable failed at %s/%d/%d",
+            undecodable.topic,
+            undecodable.partition,
+            undecodable.offset,
+        )
 
 
 class ReadBatch(NamedTuple):
@@ -135,11 +178,15 @@ class Transport(abc.ABC):
         *,
         from_beginning: bool = False,
         max_in_flight: int = 64,
+        on_undecodable: UndecodableHandler | None = None,
     ) -> Subscription:
         """Join consumer ``group`` on ``topics`` and hand each event to ``handler``.
 
         At most ``max_in_flight`` handlers run at once per subscription; events
-        with the same key are handed over one at a time, in order.
+        with the same key are handed over one at a time, in order. A record, or
+        an element of a raw batch, that is no event is dead-lettered and then
+        given to ``on_undecodable`` (say, to answer its sender) before the record
+        counts as handled.
         """
 
     @abc.abstractmethod

@@ -38,6 +38,7 @@ from a2a_bus.transport.base import (
     Subscription,
     TopicPattern,
     Transport,
+    UndecodableHandler,
     checked_topics,
 )
 from a2a_bus.transport.kafka_batches import MAX_REQUEST_SIZE, Batches, pick_partition
@@ -330,6 +331,7 @@ class KafkaTransport(Transport):
         *,
         from_beginning: bool = False,
         max_in_flight: int = 64,
+        on_undecodable: UndecodableHandler | None = None,
     ) -> Subscription:
         if not self._ready:
             raise RuntimeError("the Kafka transport is not started")
@@ -343,6 +345,7 @@ class KafkaTransport(Transport):
             handler,
             from_beginning=from_beginning,
             max_in_flight=max_in_flight,
+            on_undecodable=on_undecodable,
         )
         self._subscriptions.add(subscription)
         try:

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 
-from a2a_bus.transport.base import Delivery, Handler, Subscription, TopicPattern
+from a2a_bus.transport.base import (
+    Delivery,
+    Handler,
+    Subscription,
+    TopicPattern,
+    UndecodableHandler,
+    report_undecodable,
+)
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka_commits import PartitionTracker
@@ -105,6 +112,7 @@ class KafkaSubscription(Subscription):
         *,
         from_beginning: bool = False,
         max_in_flight: int = 64,
+        on_undecodable: UndecodableHandler | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -113,6 +121,7 @@ class KafkaSubscription(Subscription):
         self._topics = topics
         self.group = group
         self._handler = handler
+        self._on_undecodable = on_undecodable
         self._from_beginning = from_beginning
         self._is_pattern = isinstance(topics, TopicPattern)
         # A pattern subscription reads topics created after it started from their
@@ -466,6 +475,16 @@ class KafkaSubscription(Subscription):
             if decoded.failures:
                 reason = failure_reason(decoded.failures)
                 await self._transport.dead_letter(record, reason, failures=decoded.failures)
+                if self._on_undecodable is not None:
+                    await report_undecodable(
+                        self._on_undecodable,
+                        tp.topic,
+                        tp.partition,
+                        record.offset,
+                        record.key,
+                        record.headers,
+                        decoded.failures,
+                    )
             for event, dedup_key, raw in decoded.events:
                 original = dedup.claim(dedup_key)
                 if original is not None:

@@ -36,7 +36,9 @@ from a2a_bus.transport.base import (
     Subscription,
     TopicPattern,
     Transport,
+    UndecodableHandler,
     checked_topics,
+    report_undecodable,
 )
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import run_eagerly
@@ -61,12 +63,14 @@ class MemorySubscription(Subscription):
         topics: Sequence[str] | TopicPattern,
         handler: Handler,
         max_in_flight: int,
+        on_undecodable: UndecodableHandler | None = None,
     ) -> None:
         self._transport = transport
         self._group = group
         self._topics = topics
         self._regex = re.compile(topics.regex) if isinstance(topics, TopicPattern) else None
         self._handler = handler
+        self.on_undecodable = on_undecodable
         self._dedup = DedupWindow(transport.dedup_window)
         self.max_in_flight = max(1, max_in_flight)
         self.in_flight = 0
@@ -316,6 +320,7 @@ class MemoryTransport(Transport):
         *,
         from_beginning: bool = False,
         max_in_flight: int = 64,
+        on_undecodable: UndecodableHandler | None = None,
     ) -> Subscription:
         if not self._started:
             raise RuntimeError("transport not started")
@@ -323,7 +328,7 @@ class MemoryTransport(Transport):
         state = self._groups.get(group)
         if state is None:
             state = self._groups[group] = Group(group)
-        member = MemorySubscription(self, state, topics, handler, max_in_flight)
+        member = MemorySubscription(self, state, topics, handler, max_in_flight, on_undecodable)
         if not isinstance(topics, TopicPattern):
             for topic in topics:
                 self._topic(topic)
@@ -378,6 +383,16 @@ class MemoryTransport(Transport):
                 )
             else:
                 await self._write_dead_letter(topic, partition, record, reason, decoded.failures)
+                if member.on_undecodable is not None:
+                    await report_undecodable(
+                        member.on_undecodable,
+                        topic,
+                        partition,
+                        record.offset,
+                        record.key,
+                        record.headers,
+                        decoded.failures,
+                    )
         for item in decoded.events:
             delivery = Delivery(
                 item.event,
