@@ -68,6 +68,19 @@ class GatewayClient:
         cards: list[dict[str, Any]] = response.json()["agents"]
         return cards
 
+    async def history(
+        self, subject: str, *, limit: int, cursor: str | None = None, newest: bool = False
+    ) -> dict[str, Any]:
+        """A page of the events ``subject`` retains: ``{"events", "cursor", "undecodable"}``."""
+        params: dict[str, Any] = {"limit": limit, "newest": "true" if newest else "false"}
+        if cursor is not None:
+            params["cursor"] = cursor
+        url = f"/topics/{quote(subject, safe='')}/history"
+        response = await self._http.get(url, params=params)
+        self._check(response)
+        page: dict[str, Any] = response.json()
+        return page
+
     async def tail(self, subject: str) -> AsyncIterator[dict[str, Any]]:
         """Structured CloudEvents published on ``subject`` from now on."""
         url = f"/topics/{quote(subject, safe='')}/events"  # '#' would start a fragment

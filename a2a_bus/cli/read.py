@@ -1,0 +1,69 @@
+"""``a2a-bus read``: a page of the events a pub/sub subject retains."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from a2a_bus.cli import app
+from a2a_bus.cli.call import (
+    DEFAULT_URL,
+    KafkaOption,
+    PrefixOption,
+    TokenOption,
+    UrlOption,
+    fail,
+    run_on_kafka,
+    run_remote,
+)
+from a2a_bus.cli.tail import Printer
+from a2a_bus.protocol import to_structured
+
+
+@app.command()
+def read(
+    topic: Annotated[str, typer.Argument(help="Subject, e.g. orders.eu (no wildcards).")],
+    limit: Annotated[int, typer.Option("--limit", help="At most this many events (1-1000).")] = 100,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Go on after the page that printed it.")
+    ] = None,
+    newest: Annotated[
+        bool, typer.Option("--newest", help="The last LIMIT events instead of the oldest.")
+    ] = False,
+    url: UrlOption = DEFAULT_URL,
+    kafka: KafkaOption = None,
+    token: TokenOption = None,
+    prefix: PrefixOption = "a2a",
+    json: Annotated[
+        bool, typer.Option("--json", help='One JSON object: {"events", "cursor", "undecodable"}.')
+    ] = False,
+) -> None:
+    """Show events retained on TOPIC, oldest first, and the cursor of the next page."""
+    if kafka:
+
+        async def on_bus(bus: Any) -> dict[str, Any]:
+            page = await bus.async_client().read(topic, limit=limit, cursor=cursor, newest=newest)
+            events = [to_structured(event) for event in page.events]
+            return {"events": events, "cursor": page.cursor, "undecodable": page.undecodable}
+
+        try:
+            page = run_on_kafka(kafka, prefix, on_bus)
+        except ValueError as exc:  # limit, cursor, subject
+            raise fail(str(exc)) from None
+    else:
+        page = run_remote(
+            url, token, lambda gw: gw.history(topic, limit=limit, cursor=cursor, newest=newest)
+        )
+    if json:
+        sys.stdout.write(orjson.dumps(page).decode() + "\n")
+        return
+    printer = Printer(False)
+    for event in page["events"]:
+        printer.show(event)
+    skipped = f", {page['undecodable']} undecodable skipped" if page["undecodable"] else ""
+    printer.console.print(
+        f"[dim]{len(page['events'])} events{skipped}; next page: --cursor {page['cursor']}[/]"
+    )

@@ -1,0 +1,63 @@
+"""``a2a-bus read`` as a user runs it: through a served gateway, and straight on Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from a2a_bus import Bus
+
+from .test_serve_call import AGENTS, Lines, free_port, run
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[str]:
+    port = free_port()
+    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
+    served.wait_for("listening on")
+    yield f"http://127.0.0.1:{port}"
+    served.stop()
+
+
+def test_read_pages_through_what_publish_sent(gateway: str) -> None:
+    ids = []
+    for n in range(3):
+        done = run("publish", "audit.log", f'{{"n": {n}}}', "--url", gateway)
+        assert done.returncode == 0, done.stderr
+        ids.append(done.stdout.strip())
+    first = run("read", "audit.log", "--limit", "2", "--json", "--url", gateway)
+    assert first.returncode == 0, first.stderr
+    page = orjson.loads(first.stdout)
+    rest = run("read", "audit.log", "--cursor", page["cursor"], "--json", "--url", gateway)
+    events = page["events"] + orjson.loads(rest.stdout)["events"]
+    assert sorted(e["id"] for e in events) == sorted(ids) and len(page["events"]) == 2
+    shown = run("read", "audit.log", "--newest", "--limit", "1", "--url", gateway)
+    assert shown.returncode == 0, shown.stderr
+    assert "audit.log" in shown.stdout and "1 events; next page: --cursor " in shown.stdout
+    bad = run("read", "audit.*", "--url", gateway)
+    assert bad.returncode == 1
+    assert "HTTP 400" in bad.stderr and "wildcards" in bad.stderr
+
+
+@pytest.mark.kafka
+def test_read_straight_on_kafka(kafka_bootstrap: str) -> None:
+    prefix = f"c{uuid.uuid4().hex[:10]}"
+
+    async def publish() -> list[str]:
+        async with Bus.kafka(kafka_bootstrap, bus_options={"prefix": prefix}) as bus:
+            client = bus.async_client()
+            return [await client.publish("jobs.done", {"n": n}) for n in range(3)]
+
+    ids = asyncio.run(asyncio.wait_for(publish(), 60))
+    common = ("--kafka", kafka_bootstrap, "--prefix", prefix, "--json")
+    done = run("read", "jobs.done", "--limit", "10", *common)
+    assert done.returncode == 0, done.stderr
+    assert sorted(e["id"] for e in orjson.loads(done.stdout)["events"]) == sorted(ids)
+    bad = run("read", "jobs.done", "--cursor", "nonsense", *common)
+    assert bad.returncode == 1 and "invalid cursor" in bad.stderr
