@@ -185,9 +185,10 @@ async def test_undecodable_records_are_counted_and_skipped_without_a_dead_letter
     await publish(bus, "mixed", range(2))
     await bus.transport.publish_raw(topic, b"\x00 not json", key=b"k0")
     await publish(bus, "mixed", range(2, 4))
+    await bus.transport.publish_raw(topic, b"{}", key=b"k9")  # JSON, but no event: the last
     page = await asyncio.wait_for(client.read("mixed", limit=10), WAIT)
     assert sorted(numbers(page.events)) == [0, 1, 2, 3]
-    assert page.undecodable == 1
+    assert page.undecodable == 2
     assert bus.transport.dead_lettered == 0
     if isinstance(bus.transport, MemoryTransport):
         assert bus.transport.writes.get(bus.topics.dlq) is None
@@ -195,7 +196,7 @@ async def test_undecodable_records_are_counted_and_skipped_without_a_dead_letter
     after = await asyncio.wait_for(client.read("mixed", cursor=page.cursor), WAIT)
     assert (after.events, after.undecodable) == ([], 0)
     newest = await asyncio.wait_for(client.read("mixed", limit=10, newest=True), WAIT)
-    assert (len(newest.events), newest.undecodable) == (4, 1)
+    assert (len(newest.events), newest.undecodable) == (4, 2)
 
 
 async def test_undecodable_records_do_not_count_toward_the_limit() -> None:
