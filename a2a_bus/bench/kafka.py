@@ -34,6 +34,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from a2a_bus import loops
 from a2a_bus.agent import Agent, method
@@ -368,10 +369,11 @@ async def publish_cost(
 
 
 async def delete_run_topics(bootstrap: str, run_id: str) -> list[str]:
-    """Delete the topics whose names hold ``run_id``; their names.
+    """Delete the topics and consumer groups whose names hold ``run_id``; the
+    topics' names.
 
-    Every run makes new topics (so runs never see each other's records); left
-    behind, thousands of them slow a long-lived broker down.
+    Every run makes new topics and groups (so runs never see each other's
+    records); left behind, thousands of them slow a long-lived broker down.
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -379,9 +381,20 @@ async def delete_run_topics(bootstrap: str, run_id: str) -> list[str]:
         doomed = sorted(topic for topic in await admin.list_topics() if run_id in topic)
         if doomed:
             await admin.delete_topics(doomed)
+        groups = [group for group, *_ in await admin.list_consumer_groups() if run_id in group]
+        await delete_groups(admin, groups)
         return doomed
     finally:
         await admin.close()
+
+
+async def delete_groups(admin: AIOKafkaAdminClient, groups: list[str]) -> None:
+    """Delete empty consumer groups (aiokafka's admin client has no call for it)."""
+    by_coordinator: dict[int, list[str]] = {}
+    for group in groups:
+        by_coordinator.setdefault(await admin.find_coordinator(group), []).append(group)
+    for coordinator, names in by_coordinator.items():
+        await admin._client.send(coordinator, DeleteGroupsRequest(names))
 
 
 async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
