@@ -33,8 +33,25 @@ async def read_topic(
 ) -> ReadBatch:
     """A :meth:`Transport.read` batch of ``topic`` (arguments already checked)."""
     seconds = settings.request_timeout_ms / 1000
-    async with asyncio.timeout(seconds):
-        numbers = await _partition_numbers(admin, topic)
+    try:
+        async with asyncio.timeout(seconds):
+            return await _read_within(settings, admin, adaptor, topic, limit, position, newest)
+    except TimeoutError:
+        raise TimeoutError(
+            f"reading topic {topic!r} took longer than the request timeout ({seconds:g} s)"
+        ) from None
+
+
+async def _read_within(
+    settings: KafkaSettings,
+    admin: AIOKafkaAdminClient,
+    adaptor: Adaptor,
+    topic: str,
+    limit: int,
+    position: Position | None,
+    newest: bool,
+) -> ReadBatch:
+    numbers = await _partition_numbers(admin, topic)
     check_partitions(position or {}, len(numbers), topic)
     if not numbers:  # an unknown topic
         return ReadBatch([], {}, 0)
@@ -49,13 +66,8 @@ async def read_topic(
         **settings.client_kwargs(),
     )
     try:
-        async with asyncio.timeout(seconds):
-            await consumer.start()
-            return await _read(consumer, adaptor, topic, numbers, limit, position, newest)
-    except TimeoutError:
-        raise TimeoutError(
-            f"reading topic {topic!r} took longer than the request timeout ({seconds:g} s)"
-        ) from None
+        await consumer.start()
+        return await _read(consumer, adaptor, topic, numbers, limit, position, newest)
     finally:
         await consumer.stop()
 

@@ -7,6 +7,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -248,3 +249,17 @@ def test_the_sync_client_reads_too() -> None:
         assert len(page.events) == 2
         with pytest.raises(ValueError, match="limit"):
             client.read("sync.read", limit=0)
+
+
+@pytest.mark.kafka
+async def test_a_kafka_read_is_bounded_by_the_request_timeout(kafka_bootstrap: str) -> None:
+    from a2a_bus.transport.kafka import KafkaTransport
+
+    async with KafkaTransport(kafka_bootstrap) as transport:
+        topic = f"read-{uuid.uuid4().hex[:10]}"
+        await transport.publish(topic, new_event({"source": "s", "type": "x"}, {"n": 1}))
+        assert len((await transport.read(topic, limit=5)).events) == 1
+        # A deadline already passed when the read starts: it ends at its first wait.
+        transport.settings = replace(transport.settings, request_timeout_ms=0)
+        with pytest.raises(TimeoutError, match=f"reading topic '{topic}' took longer than"):
+            await asyncio.wait_for(transport.read(topic, limit=5), WAIT)
