@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -11,8 +13,12 @@ from typing import Any
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import ext
+from a2a_bus.routing import RoutingError, is_wildcard, subject_matches, validate_subject
 
 Patterns = tuple[str, ...] | None
+
+#: Beyond this many expansions a wildcard request is refused rather than checked.
+_MAX_EXPANSIONS = 4096
 
 
 def _patterns(value: Any, what: str) -> Patterns:
@@ -27,14 +33,53 @@ def _allowed(patterns: Patterns, name: str) -> bool:
     return patterns is None or any(fnmatchcase(name, p) for p in patterns)
 
 
+def _check_topic_patterns(patterns: Patterns) -> None:
+    for pattern in patterns or ():
+        try:
+            validate_subject(pattern, wildcards=True)
+        except RoutingError as exc:
+            raise ValueError(
+                f"topics: {exc.message} (patterns are subjects where '*' is one segment "
+                "and '#' one or more)"
+            ) from None
+
+
+def covers(pattern: str, subject: str) -> bool:
+    """True when ``pattern`` matches every subject that ``subject`` selects.
+
+    A plain subject is matched with the bus's own subject matcher. A wildcard one is
+    expanded into the subjects that decide the answer: each ``*`` becomes a segment
+    no literal of the pattern equals (any other segment can only match more), each
+    ``#`` a run of 1 to len(pattern)+1 such segments (a longer run matches exactly
+    when that one does, since the pattern can only absorb it with a ``#``).
+    """
+    if not is_wildcard(subject):
+        return subject_matches(pattern, subject)
+    literals = pattern.split(".")
+    fresh = "-" * (max(map(len, literals)) + 1)
+    runs = [".".join([fresh] * n) for n in range(1, len(literals) + 2)]
+    choices = [[fresh] if s == "*" else runs if s == "#" else [s] for s in subject.split(".")]
+    if math.prod(map(len, choices)) > _MAX_EXPANSIONS:
+        return False
+    return all(subject_matches(pattern, ".".join(parts)) for parts in itertools.product(*choices))
+
+
 @dataclass(frozen=True)
 class Access:
-    """What one token may reach. ``None`` allows all; patterns are shell globs."""
+    """What one token may reach. ``None`` allows all.
+
+    Agent and method patterns are shell globs (``billing-*``, ``orders/*``); topic
+    patterns are subjects with the bus's wildcards (``orders.*`` one segment,
+    ``orders.#`` one or more), checked at construction.
+    """
 
     name: str = "anonymous"
     agents: Patterns = None
     methods: Patterns = None
     topics: Patterns = None
+
+    def __post_init__(self) -> None:
+        _check_topic_patterns(self.topics)
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any], fallback_name: str = "token") -> Access:
@@ -56,7 +101,8 @@ class Access:
         return _allowed(self.agents, agent_id)
 
     def may_see_topic(self, subject: str) -> bool:
-        return _allowed(self.topics, subject)
+        """True when the token's topic patterns cover ``subject`` (wildcards allowed)."""
+        return self.topics is None or any(covers(p, subject) for p in self.topics)
 
     def denies(self, event: CloudEvent, agent: str | None) -> str | None:
         """Why this token may not send ``event`` (routed to ``agent``), or None."""
@@ -67,7 +113,7 @@ class Access:
         if isinstance(method, str) and not _allowed(self.methods, method):
             return f"method {method!r} is not allowed for this token"
         subject = event.get_subject()
-        if subject is not None and not _allowed(self.topics, subject):
+        if subject is not None and not self.may_see_topic(subject):
             return f"topic {subject!r} is not allowed for this token"
         # An event that no agent receives (unknown method) reaches nobody: the bus
         # answers it, so only a resolved agent is checked.
