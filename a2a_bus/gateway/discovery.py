@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from a2a_bus.gateway.context import context, require_access
 from a2a_bus.gateway.responses import JSONResponse, problem
+from a2a_bus.routing import RoutingError, validate_name
 
 
 async def list_agents(request: Request) -> Response:
@@ -20,6 +21,10 @@ async def get_agent(request: Request) -> Response:
     ctx = context(request)
     access = require_access(request)
     agent_id = request.path_params["agent_id"]
+    try:
+        validate_name(agent_id)
+    except RoutingError as exc:
+        return problem(400, exc.message)
     card = ctx.bridge.card(agent_id) if access.may_see_agent(agent_id) else None
     if card is None:
         return problem(404, f"no live agent {agent_id!r}")
