@@ -65,6 +65,9 @@ class Ownership:
         #: Topics matching a pattern subscription when it started (read from their
         #: end unless ``from_beginning``; topics created later from their beginning).
         self.existing_topics: set[str] = set()
+        #: Where a fresh group starts reading a partition of such a topic: records
+        #: below it that were fetched before the seek are not handed out.
+        self.skip_below: dict[TopicPartition, int] = {}
 
     async def learn(self, assigned: Collection[TopicPartition]) -> None:
         """Read the leases and end offsets that bound possible redeliveries, and
@@ -93,7 +96,10 @@ class Ownership:
                     and not self._from_beginning
                     and tp.topic in self.existing_topics
                 ):
-                    await self._consumer.seek_to_end(tp)
+                    # The consumer resets to "earliest" (for topics created later)
+                    # and may have fetched old records already: start at the end.
+                    self.skip_below[tp] = ends.get(tp, 0)
+                    self._consumer.seek(tp, self.skip_below[tp])
             self.previous_lease[tp] = decode_lease(metadata) or 0
         if fresh:
             await self._commit_start(fresh)
@@ -117,9 +123,13 @@ class Ownership:
             except (IllegalStateError, KafkaError, TimeoutError) as exc:
                 log.warning("group %s: no start position for %s: %s", self._group, tp, exc)
                 continue
-            # Records the dispatch loop already fetched (before this callback)
-            # start below the position and are not handed out yet.
-            starts[tp] = min(position, self.first_fetched.get(tp, position))
+            skip_below = self.skip_below.get(tp)
+            if skip_below is not None:
+                starts[tp] = skip_below
+            else:
+                # Records the dispatch loop already fetched (before this callback)
+                # start below the position and are not handed out yet.
+                starts[tp] = min(position, self.first_fetched.get(tp, position))
         if starts and await self._commits.commit_starts(starts):
             for tp, start in starts.items():
                 self.previous_lease[tp] = self.committed_at_assignment[tp] = start
@@ -132,6 +142,7 @@ class Ownership:
             self.first_fetched.pop(tp, None)
             self.committed_at_assignment.pop(tp, None)
             self.end_at_assignment.pop(tp, None)
+            self.skip_below.pop(tp, None)
 
     def lag(self, trackers: dict[TopicPartition, PartitionTracker]) -> int:
         """Records of the assigned partitions not handled yet (in flight or not

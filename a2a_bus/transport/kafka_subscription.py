@@ -326,6 +326,11 @@ class KafkaSubscription(Subscription):
         The common case is synchronous (a free slot, the partition known, the
         offset well inside the committed lease); only the rest awaits.
         """
+        if tp not in self._redelivery_bound:
+            await self._learned.wait()  # the assignment callback runs after the fetch
+        skip_below = self._ownership.skip_below.get(tp)
+        if skip_below is not None and records and records[0].offset < skip_below:
+            records = [record for record in records if record.offset >= skip_below]
         for record in records:
             if self._in_flight >= self._max_in_flight:
                 await self._wait_for_slot()
@@ -357,8 +362,6 @@ class KafkaSubscription(Subscription):
     ) -> PartitionTracker | None:
         """Before handing out ``offset``: learn the partition's previous owner and
         hold a lease covering it. None if it must not be handed out now."""
-        if tp not in self._redelivery_bound:
-            await self._learned.wait()
         if self._epoch != epoch or tp not in self._redelivery_bound:
             return None  # dropped on purpose: the partition was revoked
         tracker = self._trackers.get(tp)

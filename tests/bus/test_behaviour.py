@@ -296,6 +296,26 @@ async def test_late_subscriber_replays_history(make_bus: Callable[..., Awaitable
     assert RECORDER.get(live) == [{"n": 5}]
 
 
+async def test_late_wildcard_subscriber_starts_now_unless_it_replays(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    # On Kafka a pattern subscription resets to "earliest" (so topics created
+    # later are read whole): for topics that existed, a new group must still
+    # start at their end, even when records were fetched before the seek.
+    tag = uuid.uuid4().hex[:6]
+    bus = await make_bus()
+    client = bus.async_client()
+    for n in range(5):
+        await client.publish(f"feed{tag}.a", {"n": n}, partitionkey=str(n))
+    replayer, live = f"replay-{tag}", f"live-{tag}"
+    await bus.aspawn(subscriber(replayer, f"feed{tag}.*", replay=True))
+    await bus.aspawn(subscriber(live, f"feed{tag}.*"))
+    await client.publish(f"feed{tag}.a", {"n": 5})
+    await eventually(lambda: len(RECORDER.get(replayer)) == 6 and len(RECORDER.get(live)) >= 1)
+    assert sorted(d["n"] for d in RECORDER.get(replayer)) == list(range(6))
+    assert RECORDER.get(live) == [{"n": 5}]
+
+
 # -- streaming -------------------------------------------------------------------------
 
 
