@@ -35,8 +35,12 @@ class Bridge:
     # -- sending --------------------------------------------------------------------
 
     async def send(self, event: CloudEvent, timeout: float | None = None) -> dict[str, Any] | None:
-        """Route one converted message; a request's JSON-RPC response, else None."""
-        return await self.client.call_event(event, timeout=timeout)
+        """Route one message; a request's JSON-RPC response, else None.
+
+        A native event without ``a2amethod`` calls the method its type names
+        (PROTOCOL.md section 3); converted JSON-RPC always has it.
+        """
+        return await self.client.call_event(self.bus.adaptor.with_method(event), timeout=timeout)
 
     def stream(
         self, message: dict[str, Any], timeout: float | None = None

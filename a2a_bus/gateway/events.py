@@ -36,12 +36,15 @@ async def events(request: Request) -> Response:
         return problem(400, f"the batch has {len(decoded)} events; the limit is {limit}")
     routes = []
     for event in decoded:
+        # Without a2amethod the method comes from the type (PROTOCOL.md section 3), for
+        # routing and the methods allow-list alike; the event is published as sent.
+        routable = ctx.adaptor.with_method(event)
         try:
-            route = ctx.bridge.route(event)
+            route = ctx.bridge.route(routable)
         except RoutingError as exc:
             status = 404 if exc.code == ErrorCode.METHOD_NOT_FOUND else 400
             return problem(status, f"event {event.get_id()!r} cannot be routed: {exc.message}")
-        reason = access.denies(event, route.agent_id)
+        reason = access.denies(routable, route.agent_id)
         if reason is not None:
             DENIED.labels("forbidden").inc()
             return problem(403, f"event {event.get_id()!r}: {reason}")

@@ -289,6 +289,34 @@ class Adaptor:
             out["id"] = message["id"] if message is not None and "id" in message else event.get_id()
         return out
 
+    def method_of(self, event: CloudEvent) -> str | None:
+        """The method an event calls (PROTOCOL.md section 3): ``a2amethod``, else its
+        type without the prefix and the ``.req``/``.stream`` suffix, ``.`` -> ``/``.
+
+        None for a response and for a type outside the prefix (a native event of its
+        own type calls no method).
+        """
+        attributes = event.get_attributes()
+        method = attributes.get(ext.METHOD)
+        if isinstance(method, str):
+            return method
+        type_ = attributes.get("type", "")
+        kind = attributes.get(ext.MCPTYPE) or self._kind_from_type(type_)
+        if kind == mcptype.RESPONSE or not type_.startswith(self.prefix + "."):
+            return None
+        return self._method_from_type(type_) or None
+
+    def with_method(self, event: CloudEvent) -> CloudEvent:
+        """``event`` itself when it has ``a2amethod`` or calls no method, else a copy
+        with the method derived from its type set as ``a2amethod``."""
+        attributes = event.get_attributes()
+        if ext.METHOD in attributes:
+            return event
+        method = self.method_of(event)
+        if method is None:
+            return event
+        return adopt_event({**attributes, ext.METHOD: method}, event.get_data())
+
     def _response_to_jsonrpc(
         self, attributes: dict[str, Any], data: Any, message: dict[str, Any] | None
     ) -> dict[str, Any]:
