@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
+from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, RPC_ERRORS
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
@@ -26,6 +27,9 @@ from a2a_bus.gateway.sse import collect, sse_response, wants_sse
 from a2a_bus.protocol import Converted, ErrorCode, Failure, error_response, ext, mcptype
 
 log = logging.getLogger(__name__)
+
+#: The status recorded for a request whose client left before its answer (nginx's 499).
+CLIENT_GONE = 499
 
 
 def parse(ctx: GatewayContext, body: bytes) -> tuple[list[Converted], bool]:
@@ -47,8 +51,14 @@ def _jsonrpc(event: CloudEvent) -> dict[str, Any] | None:
     return data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
 
 
-async def answer(ctx: GatewayContext, access: Access, item: Converted) -> dict[str, Any] | None:
-    """The response to one element, or None for a notification."""
+async def answer(
+    ctx: GatewayContext, access: Access, item: Converted, watch: DisconnectWatch
+) -> dict[str, Any] | None:
+    """The response to one element, or None for a notification.
+
+    A streaming method's chunks are collected while ``watch`` looks out for the
+    client: when it leaves, the collection stops and :class:`ClientGone` is raised.
+    """
     if isinstance(item, Failure):
         return item.response()
     message = _jsonrpc(item)
@@ -66,8 +76,11 @@ async def answer(ctx: GatewayContext, access: Access, item: Converted) -> dict[s
     timeout = ctx.settings.request_timeout
     try:
         if request and ctx.bridge.streams(item, agent):
-            return await collect(ctx.bridge, message, timeout)
+            limit = ctx.settings.max_body_bytes
+            return await watch.run(collect(ctx.bridge, message, timeout, limit))
         response = await ctx.bridge.send(item, timeout)
+    except ClientGone:
+        raise
     except Exception:
         # The log has the traceback; the caller learns only that it failed.
         log.exception("JSON-RPC %s failed in the gateway", message.get("method"))
@@ -91,10 +104,16 @@ async def rpc(request: Request) -> Response:
         streamed = _stream(ctx, access, items[0])
         if streamed is not None:
             return streamed
-    if len(items) == 1:
-        answers = [await answer(ctx, access, items[0])]
-    else:
-        answers = await asyncio.gather(*(answer(ctx, access, item) for item in items))
+    watch = DisconnectWatch(request.receive)
+    try:
+        if len(items) == 1:
+            answers = [await answer(ctx, access, items[0], watch)]
+        else:
+            answers = await asyncio.gather(*(answer(ctx, access, item, watch) for item in items))
+    except ClientGone:
+        return Response(status_code=CLIENT_GONE)  # nobody reads it; the status is for metrics
+    finally:
+        watch.close()
     responses = [a for a in answers if a is not None]
     for response in responses:
         if "error" in response:

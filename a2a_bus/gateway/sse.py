@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import RPC_ERRORS
-from a2a_bus.protocol import result_response
+from a2a_bus.protocol import ErrorCode, error_response, result_response
 
 MEDIA_TYPE = "text/event-stream"
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -91,15 +91,33 @@ def sse_response(bridge: Bridge, message: dict[str, Any], timeout: float) -> SSE
     return SSEResponse(_events(bridge, message, timeout))
 
 
-async def collect(bridge: Bridge, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """A streaming method called without SSE: the result is the list of all chunks."""
+async def collect(
+    bridge: Bridge, message: dict[str, Any], timeout: float, max_bytes: int
+) -> dict[str, Any]:
+    """A streaming method called without SSE: the result is the list of all chunks.
+
+    Once the chunks pass ``max_bytes`` (as JSON) the stream is closed and the answer
+    is a ``-32005`` error that tells to ask for Server-Sent Events instead.
+    """
     items: list[Any] = []
+    size = 0
     stream = bridge.stream(message, timeout)
     try:
         async for response in stream:
             if "error" in response:
                 return response
-            items.append(response.get("result"))
+            item = response.get("result")
+            size += len(orjson.dumps(item)) + 1  # the comma of the list
+            if size > max_bytes:
+                detail = (
+                    f"the result passed the limit of {max_bytes} bytes after {len(items)} "
+                    "chunks; ask for it as a stream (Accept: text/event-stream)"
+                )
+                return error_response(
+                    ErrorCode.TOO_LARGE, "Response too large", message.get("id"), detail
+                )
+            items.append(item)
     finally:
+        # Also reached when the caller is cancelled (its client went away).
         await stream.aclose()
     return result_response(items, message.get("id"))
