@@ -21,7 +21,13 @@ from a2a_bus.affinity import ENV as PIN_ENV
 from a2a_bus.affinity import choose_cpu, pin_current_thread
 from a2a_bus.agent import Agent
 from a2a_bus.correlation import Correlator, ReplyStream
-from a2a_bus.discovery import Directory, card_event
+from a2a_bus.discovery import (
+    BUILTIN_METHODS,
+    Announcer,
+    Directory,
+    follow_registry,
+    known_agents_required,
+)
 from a2a_bus.errors import BusStopped, JsonRpcError
 from a2a_bus.host import AgentHost
 from a2a_bus.loop_thread import LoopThread, SyncBridge
@@ -37,7 +43,7 @@ from a2a_bus.protocol import (
     result_response,
     to_kafka,
 )
-from a2a_bus.routing import RouteKind, RoutingError, Topics, decide
+from a2a_bus.routing import Route, RouteKind, RoutingError, Topics, decide
 from a2a_bus.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.supervisor import RestartPolicy
 from a2a_bus.transport.base import Delivery, Subscription, Transport
@@ -46,9 +52,6 @@ from a2a_bus.transport.memory import MemoryTransport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-#: Methods the bus answers itself when a request names no agent.
-BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
 
 
 class Bus:
@@ -66,6 +69,8 @@ class Bus:
         card_ttl: float | None = None,
         restart_policy: RestartPolicy | None = None,
         pin_cpu: int | str | None = None,
+        require_known_agents: bool | None = None,
+        registry_timeout: float = 10.0,
     ) -> None:
         self.transport = transport
         self.topics = Topics(prefix)
@@ -81,6 +86,14 @@ class Bus:
         self.metrics = Metrics()
         self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
         self.directory = Directory(self.adaptor, card_ttl if card_ttl else 3 * heartbeat)
+        self.announcer = Announcer(
+            transport, self.topics.registry, self.adaptor, heartbeat, self._cards
+        )
+        #: Refuse messages to agents discovery does not know (``Directory.known``);
+        #: from ``A2A_REQUIRE_KNOWN_AGENTS`` (default true) unless given.
+        self.require_known_agents = known_agents_required(require_known_agents)
+        #: Seconds ``astart`` waits for the registry to be read to its end.
+        self.registry_timeout = registry_timeout
         self.reply_topic = self.topics.reply(self.node)
         #: Answers to this process's callers skip the reply topic (in-process transport).
         self.local_replies = isinstance(transport, MemoryTransport)
@@ -89,7 +102,6 @@ class Bus:
         self.running_streams: dict[str, Callable[[], None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._subscriptions: list[Subscription] = []
-        self._heartbeats: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: LoopThread | None = None
         self._running = False
@@ -178,25 +190,21 @@ class Bus:
             self.hosts.append(host)
         return host
 
+    def _cards(self) -> list[dict[str, Any]]:
+        return [host.card() for host in self.hosts]
+
     async def _start_host(self, host: AgentHost) -> None:
         if host not in self.hosts:
             self.hosts.append(host)
-        await host.start()
-        self.directory.add_local(host.card())
-        await self._announce(host)
-
-    async def _announce(self, host: AgentHost, *, gone: bool = False) -> None:
-        event = card_event(self.adaptor, host.card(), gone=gone)
-        await self.transport.publish(self.topics.registry, event, key=host.agent_id.encode())
-
-    async def _heartbeat(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat)
-            for host in list(self.hosts):
-                try:
-                    await self._announce(host)
-                except Exception:
-                    log.exception("heartbeat of %s failed", host.agent_id)
+        self.directory.expect_local(host.agent_id)
+        try:
+            await host.start()
+        except BaseException:
+            self.directory.remove_local(host.agent_id)
+            raise
+        card = host.card()
+        self.directory.add_local(card)
+        await self.announcer.announce(card)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -224,29 +232,27 @@ class Bus:
             await self.transport.subscribe(
                 [self.reply_topic], self.reply_topic, self._on_reply, max_in_flight=1024
             ),
-            await self.transport.subscribe(
-                [topics.registry],
+            await follow_registry(
+                self.transport,
+                topics.registry,
                 f"{topics.registry}.{self.node}",
-                self.directory.on_registry,
-                from_beginning=True,
+                self.directory,
+                self.registry_timeout,
             ),
         ]
         self._running = True
         for host in list(self.hosts):
             await self._start_host(host)
-        self._heartbeats = asyncio.create_task(self._heartbeat())
+        self.announcer.start()
 
     async def astop(self) -> None:
         """Drain in-flight work, say goodbye on the registry, and disconnect."""
         if not self._running:
             return
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeats
+        await self.announcer.stop()
         for host in self.hosts:
             with contextlib.suppress(Exception):
-                await self._announce(host, gone=True)
+                await self.announcer.announce(host.card(), gone=True)
             self.directory.remove_local(host.agent_id)
         for host in self.hosts:
             await host.stop()
@@ -347,6 +353,19 @@ class Bus:
 
     # -- the caller side (runs on the bus loop) -------------------------------------
 
+    def route(self, event: CloudEvent) -> Route:
+        """Where ``event`` goes (:func:`~a2a_bus.routing.decide`); RoutingError -32002
+        "Agent not found" (id in ``data``) for an agent discovery does not know."""
+        route = decide(event, self.topics, self.directory.method_owner)
+        agent_id = route.agent_id
+        if (
+            route.kind is RouteKind.P2P
+            and self.require_known_agents
+            and not self.directory.known(agent_id or "")
+        ):
+            raise RoutingError(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", agent_id)
+        return route
+
     async def send(
         self, event: CloudEvent, *, timeout: float | None = None, fresh: bool = False
     ) -> dict[str, Any] | None:
@@ -370,13 +389,16 @@ class Bus:
             and attributes.get("subject") is None
         ):
             params = message.get("params") if message is not None else data
-            return self._builtin(method, params, caller_id) if is_request else None
+            return self.directory.answer(method, params, caller_id) if is_request else None
         try:
-            route = decide(event, self.topics, self.directory.method_owner)
+            route = self.route(event)
         except RoutingError as exc:
             if is_request:
                 self.metrics.inc("errors")
                 return error_response(exc.code, exc.message, caller_id, exc.data)
+            if exc.code == ErrorCode.AGENT_UNAVAILABLE:
+                # Nothing is written (no topic made for a typo); the caller is told.
+                raise JsonRpcError(exc.code, exc.message, exc.data) from None
             detail = f"{exc.message}: {exc.data}" if exc.data is not None else exc.message
             await self.dead_letter(event, f"unroutable: {detail}")
             return None
@@ -403,7 +425,7 @@ class Bus:
         if not self._running:
             raise BusStopped("the bus is not running")
         try:
-            route = decide(event, self.topics, self.directory.method_owner)
+            route = self.route(event)
         except RoutingError as exc:
             stream = ReplyStream()
             stream.fail(JsonRpcError(exc.code, exc.message, exc.data))
@@ -471,23 +493,6 @@ class Bus:
             await self.transport.publish(control, event)
         except Exception as exc:  # the generator then runs to its end, unread
             log.warning("could not send stream/cancel to %s: %s", control, exc)
-
-    def _builtin(self, method: str, params: Any, id: Any) -> dict[str, Any]:
-        if method == "methods/list":
-            return result_response({"methods": self.directory.methods()}, id)
-        agent_id = None
-        if isinstance(params, dict):
-            agent_id = params.get("agentId", params.get("agent_id", params.get("id")))
-        elif isinstance(params, list) and params:
-            agent_id = params[0]
-        if not isinstance(agent_id, str):
-            return error_response(
-                ErrorCode.INVALID_PARAMS, "Invalid params", id, "agentId required"
-            )
-        card = self.directory.card(agent_id)
-        if card is None:
-            return error_response(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", id, agent_id)
-        return result_response(card, id)
 
     async def dead_letter(self, event: CloudEvent, reason: str) -> None:
         """Write an event the bus could not route to the dead-letter topic."""

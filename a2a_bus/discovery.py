@@ -2,24 +2,51 @@
 
 Every hosted agent publishes its card (keyed by agent id) when it starts and
 every ``heartbeat`` seconds, and a "gone" event when it stops. Every bus reads
-the registry from the beginning into a :class:`Directory`; a card not renewed
-within ``ttl`` seconds is expired (its process died without saying so). The
-bus answers ``methods/list`` and ``agent/card/get`` from that view.
+the registry from the beginning into a :class:`Directory`, and starts only once
+it has read up to the registry's end as of its start (:func:`follow_registry`),
+so its first request routed by method already sees every live agent. A card
+not renewed within ``ttl`` seconds is expired (its process died without saying
+so). The bus answers ``methods/list`` and ``agent/card/get`` from that view,
+and refuses messages to agents it does not know (:meth:`Directory.known`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, ext, new_event
-from a2a_bus.transport.base import Delivery
+from a2a_bus.protocol import Adaptor, ErrorCode, error_response, ext, new_event, result_response
+from a2a_bus.transport.base import Delivery, Subscription, Transport, Undecodable
+
+log = logging.getLogger(__name__)
 
 CARD_SUFFIX = ".agent.card"
 GONE_SUFFIX = ".agent.gone"
+#: Methods the bus answers itself (from its directory) when a request names no agent.
+BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
+REQUIRE_KNOWN_ENV = "A2A_REQUIRE_KNOWN_AGENTS"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def known_agents_required(value: bool | str | None) -> bool:
+    """Whether messages to unknown agents are refused: ``value``, else
+    ``A2A_REQUIRE_KNOWN_AGENTS`` (default true)."""
+    if isinstance(value, bool):
+        return value
+    text = os.environ.get(REQUIRE_KNOWN_ENV, "true") if value is None else value
+    word = text.strip().lower()
+    if word not in _TRUE | _FALSE:
+        raise ValueError(f"{REQUIRE_KNOWN_ENV} must be true or false, not {text!r}")
+    return word in _TRUE
 
 
 def card_event(adaptor: Adaptor, card: dict[str, Any], *, gone: bool = False) -> CloudEvent:
@@ -34,6 +61,49 @@ def card_event(adaptor: Adaptor, card: dict[str, Any], *, gone: bool = False) ->
     return new_event(attributes, None if gone else card)
 
 
+class Announcer:
+    """Publishes the cards of this process's agents on the registry: when one
+    starts, every ``interval`` seconds for all of them, and "gone" when one stops."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        topic: str,
+        adaptor: Adaptor,
+        interval: float,
+        cards: Callable[[], list[dict[str, Any]]],
+    ) -> None:
+        self._transport = transport
+        self._topic = topic
+        self._adaptor = adaptor
+        self.interval = interval
+        self._cards = cards
+        self._task: asyncio.Task[None] | None = None
+
+    async def announce(self, card: dict[str, Any], *, gone: bool = False) -> None:
+        event = card_event(self._adaptor, card, gone=gone)
+        await self._transport.publish(self._topic, event, key=card["id"].encode())
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            for card in self._cards():
+                try:
+                    await self.announce(card)
+                except Exception:
+                    log.exception("heartbeat of %s failed", card["id"])
+
+
 class Directory:
     """The live agent cards this process knows, local ones first."""
 
@@ -43,12 +113,28 @@ class Directory:
         self._clock = clock
         self._remote: dict[str, dict[str, Any]] = {}
         self._local: dict[str, dict[str, Any]] = {}
+        #: Agents hosted here that are starting (known before their first card).
+        self._starting: set[str] = set()
+        #: Last heartbeat seen per agent, kept when it says goodbye (see known()).
+        self._seen: dict[str, float] = {}
+        #: Next registry offset to apply per partition, and the ends awaited.
+        self._applied: dict[int, int] = {}
+        self._wanted: dict[int, int] = {}
+        self._reached: asyncio.Event | None = None
 
     def add_local(self, card: dict[str, Any]) -> None:
         self._local[card["id"]] = card
+        self._starting.discard(card["id"])
+
+    def expect_local(self, agent_id: str) -> None:
+        """``agent_id`` is starting in this process: known already."""
+        self._starting.add(agent_id)
 
     def remove_local(self, agent_id: str) -> None:
         self._local.pop(agent_id, None)
+        self._starting.discard(agent_id)
+
+    # -- the registry topic ---------------------------------------------------------
 
     async def on_registry(self, delivery: Delivery) -> None:
         """Handler of the registry topic."""
@@ -62,10 +148,49 @@ class Directory:
             card = event.get_data()
             if isinstance(card, dict) and isinstance(card.get("id"), str):
                 self._remote[card["id"]] = card
+                seen = card.get("heartbeatAt")
+                if isinstance(seen, int | float):
+                    self._seen[card["id"]] = seen
+        self._applied_up_to(delivery.partition, delivery.offset)
+
+    async def on_undecodable(self, record: Undecodable) -> None:
+        """A registry record that held no card still counts as read."""
+        self._applied_up_to(record.partition, record.offset)
+
+    def _applied_up_to(self, partition: int, offset: int) -> None:
+        if offset >= self._applied.get(partition, 0):
+            self._applied[partition] = offset + 1
+        if self._reached is not None and self._has_reached():
+            self._reached.set()
+
+    def _has_reached(self) -> bool:
+        applied = self._applied
+        return all(applied.get(p, 0) >= end for p, end in self._wanted.items())
+
+    async def reach(self, ends: Mapping[int, int]) -> None:
+        """Return once the registry was applied up to ``ends`` (next offset per
+        partition, as a read's position gives them)."""
+        self._wanted = {p: end for p, end in ends.items() if end > 0}
+        self._reached = asyncio.Event()
+        if self._has_reached():
+            return
+        await self._reached.wait()
+
+    # -- views ----------------------------------------------------------------------
 
     def _alive(self, card: dict[str, Any]) -> bool:
         seen = card.get("heartbeatAt")
         return isinstance(seen, int | float) and self._clock() - seen <= self.ttl
+
+    def known(self, agent_id: str) -> bool:
+        """True for an agent hosted here (also while it starts) and for one whose
+        card was renewed within two TTLs: a live card, or one that expired or said
+        goodbye a moment ago (a restarting agent, or one replica of several
+        stopping), so its messages wait in its topic rather than being refused."""
+        if agent_id in self._local or agent_id in self._starting:
+            return True
+        seen = self._seen.get(agent_id)
+        return seen is not None and self._clock() - seen <= 2 * self.ttl
 
     def card(self, agent_id: str) -> dict[str, Any] | None:
         """The card of a live agent, or None (unknown or expired)."""
@@ -98,3 +223,53 @@ class Directory:
             for card in self.cards()
             for entry in card.get("methods", ())
         ]
+
+    def answer(self, method: str, params: Any, id: Any) -> dict[str, Any]:
+        """The response to a request of one of the :data:`BUILTIN_METHODS`."""
+        if method == "methods/list":
+            return result_response({"methods": self.methods()}, id)
+        agent_id = None
+        if isinstance(params, dict):
+            agent_id = params.get("agentId", params.get("agent_id", params.get("id")))
+        elif isinstance(params, list) and params:
+            agent_id = params[0]
+        if not isinstance(agent_id, str):
+            return error_response(
+                ErrorCode.INVALID_PARAMS, "Invalid params", id, "agentId required"
+            )
+        card = self.card(agent_id)
+        if card is None:
+            return error_response(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", id, agent_id)
+        return result_response(card, id)
+
+
+async def follow_registry(
+    transport: Transport, topic: str, group: str, directory: Directory, timeout: float
+) -> Subscription:
+    """Subscribe ``directory`` to the registry ``topic`` from its beginning, and
+    return once it has applied the registry up to the ends it has now (or after
+    ``timeout`` seconds, with a warning), so that every agent already running
+    elsewhere is known before the first request."""
+    subscription = await transport.subscribe(
+        [topic],
+        # A group of its own at each start: read from the beginning also when
+        # ``group`` is reused (a fixed node id), since a group resumes at its commit.
+        f"{group}.{uuid.uuid4().hex[:8]}",
+        directory.on_registry,
+        from_beginning=True,
+        max_in_flight=1,  # applied in offset order: see Directory.reach
+        on_undecodable=directory.on_undecodable,
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            # The position after the newest record of each partition is its end.
+            ends = (await transport.read(topic, limit=1, newest=True)).position
+            await directory.reach(ends)
+    except Exception as exc:  # a timeout, or the broker failing the read
+        log.warning(
+            "agent registry %r: %s; starting anyway (agents not seen yet are unknown "
+            "until their next heartbeat)",
+            topic,
+            str(exc) or f"not read to its end within {timeout:g}s",
+        )
+    return subscription

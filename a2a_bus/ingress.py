@@ -13,8 +13,10 @@ the allowed ``reply-to`` topics further; others are answered on the default topi
 Bad input gets both an answer and a dead letter: the transport dead-letters a record
 it cannot decode (reason and JSON-RPC errors in ``a2a-dlq-*`` headers) and hands
 its errors to the ingress (``on_undecodable``), which answers with them before the
-record is committed. A request the bus cannot route (unknown method or agent) is
-answered with the error and dead-lettered here.
+record is committed. A request the bus cannot route (unknown method, or an agent
+discovery does not know: -32002 "Agent not found") is answered with the error and
+dead-lettered here; a notification to an unknown agent, which has nobody to tell,
+is dead-lettered with the reason (nothing is written to the agent's topic).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import INGRESS_RECORDS
 from a2a_bus.protocol import ErrorCode, error_response, ext, mcptype, to_kafka
@@ -148,6 +152,10 @@ class Ingress:
         id = data.get("id") if isinstance(data, dict) and delivery.raw else event.get_id()
         try:
             response = await self._bridge.send(event, self.timeout)
+        except JsonRpcError as exc:  # refused before it was sent: nobody else to tell
+            INGRESS_RECORDS.labels("unroutable").inc()
+            await self._dead_letter(delivery, f"unroutable: {exc.message}: {exc.data}")
+            return
         except Exception:
             log.exception("ingress request %s failed", event.get_id())
             response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
@@ -156,11 +164,21 @@ class Ingress:
             return
         await self._reply(self._reply_topic(delivery.headers), response)
         error = response.get("error")
-        if isinstance(error, dict) and error.get("code") in _UNROUTABLE:
+        if isinstance(error, dict) and self._unroutable(event, error):
             INGRESS_RECORDS.labels("unroutable").inc()
-            await self._dead_letter(delivery, f"unroutable: {error.get('message')}")
+            detail = f": {error['data']}" if error.get("data") is not None else ""
+            await self._dead_letter(delivery, f"unroutable: {error.get('message')}{detail}")
         else:
             INGRESS_RECORDS.labels("answered").inc()
+
+    @staticmethod
+    def _unroutable(event: CloudEvent, error: dict[str, Any]) -> bool:
+        # -32002 also answers agent/card/get for an unknown agent, and pending requests
+        # at shutdown: only the refusal names the request's own target.
+        if error.get("code") == ErrorCode.AGENT_UNAVAILABLE:
+            target = event.get_extension(ext.TARGET_AGENT)
+            return target is not None and error.get("data") == target
+        return error.get("code") in _UNROUTABLE
 
     async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
         record = to_kafka(delivery.event, "structured")
