@@ -3,7 +3,7 @@
 .. code-block:: yaml
 
     name: support
-    model: gpt-4o-mini
+    model: gpt-4o-mini                # optional: the LLM client's default model
     system_prompt: You are a helpful support agent.
     max_turns: 8
     memory: sliding_window(20)
@@ -204,11 +204,11 @@ def _build(doc: _Document, base: Path) -> AgentBuilder:
         raise doc.error(
             (unknown[0],), f"unknown keyword; expected one of {', '.join(sorted(TOP_KEYS))}"
         )
-    if "model" not in data:
-        raise doc.error((), "missing required keyword 'model'")
     name = data.get("name", Path(doc.file).name.split(".")[0])
     builder = AgentBuilder(_expect(doc, ("name",), name, str, "a string"))
-    builder.model(_expect(doc, ("model",), data["model"], str, "a model id string"))
+    # Optional: without it the LLM client's own model is used.
+    if data.get("model") is not None:
+        builder.model(_expect(doc, ("model",), data["model"], str, "a model id string"))
     if "system_prompt" in data and "system_prompt_file" in data:
         raise doc.error(
             ("system_prompt_file",), "give system_prompt or system_prompt_file, not both"
@@ -358,7 +358,14 @@ def _tool(doc: _Document, base: Path, name: str, block: Any) -> AgentTool:
         if inputs is None:
             return FunctionTool(func, name=name, description=description, blocking=blocking)
         _expect(doc, (*path, "input"), inputs, Mapping, "a mapping of parameter -> source")
-        return mapped_tool(func, inputs, name=name, description=description, blocking=blocking)
+        return mapped_tool(
+            func,
+            inputs,
+            name=name,
+            description=description,
+            blocking=blocking,
+            label=callable_label(reference),
+        )
     except BindingError as exc:
         key = (
             (*path, "input", exc.key)
@@ -371,6 +378,15 @@ def _tool(doc: _Document, base: Path, name: str, block: Any) -> AgentTool:
 
 
 # -- callables ---------------------------------------------------------------
+
+
+def callable_label(reference: str) -> str:
+    """How messages name a callable: ``support_tools:search`` and ``./support_tools.py:search``
+    are both ``support_tools.search`` (not the internal name a loaded file gets)."""
+    target, _, attribute = reference.rpartition(":")
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        target = Path(target).stem
+    return f"{target}.{attribute}"
 
 
 def resolve_callable(reference: str, base: Path) -> Callable[..., Any]:

@@ -77,11 +77,14 @@ def mapped_tool(
     name: str,
     description: str | None = None,
     blocking: bool = True,
+    label: str | None = None,
 ) -> FunctionTool:
     """A tool whose parameters are filled by ``inputs`` (see the module doc).
 
-    Raises :class:`BindingError` when the mapping does not fit the function.
+    Raises :class:`BindingError` when the mapping does not fit the function, naming
+    it ``label`` (default: its module and qualified name).
     """
+    label = label or _qualname(func)
     signature = inspect.signature(func)
     try:
         hints = typing.get_type_hints(func, include_extras=True)
@@ -94,7 +97,7 @@ def mapped_tool(
     properties: dict[str, Any] = {}
     for param_name, raw in inputs.items():
         if param_name not in params and not takes_kwargs:
-            raise BindingError(param_name, f"{_qualname(func)} has no parameter {param_name!r}")
+            raise BindingError(param_name, f"{label} has no parameter {param_name!r}")
         try:
             binding = parse_binding(raw)
         except ValueError as exc:
@@ -122,8 +125,7 @@ def mapped_tool(
         ):
             raise BindingError(
                 param.name,
-                f"required parameter {param.name!r} of "
-                f"{_qualname(func)} is not in the input mapping",
+                f"required parameter {param.name!r} of {label} is not in the input mapping",
             )
     parameters: dict[str, Any] = {
         "type": "object",

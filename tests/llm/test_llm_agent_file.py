@@ -154,7 +154,6 @@ def test_example_support_agent_loads(llm_client: OpenAIClient) -> None:
         ("model: m\nmax_turns: 0\n", 2, "max_turns", "must be >= 1"),
         ("model: m\nmax_turns: many\n", 2, "max_turns", "expected an integer"),
         ("model: m\nmemroy: full()\n", 2, "memroy", "unknown keyword"),
-        ("name: x\n", 1, "", "missing required keyword 'model'"),
         ("model: m\nmemory: sliding_window(0)\n", 2, "memory", ">= 1"),
         ("model: m\nmemory: lru(3)\n", 2, "memory", "unknown memory strategy"),
         ("model: m\nexit_condition: finish_reason ==\n", 2, "exit_condition", "invalid"),
