@@ -9,9 +9,10 @@ loop's, which is most of a round trip between the loop and an actor thread.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
+
+from a2a_bus.env import choice, environ
 
 T = TypeVar("T")
 
@@ -19,17 +20,20 @@ ENV = "A2A_EVENT_LOOP"
 CHOICES = ("auto", "uvloop", "asyncio")
 
 
+def loop_choice(env: Mapping[str, str] | None = None) -> str:
+    """``A2A_EVENT_LOOP``: one of :data:`CHOICES` (an :class:`~a2a_bus.env.EnvError` else)."""
+    return choice(environ(env), ENV, CHOICES, "auto")
+
+
 def loop_kind() -> str:
     """``uvloop`` or ``asyncio``: what :func:`new_event_loop` builds here."""
-    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if choice not in CHOICES:
-        raise ValueError(f"{ENV}={choice!r}: expected one of {', '.join(CHOICES)}")
-    if choice == "asyncio":
+    chosen = loop_choice()
+    if chosen == "asyncio":
         return "asyncio"
     try:
         import uvloop  # noqa: F401
     except ImportError:
-        if choice == "uvloop":
+        if chosen == "uvloop":
             raise RuntimeError(f"{ENV}=uvloop but uvloop is not installed") from None
         return "asyncio"
     return "uvloop"
@@ -46,5 +50,10 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on a loop from :func:`new_event_loop`."""
+    try:
+        loop_choice()
+    except ValueError:
+        main.close()  # not run: no "never awaited" warning on top of the error
+        raise
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(main)

@@ -9,6 +9,7 @@ app = typer.Typer(
     help="Actor-based multi-agent collaboration bus: JSON-RPC 2.0 and CloudEvents.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: flags without a "<bool>" value column
 )
 
 
@@ -24,5 +25,11 @@ def _register() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from a2a_bus.env import EnvError
+
     _register()
-    app()
+    try:
+        app()
+    except EnvError as exc:  # e.g. A2A_EVENT_LOOP, read when a command makes its loop
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None

@@ -6,16 +6,16 @@ import asyncio
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from a2a_bus.cli import app
-from a2a_bus.cli.call import (
+from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,
     PrefixOption,
     TokenOption,
     UrlOption,
+    console,
     print_json,
     run_on_kafka,
     run_remote,
@@ -51,9 +51,11 @@ def agents(
     url: UrlOption = DEFAULT_URL,
     kafka: KafkaOption = None,
     token: TokenOption = None,
-    prefix: PrefixOption = "a2a",
+    prefix: PrefixOption = None,
     json: Annotated[bool, typer.Option("--json", help="Print the cards as JSON.")] = False,
-    wait: Annotated[float, typer.Option(help="With --kafka: seconds to read the registry.")] = 2.0,
+    wait: Annotated[
+        float, typer.Option(min=0.0, help="With --kafka: seconds to read the registry.")
+    ] = 2.0,
 ) -> None:
     """List the agents on the bus and their methods."""
     if kafka:
@@ -69,4 +71,4 @@ def agents(
     if json:
         print_json(cards)
     else:
-        Console().print(table(cards))
+        console().print(table(cards))

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from a2a_bus.cli import app
+from a2a_bus.cli.common import kafka_failure, kafka_logs_held
 
 
 @app.command()
@@ -18,4 +19,9 @@ def demo(
     """Run agents on a bus: discovery, P2P, fan-out, streaming, request/response, an LLM agent."""
     from a2a_bus.demo import run
 
-    raise typer.Exit(run(kafka))
+    with kafka_logs_held() as held:
+        try:
+            code = run(kafka)
+        except Exception as exc:
+            raise kafka_failure(exc, kafka, held.last) from None
+    raise typer.Exit(code)

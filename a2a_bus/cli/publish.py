@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from a2a_bus.cli import app
-from a2a_bus.cli.call import (
+from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,
     PrefixOption,
@@ -18,28 +18,36 @@ from a2a_bus.cli.call import (
     run_remote,
 )
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX
+from a2a_bus.routing import RoutingError, validate_subject
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
 
 
 @app.command()
 def publish(
-    topic: Annotated[str, typer.Argument(help="Subject, e.g. orders.eu.")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", help="Subject, e.g. orders.eu.")],
     data: Annotated[str, typer.Argument(metavar="DATA_JSON", help="The event data (JSON).")],
     type: Annotated[
-        str | None, typer.Option("--type", help="Event type (default <prefix>.<topic>).")
+        str | None,
+        typer.Option("--type", help=f"Event type (default: {DEFAULT_TYPE_PREFIX}.TOPIC)."),
     ] = None,
     url: UrlOption = DEFAULT_URL,
     kafka: KafkaOption = None,
     token: TokenOption = None,
-    prefix: PrefixOption = "a2a",
+    prefix: PrefixOption = None,
 ) -> None:
     """Publish DATA_JSON on TOPIC (every subscriber gets it); prints the event id."""
+    try:
+        validate_subject(topic)
+    except RoutingError as exc:
+        raise typer.BadParameter(str(exc), param_hint="TOPIC") from None
     value = parse_json(data, "DATA_JSON")
     event_type = type or f"{DEFAULT_TYPE_PREFIX}.{topic}"
     if kafka:
 
-        async def on_bus(bus: Any) -> str:
-            client = bus.async_client()
-            event_id: str = await client.publish(topic, value, type=event_type)
+        async def on_bus(bus: Bus) -> str:
+            event_id: str = await bus.async_client().publish(topic, value, type=event_type)
             return event_id
 
         event_id = run_on_kafka(kafka, prefix, on_bus)

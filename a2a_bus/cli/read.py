@@ -3,29 +3,35 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 
 from a2a_bus.cli import app
-from a2a_bus.cli.call import (
+from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,
     PrefixOption,
     TokenOption,
     UrlOption,
     fail,
+    plural,
     run_on_kafka,
     run_remote,
 )
 from a2a_bus.cli.tail import Printer
 from a2a_bus.protocol import to_structured
 
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
+
 
 @app.command()
 def read(
-    topic: Annotated[str, typer.Argument(help="Subject, e.g. orders.eu (no wildcards).")],
+    topic: Annotated[
+        str, typer.Argument(metavar="TOPIC", help="Subject, e.g. orders.eu (no wildcards).")
+    ],
     limit: Annotated[int, typer.Option("--limit", help="At most this many events (1-1000).")] = 100,
     cursor: Annotated[
         str | None, typer.Option("--cursor", help="Go on after the page that printed it.")
@@ -36,7 +42,7 @@ def read(
     url: UrlOption = DEFAULT_URL,
     kafka: KafkaOption = None,
     token: TokenOption = None,
-    prefix: PrefixOption = "a2a",
+    prefix: PrefixOption = None,
     json: Annotated[
         bool, typer.Option("--json", help='One JSON object: {"events", "cursor", "undecodable"}.')
     ] = False,
@@ -44,7 +50,7 @@ def read(
     """Show events retained on TOPIC, oldest first, and the cursor of the next page."""
     if kafka:
 
-        async def on_bus(bus: Any) -> dict[str, Any]:
+        async def on_bus(bus: Bus) -> dict[str, Any]:
             page = await bus.async_client().read(topic, limit=limit, cursor=cursor, newest=newest)
             events = [to_structured(event) for event in page.events]
             return {"events": events, "cursor": page.cursor, "undecodable": page.undecodable}
@@ -64,6 +70,5 @@ def read(
     for event in page["events"]:
         printer.show(event)
     skipped = f", {page['undecodable']} undecodable skipped" if page["undecodable"] else ""
-    printer.console.print(
-        f"[dim]{len(page['events'])} events{skipped}; next page: --cursor {page['cursor']}[/]"
-    )
+    count = plural(len(page["events"]), "event")
+    printer.console.print(f"[dim]{count}{skipped}; next page: --cursor {page['cursor']}[/]")

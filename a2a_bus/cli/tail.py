@@ -5,26 +5,33 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from a2a_bus import loops
 from a2a_bus.cli import app
-from a2a_bus.cli.call import (
+from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,
     PrefixOption,
     TokenOption,
     UrlOption,
+    build_bus,
+    bus_failure,
+    console,
     gateway_failure,
+    started,
 )
 from a2a_bus.gateway.remote import GatewayClient
 from a2a_bus.protocol import to_structured
+from a2a_bus.routing import RoutingError, validate_subject
 from a2a_bus.transport.base import Delivery
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
 
 
 class Printer:
@@ -32,7 +39,7 @@ class Printer:
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.console = Console(highlight=False)
+        self.console = console()
 
     def show(self, event: dict[str, Any]) -> None:
         if self.as_json:
@@ -40,13 +47,15 @@ class Printer:
             sys.stdout.flush()
             return
         data = event.get("data", event.get("data_base64"))
-        self.console.print(
-            f"[dim]{escape(str(event.get('time', '')))}[/] "
-            f"[bold cyan]{escape(str(event.get('subject', '')))}[/] "
-            f"[magenta]{escape(str(event.get('type', '')))}[/] "
+        parts = [
+            f"[dim]{escape(str(event['time']))}[/]" if event.get("time") else "",
+            f"[bold cyan]{escape(str(event.get('subject', '')))}[/]",
+            f"[magenta]{escape(str(event.get('type', '')))}[/]",
             f"[dim]id={escape(str(event.get('id', '')))} "
-            f"source={escape(str(event.get('source', '')))}[/]"
-            f"\n  {escape(orjson.dumps(data).decode())}"
+            f"source={escape(str(event.get('source', '')))}[/]",
+        ]
+        self.console.print(
+            " ".join(part for part in parts if part) + f"\n  {escape(orjson.dumps(data).decode())}"
         )
 
 
@@ -73,8 +82,7 @@ async def _from_gateway(url: str, token: str | None, subjects: list[str]) -> Asy
                 task.cancel()
 
 
-async def _from_kafka(bootstrap: str, prefix: str, subjects: list[str]) -> AsyncIterator[Any]:
-    from a2a_bus.bus import Bus
+async def _from_kafka(bus: Bus, subjects: list[str]) -> AsyncIterator[Any]:
     from a2a_bus.gateway.bridge import Bridge
 
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -82,7 +90,7 @@ async def _from_kafka(bootstrap: str, prefix: str, subjects: list[str]) -> Async
     async def on_event(delivery: Delivery) -> None:
         await queue.put(to_structured(delivery.event))
 
-    async with Bus.kafka(bootstrap, bus_options={"prefix": prefix}) as bus:
+    async with started(bus):
         bridge = Bridge(bus)
         subscriptions = [await bridge.watch(subject, on_event) for subject in subjects]
         try:
@@ -95,21 +103,27 @@ async def _from_kafka(bootstrap: str, prefix: str, subjects: list[str]) -> Async
 
 @app.command()
 def tail(
-    topics: Annotated[list[str], typer.Argument(metavar="TOPIC...", help="Subjects (* and #).")],
+    topics: Annotated[list[str], typer.Argument(metavar="TOPIC", help="Subjects (* and #).")],
     url: UrlOption = DEFAULT_URL,
     kafka: KafkaOption = None,
     token: TokenOption = None,
-    prefix: PrefixOption = "a2a",
+    prefix: PrefixOption = None,
     json: Annotated[bool, typer.Option("--json", help="One JSON CloudEvent per line.")] = False,
 ) -> None:
     """Show events published on TOPIC... from now on, until Ctrl-C."""
+    for topic in topics:
+        try:
+            validate_subject(topic, wildcards=True)
+        except RoutingError as exc:
+            raise typer.BadParameter(str(exc), param_hint="TOPIC") from None
+    bus = build_bus(kafka, prefix) if kafka else None
     printer = Printer(json)
     if not json:
         where = f"Kafka at {kafka}" if kafka else url
         printer.console.print(f"[dim]tailing {', '.join(topics)} on {where} (Ctrl-C stops)[/]")
 
     async def go() -> None:
-        events = _from_kafka(kafka, prefix, topics) if kafka else _from_gateway(url, token, topics)
+        events = _from_kafka(bus, topics) if bus else _from_gateway(url, token, topics)
         async for event in events:
             printer.show(event)
 
@@ -118,4 +132,4 @@ def tail(
     except KeyboardInterrupt:
         return
     except Exception as exc:
-        raise gateway_failure(exc, url) from None
+        raise (bus_failure(exc, bus) if bus else gateway_failure(exc, url)) from None

@@ -13,7 +13,24 @@ from a2a_bus.protocol import new_id
 
 
 class GatewayError(Exception):
-    """The gateway answered with an HTTP error."""
+    """The gateway answered with an HTTP error; the message is the gateway's reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def error_reason(status: int, body: Any) -> str:
+    """The reason in an error body: ``{"error": "..."}``, a JSON-RPC error object
+    (message and data), else the body itself."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, str) and error:
+        return error
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        data = error.get("data")
+        return f"{error['message']}: {data}" if isinstance(data, str) and data else error["message"]
+    text = body if isinstance(body, str) else orjson.dumps(body).decode()
+    return f"HTTP {status}: {text}" if text.strip() else f"HTTP {status}"
 
 
 class GatewayClient:
@@ -35,7 +52,7 @@ class GatewayClient:
                 body = response.json()
             except ValueError:
                 body = response.text
-            raise GatewayError(f"HTTP {response.status_code}: {orjson.dumps(body).decode()}")
+            raise GatewayError(response.status_code, error_reason(response.status_code, body))
 
     async def rpc(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """POST one JSON-RPC message; the response, or None for a notification."""

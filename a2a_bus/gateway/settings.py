@@ -75,12 +75,30 @@ def load_tokens(path: Path) -> dict[str, Access]:
     """Tokens from a YAML or JSON file: ``{token: {name, agents, methods, topics}}``.
 
     A missing list allows everything of that kind; an empty list allows nothing.
+    Any mistake in the file raises ValueError naming the file (and the token).
     """
     text = path.read_bytes()
-    data = orjson.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    try:
+        data = orjson.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise ValueError(f"{path}: not valid {kind}: {_syntax_error(exc)}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of token -> allow-lists")
-    return {
-        str(token): Access.from_dict(entry or {}, f"token-{index}")
-        for index, (token, entry) in enumerate(data.items(), 1)
-    }
+    tokens: dict[str, Access] = {}
+    for index, (token, entry) in enumerate(data.items(), 1):
+        if entry is not None and not isinstance(entry, dict):
+            raise ValueError(f"{path}: token #{index}: expected a mapping of allow-lists")
+        try:
+            tokens[str(token)] = Access.from_dict(entry or {}, f"token-{index}")
+        except ValueError as exc:
+            raise ValueError(f"{path}: token #{index}: {exc}") from None
+    return tokens
+
+
+def _syntax_error(exc: Exception) -> str:
+    """A parser's complaint in one line (YAML's spans several, with a code excerpt)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
