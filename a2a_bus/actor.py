@@ -52,6 +52,9 @@ class Job:
     #: False means the stream was cancelled and the generator is closed.
     emit: Callable[[int, Any], bool] | None = None
     attempts: int = 0
+    #: Called on the loop after a crash: why the job cannot be tried again (its
+    #: input was used up), or None. None here: it can always be retried.
+    unretryable: Callable[[], str | None] | None = field(default=None, repr=False)
     future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
     #: Called on the loop with the final outcome, before ``future`` is resolved;
     #: True when it answered the caller itself (a caller in this process).

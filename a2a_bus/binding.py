@@ -6,12 +6,19 @@ dropped first. A mismatch — missing, extra, or a value of the wrong simple
 type — raises -32602. Handlers whose parameters are all plain
 (positional-or-keyword, no stream) bind without ``inspect.Signature.bind``,
 which is most of the cost of a small request.
+
+A stream parameter (``Iterator[T]``) is bound to its source: the items sent as
+one array, or the caller's open stream. :meth:`Binder.call` hands the handler
+a fresh iterator over that source on each call, so a retry after a crash
+starts from the same input as the first attempt.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
+from operator import methodcaller
 from typing import Any, NamedTuple
 
 from a2a_bus.errors import JsonRpcError
@@ -62,8 +69,12 @@ class Binder:
         # Plain parameters with defaults can only follow those without.
         self._required = sum(1 for p in parameters if p.default is p.empty)
 
-    def bind(self, params: Any, stream: Iterator[Any] | None = None) -> Bound:
-        """Bind JSON-RPC ``params`` (``stream``: the caller's stream, if one is open)."""
+    def bind(self, params: Any, stream: Iterable[Any] | None = None) -> Bound:
+        """Bind JSON-RPC ``params`` (``stream``: the caller's stream, if one is open).
+
+        The stream parameter is bound to its source (``stream``, or the array
+        sent in its place), not to an iterator: see :meth:`call`.
+        """
         if self._plain:
             if type(params) is list:
                 return self._positional(params)
@@ -80,17 +91,28 @@ class Binder:
             named, positional = {}, []
         else:
             raise invalid("params must be an array or object")
-        if self.stream_param is not None:
-            given = named.get(self.stream_param)
-            if stream is not None:
-                named[self.stream_param] = stream
-            elif isinstance(given, list):  # a whole stream sent as one array
-                named[self.stream_param] = iter(given)
+        if stream is not None and self.stream_param is not None:
+            named[self.stream_param] = stream
         try:
             bound = self.signature.bind(*positional, **named)
         except TypeError as exc:
             raise invalid(str(exc)) from None
+        if stream is None and self.stream_param in bound.arguments:
+            given = bound.arguments[self.stream_param]
+            if type(given) is not list:  # a whole stream sent at once is an array
+                kind = type(given).__name__
+                raise invalid(f"{self.stream_param}: expected an array of items, got {kind}")
         return self._check(Bound(bound.args, bound.kwargs, dict(bound.arguments)))
+
+    def call(self, attribute: str, bound: Bound) -> Callable[[Any], Any]:
+        """``agent.<attribute>(...)`` with ``bound``; the stream parameter gets a new
+        iterator over its source each time."""
+        name = self.stream_param
+        source = bound.arguments.get(name) if name is not None else None
+        if name is None or source is None:
+            return methodcaller(attribute, *bound.args, **bound.kwargs)
+        position = next((i for i, value in enumerate(bound.args) if value is source), None)
+        return functools.partial(_call_with_stream, attribute, bound, name, position, source)
 
     def _positional(self, params: list[Any]) -> Bound:
         count = len(params)
@@ -140,3 +162,19 @@ class Binder:
                     expected = schema_for(self.hints[name])
                     raise invalid(f"{label}: expected {expected}, got {type(item).__name__}")
         return bound
+
+
+def _call_with_stream(
+    attribute: str,
+    bound: Bound,
+    name: str,
+    position: int | None,
+    source: Iterable[Any],
+    agent: Any,
+) -> Any:
+    args, kwargs = bound.args, bound.kwargs
+    if position is None:
+        kwargs = {**kwargs, name: iter(source)}
+    else:
+        args = (*args[:position], iter(source), *args[position + 1 :])
+    return getattr(agent, attribute)(*args, **kwargs)

@@ -158,12 +158,13 @@ class AgentHost:
             await self._answer(delivery, message, Outcome(error=exc))
             return
         # methodcaller: the call runs in C in the actor thread (no Python frame).
-        job = Job(
-            methodcaller(spec.attribute, *bound.args, **bound.kwargs),
-            method,
-            event,
-            delivery.redelivered,
+        # A stream sent as one array gets a fresh iterator per attempt (Binder.call).
+        call = (
+            methodcaller(spec.attribute, *bound.args, **bound.kwargs)
+            if spec.stream_param is None
+            else spec.binder.call(spec.attribute, bound)
         )
+        job = Job(call, method, event, delivery.redelivered)
         if "id" in message:
             if spec.streams_out:
                 await self._stream_out(replica, delivery, message, job)
@@ -325,19 +326,24 @@ class AgentHost:
             stream = InboundStream(asyncio.get_running_loop())
             others = {k: v for k, v in params.items() if k not in (CHUNK_PARAM, END_PARAM)}
             try:
-                bound = spec.bind(others, stream=iter(stream))
+                bound = spec.binder.bind(others, stream=stream)
             except JsonRpcError as exc:
                 done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
                 done.set_result(Outcome(error=exc))
                 entry = self._inbound[session] = (stream, done)
             else:
+                # Chunks are not kept once read (the stream is bounded), so a crash
+                # after the handler read any is final rather than retried.
                 job = Job(
-                    methodcaller(spec.attribute, *bound.args, **bound.kwargs),
+                    spec.binder.call(spec.attribute, bound),
                     label=f"{spec.name} stream {session}",
                     event=event,
                     redelivered=delivery.redelivered,
+                    unretryable=stream.unreplayable,
                 )
                 task = asyncio.ensure_future(replica.submit(job))
+                # A handler that finished (or died) takes no more chunks: nothing waits for room.
+                task.add_done_callback(lambda _: stream.abandon())
                 entry = self._inbound[session] = (stream, task)
         stream, running = entry
         seq = event.get_extension(ext.SEQ)

@@ -130,7 +130,9 @@ class InboundStream:
     """A caller -> agent stream: the loop puts items, the actor thread iterates.
 
     Bounded: ``put`` waits (on the loop) while ``limit`` items are unread; the
-    reader gives up after ``idle_timeout`` seconds without a chunk.
+    reader gives up after ``idle_timeout`` seconds without a chunk. Each
+    ``iter()`` reads on from where the last reader stopped: items read are not
+    kept, so a handler that crashed after reading cannot be given them again.
     """
 
     def __init__(
@@ -145,6 +147,22 @@ class InboundStream:
         self._space = asyncio.Event()
         self._space.set()
         self._error: JsonRpcError | None = None
+        #: True once a reader took an item (or the end) out of the stream.
+        self.consumed = False
+        self._abandoned = False
+
+    def unreplayable(self) -> str | None:
+        """Why a new reader would not see the stream from its start, or None."""
+        if self.consumed:
+            return "its input stream was partly read, and read chunks are not kept for a replay"
+        return None
+
+    def abandon(self) -> None:
+        """No reader will come (the handler finished): drop what is held and what comes."""
+        self._abandoned = True
+        with self._ready:
+            self._items.clear()
+        self._space.set()  # wakes a put waiting for room
 
     async def put(self, seq: Any, item: Any) -> None:
         try:
@@ -152,8 +170,10 @@ class InboundStream:
         except JsonRpcError as exc:
             self.fail(exc)
             return
-        if ready:
+        if ready and not self._abandoned:
             await self._space.wait()
+            if self._abandoned:
+                return
             with self._ready:
                 self._items.extend(ready)
                 if len(self._items) >= self._limit:
@@ -184,6 +204,7 @@ class InboundStream:
                         detail = f"no chunk for {self.idle_timeout}s"
                         raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", detail)
                 item = self._items.popleft()
+                self.consumed = True
                 if len(self._items) < self._limit // 2:
                     self._loop.call_soon_threadsafe(self._space.set)
             if item is _END:

@@ -7,6 +7,7 @@ it handed over until the job's outcome arrives; after a crash it starts a new
 actor (a fresh agent instance) after a backoff, hands it the jobs the old one
 never finished, and retries the job that crashed it at most ``max_retries``
 times before declaring it dead (the host writes it to the dead-letter topic).
+A job whose input cannot be given again (``Job.unretryable``) is dead at once.
 """
 
 from __future__ import annotations
@@ -164,8 +165,11 @@ class Replica:
             job.attempts,
             outcome.crash,
         )
-        if job.attempts > self._policy.max_retries:
+        why_not = job.unretryable() if job.unretryable is not None else None
+        if job.attempts > self._policy.max_retries or why_not is not None:
             outcome.attempts = job.attempts
+            if why_not is not None:
+                outcome.crash = f"{outcome.crash}; not retried: {why_not}"
             self._resolve(job, outcome)
         else:
             self._metrics.inc("redeliveries")
