@@ -74,6 +74,7 @@ class Bus:
     ) -> None:
         self.transport = transport
         self.topics = Topics(prefix)
+        transport.declare_compacted(self.topics.registry)  # one card per agent id
         self.node = node or uuid.uuid4().hex[:12]
         self.adaptor = adaptor or Adaptor()
         self.source = f"a2a-bus/{self.node}"
@@ -117,7 +118,6 @@ class Bus:
         transport = MemoryTransport(
             partitions=partitions,
             retention=retention,
-            compacted=[topics.registry],
             dlq_topic=topics.dlq,
         )
         return cls(transport, **options)

@@ -211,6 +211,11 @@ class Transport(abc.ABC):
     def ready(self) -> bool:
         """True once started and connected."""
 
+    @abc.abstractmethod
+    def declare_compacted(self, topic: str) -> None:
+        """Keep only the latest record per key of ``topic`` (Kafka: created with
+        ``cleanup.policy=compact``). Declare it before the topic is first used."""
+
     @property
     def dead_lettered(self) -> int:
         """Records this transport wrote to the dead-letter topic."""

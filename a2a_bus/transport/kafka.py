@@ -100,6 +100,7 @@ class KafkaTransport(Transport):
         self._batches: Batches | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._known_topics: set[str] = set()
+        self._compacted: set[str] = set()
         self._creating: dict[str, asyncio.Future[None]] = {}
         self._subscriptions: set[KafkaSubscription] = set()
         self._ready = False
@@ -203,11 +204,24 @@ class KafkaTransport(Transport):
         for pending in waiting:
             await asyncio.shield(pending)
 
+    def declare_compacted(self, topic: str) -> None:
+        # A topic that exists already keeps its configuration: the cluster's owner decides.
+        self._compacted.add(topic)
+
     async def _create(self, topics: list[str]) -> None:
         admin = self._require(self._admin)
         s = self.settings
+        compact = {"cleanup.policy": "compact"}
         response = await admin.create_topics(
-            [NewTopic(t, s.partitions, s.replication_factor) for t in topics]
+            [
+                NewTopic(
+                    t,
+                    s.partitions,
+                    s.replication_factor,
+                    topic_configs=compact if t in self._compacted else None,
+                )
+                for t in topics
+            ]
         )
         for entry in response.topic_errors:
             topic, code = entry[0], entry[1]

@@ -307,6 +307,11 @@ class MemoryTransport(Transport):
                     self._rebalance(group)
         return partitions
 
+    def declare_compacted(self, topic: str) -> None:
+        if topic in self._topics and topic not in self.compacted:
+            raise RuntimeError(f"topic {topic!r} is in use: declare it compacted before")
+        self.compacted.add(topic)
+
     def _partition(self, tp: TP) -> Partition:
         return self._topics[tp[0]][tp[1]]
 

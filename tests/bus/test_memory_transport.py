@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from a2a_bus.protocol import CloudEvent, new_event
 from a2a_bus.transport.base import Delivery, Transport
 from a2a_bus.transport.memory import MemoryTransport
@@ -60,4 +62,23 @@ async def test_dead_lettered_counts_undecodable_records() -> None:
             await asyncio.sleep(0.001)
     assert transport.dead_lettered == 1
     assert [d.event.get_extension("a2amethod") for d in seen] == ["ok"]
+    await transport.stop()
+
+
+async def test_declared_compacted_topics_keep_the_latest_record_per_key() -> None:
+    from a2a_bus.bus import Bus
+
+    bus = Bus.memory()  # declares its registry compacted
+    transport = bus.transport
+    assert isinstance(transport, MemoryTransport)
+    await transport.start()
+    for n in range(3):
+        await transport.publish(bus.topics.registry, _event(n), key=b"agent-a")
+        await transport.publish("t.plain", _event(n), key=b"agent-a")
+    cards = await transport.read(bus.topics.registry, limit=10)
+    plain = await transport.read("t.plain", limit=10)
+    assert [e.get_data() for e in cards.events] == [{"n": 2}]
+    assert len(plain.events) == 3
+    with pytest.raises(RuntimeError, match="in use"):
+        transport.declare_compacted("t.plain")
     await transport.stop()

@@ -596,3 +596,37 @@ async def test_benchmark_deletes_the_topics_and_groups_of_its_run(
         await asyncio.sleep(0.1)
     assert not left & set(ours)
     assert other in left
+
+
+async def cleanup_policy(bootstrap: str, topic: str) -> str:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None})
+        [response] = await admin.describe_configs([resource])
+    finally:
+        await admin.close()
+    # resources: (error_code, error_message, type, name, [(key, value, ...), ...])
+    [(_, _, _, _, entries)] = response.resources
+    return next(str(entry[1]) for entry in entries if entry[0] == "cleanup.policy")
+
+
+async def test_declared_compacted_topics_are_created_compacted(
+    transport: KafkaTransport, kafka_bootstrap: str, uid: str
+) -> None:
+    cards, events = f"test.cards.{uid}", f"test.events.{uid}"
+    transport.declare_compacted(cards)
+    await transport.ensure_topics([cards, events])
+    assert await cleanup_policy(kafka_bootstrap, cards) == "compact"
+    assert await cleanup_policy(kafka_bootstrap, events) == "delete"
+
+
+async def test_the_bus_registry_is_a_compacted_topic(kafka_bootstrap: str, uid: str) -> None:
+    from a2a_bus.bus import Bus
+
+    bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": f"t{uid}", "heartbeat": 60.0})
+    async with bus:
+        assert await cleanup_policy(kafka_bootstrap, bus.topics.registry) == "compact"
