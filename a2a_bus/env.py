@@ -109,12 +109,12 @@ def unknown_kafka_names(env: Mapping[str, str] | None = None) -> list[tuple[str,
     from a2a_bus.transport.kafka_config import KafkaSettings
 
     settable = [f.name for f in fields(KafkaSettings) if f.name not in _KAFKA_CODE_ONLY]
-    known = [KAFKA_PREFIX + name.upper() for name in settable]
     unknown = []
     for name in sorted(names):
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            unknown.append((name, close[0] if close else None))
+        setting = name.removeprefix(KAFKA_PREFIX).lower()
+        if setting not in settable:
+            close = difflib.get_close_matches(setting, settable, n=1)
+            unknown.append((name, KAFKA_PREFIX + close[0].upper() if close else None))
     return unknown
 
 

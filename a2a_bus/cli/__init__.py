@@ -29,7 +29,7 @@ def main() -> None:
 
     _register()
     try:
-        app()
+        app(prog_name="a2a-bus")
     except EnvError as exc:  # e.g. A2A_EVENT_LOOP, read when a command makes its loop
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None

@@ -24,10 +24,22 @@ AGENTS = ROOT / "tests" / "gateway" / "agents.py"
 WAIT = 30.0  # seconds; a guard against hangs, never a performance limit
 
 
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if "KAFKA_BOOTSTRAP" not in k}
-    out.pop("A2A_GATEWAY_URL", None)
-    out["COLUMNS"] = "200"  # rich tables are read at a wide console
+def env(extra: dict[str, str | None] | None = None, *, columns: bool = True) -> dict[str, str]:
+    """The commands' environment: no Kafka, gateway or bus settings of the test run;
+    ``extra`` on top (a value of None removes the variable)."""
+    out = {
+        k: v
+        for k, v in os.environ.items()
+        if "KAFKA_" not in k and not k.startswith(("A2A_GATEWAY", "A2A_PREFIX", "OPENAI_"))
+    }
+    out.pop("COLUMNS", None)
+    if columns:
+        out["COLUMNS"] = "200"  # rich tables are read at a wide console
+    for name, value in (extra or {}).items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
     return out
 
 
@@ -41,12 +53,12 @@ def free_port() -> int:
 class Lines:
     """A subprocess whose stdout lines arrive on a queue (read in a thread)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, extra: dict[str, str | None] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "a2a_bus", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env(),
+            env=env(extra, columns=False),
             cwd=ROOT,
         )
         self.lines: queue.Queue[str] = queue.Queue()
@@ -90,23 +102,34 @@ def gateway() -> Iterator[tuple[str, Lines]]:
     served.stop()
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, extra: dict[str, str | None] | None = None, columns: bool = True
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "a2a_bus", *args],
         capture_output=True,
         text=True,
         timeout=WAIT * 2,
-        env=env(),
+        env=env(extra, columns=columns),
         cwd=ROOT,
         check=False,
     )
 
 
-@pytest.mark.parametrize("command", ["serve", "call", "publish", "tail", "agents"])
+@pytest.mark.parametrize("command", ["serve", "call", "publish", "tail", "read", "agents", "demo"])
 def test_every_command_has_help(command: str) -> None:
     done = run(command, "--help")
     assert done.returncode == 0
-    assert "Usage" in done.stdout
+    usage = done.stdout.split("\n", 1)[0]
+    assert usage.startswith(f"Usage: a2a-bus {command} [OPTIONS]")
+    # Arguments in upper case like their help, brackets once, flags without a value.
+    arguments = usage.split("[OPTIONS]", 1)[1]
+    assert arguments == arguments.upper()
+    assert "[[" not in usage and "<bool>" not in done.stdout
+
+
+def test_publish_help_names_the_default_type() -> None:
+    assert "org.apache.eventmesh.a2a.TOPIC" in run("publish", "--help").stdout
 
 
 def test_call_by_method_and_by_agent(gateway: tuple[str, Lines]) -> None:
@@ -170,9 +193,28 @@ def test_tail_shows_what_publish_sends(gateway: tuple[str, Lines]) -> None:
         assert tail.stop() in (0, -signal.SIGINT, 130)
 
 
+def test_call_timeout_holds_through_the_gateway(gateway: tuple[str, Lines]) -> None:
+    url, _ = gateway
+    slow = '{"n": 3, "pause": 0.5}'  # a streaming method: its chunks are collected
+    done = run("call", "--agent", "echo", "count", slow, "--url", url, "--timeout", "0.2")
+    assert done.returncode == 1, done.stdout
+    response = orjson.loads(done.stdout)
+    assert response["id"] == 1
+    assert response["error"]["code"] == -32001
+    assert response["error"]["data"] == {"timeout": 0.2}
+    done = run("call", "--agent", "echo", "count", '{"n": 2}', "--url", url, "--timeout", "20")
+    assert done.returncode == 0, done.stderr
+
+
 def test_serve_stops_cleanly_on_sigterm() -> None:
     port = free_port()
-    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
+    targets = (f"{AGENTS}:Spec", f"{AGENTS}:Echo", f"{AGENTS}:Secret")
+    served = Lines("serve", *targets, "--replicas", "2", "--http", f"127.0.0.1:{port}")
+    # Not a terminal: still one line, however long.
+    banner = served.wait_for("serving")
+    assert banner == (
+        "a2a-bus: serving spec, echo, secret (2 replicas each) on the in-memory transport\n"
+    )
     served.wait_for("listening on")
     served.process.send_signal(signal.SIGTERM)
     served.wait_for("stopped")
@@ -184,7 +226,17 @@ def test_serve_refuses_what_is_not_an_agent(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "not an Agent subclass" in done.stderr
     agent_file = tmp_path / "helper.agent.yaml"
-    agent_file.write_text("name: helper\n")
+    agent_file.write_text("name: helper\nmax_turns: many\n")
     done = run("serve", str(agent_file), "--http", f"127.0.0.1:{free_port()}")
-    assert done.returncode in (0, 1, 2)
-    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert "max_turns" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_serve_warns_when_an_llm_agent_has_no_key() -> None:
+    support = str(Path("agents") / "support.agent.yaml")
+    served = Lines("serve", support, "--http", f"127.0.0.1:{free_port()}")
+    served.wait_for("listening on")
+    assert served.stop() == 0
+    assert served.process.stderr is not None
+    stderr = served.process.stderr.read().decode()
+    assert f"warning: {support}: OPENAI_API_KEY is not set" in stderr, stderr

@@ -1,0 +1,152 @@
+"""How the commands fail, as a user sees it: one ``error:`` line on stderr, no
+traceback, exit 1 when something out there failed and 2 for bad usage."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .test_serve_call import AGENTS, ROOT, free_port, run
+
+pytestmark = pytest.mark.timeout(180)
+
+CALC = str(ROOT / "agents" / "calculator.py") + ":Calculator"
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], code: int) -> str:
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("error:", "Error:"))]
+    assert len(errors) == 1, done.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["call", "add", "[1, 2]"],
+        ["agents", "--wait", "0"],
+        ["read", "orders.eu"],
+        ["publish", "orders.eu", "{}"],
+        ["tail", "orders.#"],
+        ["demo"],
+        ["serve", CALC, "--http", "127.0.0.1:0"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_an_unreachable_kafka_is_one_line(command: list[str]) -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
+    done = run(*command, "--kafka", bootstrap)
+    line = one_error_line(done, 1)
+    assert line.startswith(f"error: cannot reach Kafka at {bootstrap}: "), line
+    assert "Unable to bootstrap" in line
+
+
+def test_bad_environment_values_are_named() -> None:
+    kafka = ("--kafka", f"127.0.0.1:{free_port()}")
+    cases = {
+        "A2A_REQUEST_TIMEOUT": ("abc", "expected a positive number of seconds"),
+        "A2A_HEARTBEAT": ("-1", "expected a positive number of seconds"),
+        "A2A_EVENT_LOOP": ("foo", "expected one of auto, uvloop, asyncio"),
+        "A2A_PREFIX": ("bad prefix", "[A-Za-z0-9._-]"),
+    }
+    for name, (value, allowed) in cases.items():
+        done = run("call", "add", *kafka, extra={name: value})
+        line = one_error_line(done, 2)
+        assert line == f"error: {name}={value!r}: {allowed}" or (
+            line.startswith(f"error: {name}={value!r}: ") and allowed in line
+        ), line
+    # Read when a command makes its event loop, on the gateway path too.
+    done = run(
+        "call", "add", "--url", f"http://127.0.0.1:{free_port()}", extra={"A2A_EVENT_LOOP": "foo"}
+    )
+    assert "A2A_EVENT_LOOP='foo'" in one_error_line(done, 2)
+    assert "never awaited" not in done.stderr
+    done = run("serve", CALC, "--http", "127.0.0.1:0", extra={"A2A_REQUEST_TIMEOUT": "abc"})
+    assert "A2A_REQUEST_TIMEOUT='abc'" in one_error_line(done, 2)
+
+
+def test_a_misspelt_kafka_variable_is_named_once() -> None:
+    extra = {"A2A_KAFKA_BOOTSTRAP_SERVER": "127.0.0.1:9092"}
+    done = run("call", "add", "--kafka", f"127.0.0.1:{free_port()}", extra=extra)
+    assert done.returncode == 1
+    warnings = [line for line in done.stderr.splitlines() if "A2A_KAFKA_BOOTSTRAP_SERVER " in line]
+    assert warnings == [
+        "A2A_KAFKA_BOOTSTRAP_SERVER is not a Kafka setting and is ignored "
+        "(did you mean A2A_KAFKA_BOOTSTRAP_SERVERS?)"
+    ]
+
+
+def test_serve_on_a_port_in_use_is_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run("serve", CALC, "--http", f"127.0.0.1:{port}")
+    line = one_error_line(done, 1)
+    assert line.startswith(f"error: cannot serve HTTP on 127.0.0.1:{port}: "), line
+    assert "in use" in line
+    assert "serving" not in done.stdout  # refused before any agent started
+    unknown = run("serve", CALC, "--http", "no-such-host.invalid:8080")
+    assert one_error_line(unknown, 1).startswith("error: cannot serve HTTP on no-such-host")
+
+
+@pytest.mark.parametrize("http", ["127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:", "8080"])
+def test_serve_refuses_a_port_out_of_range(http: str) -> None:
+    done = run("serve", CALC, "--http", http)
+    assert "port from 1 to 65535" in one_error_line(done, 2)
+
+
+def test_serve_refuses_bad_files(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("x = \n")
+    done = run("serve", f"{broken}:X")
+    line = one_error_line(done, 2)
+    assert "SyntaxError" in line and "line 1" in line
+    raising = tmp_path / "raising.py"
+    raising.write_text("raise RuntimeError('no database')\n")
+    assert "RuntimeError: no database" in one_error_line(run("serve", f"{raising}:X"), 2)
+    bad_yaml = tmp_path / "tokens.yaml"
+    bad_yaml.write_text("bad: [yaml\n")
+    line = one_error_line(run("serve", CALC, "--tokens", str(bad_yaml)), 2)
+    assert "not valid YAML" in line and "line 2" in line
+    bad_json = tmp_path / "tokens.json"
+    bad_json.write_text('{"secret": {"agents": "calc"}}')
+    line = one_error_line(run("serve", CALC, "--tokens", str(bad_json)), 2)
+    assert "token #1: agents must be a list" in line and "secret" not in line
+
+
+def test_serve_refuses_one_agent_twice() -> None:
+    done = run("serve", CALC, f"{AGENTS}:Echo", CALC)
+    line = one_error_line(done, 2)
+    assert "agent id 'calc' is served twice" in line and "--replicas" in line
+
+
+def test_publish_refuses_a_bad_subject_locally() -> None:
+    # No gateway listens: the subject is refused before anything is sent.
+    done = run("publish", "bad.topic!", "{}", "--url", f"http://127.0.0.1:{free_port()}")
+    line = one_error_line(done, 2)
+    assert "invalid subject 'bad.topic!'" in line
+    assert done.stdout == ""
+    tail = run("tail", "news.#", "bad topic", "--url", f"http://127.0.0.1:{free_port()}")
+    assert "invalid subject 'bad topic'" in one_error_line(tail, 2)
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
+def test_call_refuses_a_timeout_that_is_not_positive(timeout: str) -> None:
+    done = run("call", "add", "--timeout", timeout, "--url", f"http://127.0.0.1:{free_port()}")
+    assert "--timeout" in one_error_line(done, 2)
+
+
+@pytest.mark.kafka
+def test_kafka_security_settings_come_from_the_environment(kafka_bootstrap: str) -> None:
+    # The broker speaks plaintext: with A2A_KAFKA_SECURITY_PROTOCOL=SSL honoured the
+    # TLS handshake fails, and says so in one line.
+    extra = {"A2A_KAFKA_SECURITY_PROTOCOL": "SSL"}
+    done = run("call", "add", "[1, 2]", "--kafka", kafka_bootstrap, extra=extra)
+    line = one_error_line(done, 1)
+    assert line.startswith(f"error: cannot reach Kafka at {kafka_bootstrap} (SSL): "), line
