@@ -42,12 +42,18 @@ def host_port(value: str) -> tuple[str, int]:
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``, bound here so that a port in use or an
     unknown host is one clean line, before any agent starts."""
+    sock: socket.socket | None = None
     try:
-        family, _, _, _, address = socket.getaddrinfo(
+        family, kind, _, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
-        sock = socket.create_server(address[:2], family=family)
+        sock = socket.socket(family, kind)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen()
     except OSError as exc:
+        if sock is not None:
+            sock.close()
         raise fail(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
     sock.set_inheritable(True)
     return sock
