@@ -606,12 +606,17 @@ async def cleanup_policy(bootstrap: str, topic: str) -> str:
     await admin.start()
     try:
         resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None})
-        [response] = await admin.describe_configs([resource])
+        for _ in range(100):  # a just-created topic's config may not be described yet
+            [response] = await admin.describe_configs([resource])
+            # resources: (error_code, error_message, type, name, [(key, value, ...), ...])
+            [(error, message, _, _, entries)] = response.resources
+            policies = [str(entry[1]) for entry in entries if entry[0] == "cleanup.policy"]
+            if policies:
+                return policies[0]
+            await asyncio.sleep(0.1)
+        pytest.fail(f"no cleanup.policy described for {topic}: error {error} {message}")
     finally:
         await admin.close()
-    # resources: (error_code, error_message, type, name, [(key, value, ...), ...])
-    [(_, _, _, _, entries)] = response.resources
-    return next(str(entry[1]) for entry in entries if entry[0] == "cleanup.policy")
 
 
 async def test_declared_compacted_topics_are_created_compacted(
