@@ -16,6 +16,7 @@ from a2a_bus.cli.common import (
     TokenOption,
     UrlOption,
     console,
+    plural,
     print_json,
     run_on_kafka,
     run_remote,
@@ -32,7 +33,7 @@ def _method_names(card: dict[str, Any]) -> str:
 
 
 def table(cards: list[dict[str, Any]]) -> Table:
-    out = Table(title=f"{len(cards)} agent(s)")
+    out = Table(title=plural(len(cards), "agent"))
     for column in ("id", "methods", "subscriptions", "replicas", "description"):
         out.add_column(column, overflow="fold")
     for card in cards:

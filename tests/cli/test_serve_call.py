@@ -166,6 +166,7 @@ def test_agents_lists_cards_and_methods(gateway: tuple[str, Lines]) -> None:
     table = run("agents", "--url", url)
     assert table.returncode == 0
     assert "subtract" in table.stdout and "count (response stream)" in table.stdout
+    assert "2 agents" in table.stdout
 
 
 def test_tail_shows_what_publish_sends(gateway: tuple[str, Lines]) -> None:
