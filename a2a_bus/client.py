@@ -25,7 +25,7 @@ from cloudevents.core.v1.event import CloudEvent
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ErrorCode, Failure, classify, ext, new_event, new_id
 from a2a_bus.routing import RoutingError, is_wildcard, validate_subject
-from a2a_bus.streams import CHUNK_PARAM, END_PARAM
+from a2a_bus.streams import CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 if TYPE_CHECKING:
@@ -86,7 +86,11 @@ class AsyncClient:
         self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
     ) -> Any:
         """Call ``method`` (on ``agent``, or on whichever agent declares it); return the
-        result or raise :class:`JsonRpcError`."""
+        result or raise :class:`JsonRpcError`.
+
+        A streaming (generator) method's result is the list of all its items (at
+        most 1 MiB of JSON, else -32005): use :meth:`stream` to read them as they come.
+        """
         bus = self.bus
         event = self._event(agent, method, params, request=True)
         return _unwrap(await bus._on_loop(bus.send(event, timeout=timeout, fresh=True)))
@@ -261,6 +265,32 @@ class AsyncClient:
     ) -> None:
         params = {**base, "_seq": seq, CHUNK_PARAM: chunk}
         await self.notify(agent, method, params)
+
+
+async def collect(
+    responses: AsyncGenerator[dict[str, Any], None],
+    id: Any,
+    max_bytes: int = COLLECT_MAX_BYTES,
+) -> dict[str, Any]:
+    """One JSON-RPC response for a whole stream: the result is the list of its items.
+
+    ``responses`` is a stream as :meth:`AsyncClient.call_stream` yields it; an error
+    response ends it with that error, and past ``max_bytes`` of JSON the answer is
+    -32005 (read it as a stream instead). The stream is closed however this ends,
+    also when the caller is cancelled, which cancels the generator upstream. The
+    same rules as :meth:`AsyncClient.request` on a streaming method.
+    """
+    collected = Collected(max_bytes)
+    try:
+        async for response in responses:
+            if "error" in response:
+                return response
+            collected.add(response.get("result"))
+    except JsonRpcError as exc:
+        return {"jsonrpc": "2.0", "error": exc.to_dict(), "id": id}
+    finally:
+        await responses.aclose()
+    return {"jsonrpc": "2.0", "result": collected.items, "id": id}
 
 
 async def _next(items: AsyncIterator[Any]) -> Any:

@@ -9,6 +9,12 @@ deadline is dropped and counted (``late_replies``), never handed to anyone.
 A caller that stops reading a stream cancels it: the request is forgotten and
 ``stream/cancel`` goes to the node running the generator (the ``streamcontrol``
 of its chunks; if no chunk came yet, the cancel leaves with the first one).
+
+A plain request (not a stream) answered by a stream — a generator handler
+called with ``request`` — gets the items in one list, as the gateway answers it
+without SSE: the chunks are put in ``seq`` order and gathered (at most
+``collect_max_bytes`` of JSON, else -32005), the deadline is per chunk as for
+streams, and a caller that gives up cancels the generator.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.metrics import Metrics
 from a2a_bus.protocol import ErrorCode, error_response, ext
-from a2a_bus.streams import STREAM_CONTROL, STREAM_END, SeqReceiver
+from a2a_bus.streams import COLLECT_MAX_BYTES, STREAM_CONTROL, STREAM_END, Collected, SeqReceiver
 from a2a_bus.transport.base import Delivery
 
 log = logging.getLogger(__name__)
@@ -120,8 +126,19 @@ class ReplyStream:
             yield item
 
 
+class _Gathering:
+    """The chunks answering a plain request, in ``seq`` order, into one list."""
+
+    __slots__ = ("collected", "control", "receiver")
+
+    def __init__(self, max_bytes: int, control: Any) -> None:
+        self.collected = Collected(max_bytes)
+        self.receiver = SeqReceiver()
+        self.control = control
+
+
 class _Pending:
-    __slots__ = ("deadline", "future", "stream", "timeout")
+    __slots__ = ("deadline", "future", "gathering", "stream", "timeout")
 
     def __init__(
         self,
@@ -133,6 +150,15 @@ class _Pending:
         self.stream = stream
         self.timeout = timeout
         self.deadline = math.inf
+        #: Set when a stream answers a plain request (``future``).
+        self.gathering: _Gathering | None = None
+
+    @property
+    def control(self) -> Any:
+        """Where a cancel for the stream answering this request goes, if known."""
+        if self.stream is not None:
+            return self.stream.control
+        return self.gathering.control if self.gathering is not None else None
 
 
 class Correlator:
@@ -148,8 +174,10 @@ class Correlator:
         *,
         remember: int = 10_000,
         stop_upstream: Callable[[str, str], None] | None = None,
+        collect_max_bytes: int = COLLECT_MAX_BYTES,
     ) -> None:
         self._metrics = metrics
+        self.collect_max_bytes = collect_max_bytes
         self._pending: dict[str, _Pending] = {}
         self._finished: OrderedDict[str, str] = OrderedDict()
         self._remember = remember
@@ -227,7 +255,8 @@ class Correlator:
             self._settle(request_id, pending, _EXPIRED)
             if pending.stream is not None:
                 pending.stream.abandon()
-                self._cancel_upstream(request_id, pending.stream.control)
+            # Also for a plain request: a stream may be answering it (or start to).
+            self._cancel_upstream(request_id, pending.control)
 
     def _cancel_upstream(self, request_id: str, control: Any) -> None:
         if self.stop_upstream is None:
@@ -256,7 +285,7 @@ class Correlator:
             pending.future.set_result(response)
         if pending.stream is not None:
             pending.stream.fail(JsonRpcError.from_dict(response["error"]))
-            self._cancel_upstream(request_id, pending.stream.control)
+        self._cancel_upstream(request_id, pending.control)
 
     def answer(self, request_id: str, message: dict[str, Any]) -> None:
         """Resolve request ``request_id`` with a JSON-RPC response (its ``result`` or
@@ -285,7 +314,11 @@ class Correlator:
             return
         message = event.get_data()
         if pending.stream is None:
-            self.answer(request_id, message if isinstance(message, dict) else {})
+            seq = event.get_attributes().get(ext.SEQ)
+            if seq is None:
+                self.answer(request_id, message if isinstance(message, dict) else {})
+            else:  # a stream answers a plain request
+                self._gather(request_id, pending, event, seq, message)
             return
         stream = pending.stream
         if stream.control is None:
@@ -308,6 +341,39 @@ class Correlator:
             self._metrics.inc("stream_duplicates")
         if stream.receiver.out_of_order > early:
             self._metrics.inc("stream_gaps")
+
+    def _gather(
+        self, request_id: str, pending: _Pending, event: Any, seq: Any, message: Any
+    ) -> None:
+        """One chunk (or the end) of a stream answering a plain request."""
+        gathering = pending.gathering
+        if gathering is None:
+            control = event.get_extension(STREAM_CONTROL)
+            gathering = pending.gathering = _Gathering(self.collect_max_bytes, control)
+        end = bool(event.get_extension(STREAM_END))
+        try:
+            if end:
+                if isinstance(message, dict) and "error" in message:
+                    self.answer(request_id, message)
+                    return
+                gathering.receiver.finish(seq)
+                self.answer(request_id, {"result": gathering.collected.items})
+                return
+            self._set_deadline(request_id, pending, asyncio.get_running_loop())
+            item = message.get("result") if isinstance(message, dict) else message
+            receiver = gathering.receiver
+            duplicates, early = receiver.duplicates, receiver.out_of_order
+            for ready in receiver.accept(seq, item):
+                gathering.collected.add(ready)
+            if receiver.duplicates > duplicates:
+                self._metrics.inc("stream_duplicates")
+            if receiver.out_of_order > early:
+                self._metrics.inc("stream_gaps")
+        except JsonRpcError as exc:  # a gap, or too much to gather
+            self.answer(request_id, {"error": exc.to_dict()})
+            if not end:  # stop the generator; what it sent meanwhile counts as late
+                self._finished[request_id] = _EXPIRED
+                self._cancel_upstream(request_id, gathering.control)
 
     def _count_stray(self, request_id: Any, control: Any = None) -> None:
         how = self._finished.get(request_id) if isinstance(request_id, str) else None

@@ -12,6 +12,9 @@ notifications of the method with ``params._sessionId``/``_seq``/``chunk``; the
 end marker is the request itself (``_seq`` = chunk count, ``_end``: true),
 answered like any request.
 
+A request answered by a stream but made as a plain call (not as a stream)
+gets the items gathered into one list (:class:`Collected`), bounded in bytes.
+
 Cancel: every agent -> caller chunk names, in ``streamcontrol``, the reply
 topic of the node running the generator. A caller that stops reading sends
 the JSON-RPC notification ``stream/cancel`` (``params.requestId``) there; that
@@ -26,6 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
@@ -40,6 +44,8 @@ CANCEL_METHOD = "stream/cancel"
 #: params member carrying one item of a caller -> agent stream; and its end flag.
 CHUNK_PARAM = "chunk"
 END_PARAM = "_end"
+#: Bound of a stream gathered into one list, as JSON (the gateway's default body limit).
+COLLECT_MAX_BYTES = 1 << 20
 
 
 def chunk_event(
@@ -121,6 +127,28 @@ class SeqReceiver:
         raise JsonRpcError(
             ErrorCode.STREAM_BROKEN, "Stream broken", f"{detail}; got {self.expected}"
         )
+
+
+class Collected:
+    """The items of a response stream gathered into one list, up to ``max_bytes`` of JSON."""
+
+    def __init__(self, max_bytes: int = COLLECT_MAX_BYTES) -> None:
+        self.items: list[Any] = []
+        self.max_bytes = max_bytes
+        self._size = 2  # the brackets
+
+    def add(self, item: Any) -> None:
+        """Append ``item``; past the bound raise -32005, telling to read a stream instead."""
+        # Measured as JSON; default=repr only sizes what the transport may still refuse.
+        self._size += len(orjson.dumps(item, default=repr)) + 1  # and its comma
+        if self._size > self.max_bytes:
+            detail = (
+                f"the result passed the limit of {self.max_bytes} bytes after "
+                f"{len(self.items)} chunks; read it as a stream (the client's stream(), "
+                "or Accept: text/event-stream at the gateway)"
+            )
+            raise JsonRpcError(ErrorCode.TOO_LARGE, "Response too large", detail)
+        self.items.append(item)
 
 
 _END = object()
