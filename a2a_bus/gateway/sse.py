@@ -19,9 +19,10 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from a2a_bus.client import collect as collect_stream
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import RPC_ERRORS
-from a2a_bus.protocol import ErrorCode, error_response, result_response
+from a2a_bus.protocol import result_response
 
 MEDIA_TYPE = "text/event-stream"
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -96,28 +97,8 @@ async def collect(
 ) -> dict[str, Any]:
     """A streaming method called without SSE: the result is the list of all chunks.
 
-    Once the chunks pass ``max_bytes`` (as JSON) the stream is closed and the answer
-    is a ``-32005`` error that tells to ask for Server-Sent Events instead.
+    The client's rules (:func:`a2a_bus.client.collect`): past ``max_bytes`` of JSON
+    the answer is ``-32005``, telling to ask for Server-Sent Events; the bus stream
+    is closed however it ends, also when the caller is cancelled (its client left).
     """
-    items: list[Any] = []
-    size = 0
-    stream = bridge.stream(message, timeout)
-    try:
-        async for response in stream:
-            if "error" in response:
-                return response
-            item = response.get("result")
-            size += len(orjson.dumps(item)) + 1  # the comma of the list
-            if size > max_bytes:
-                detail = (
-                    f"the result passed the limit of {max_bytes} bytes after {len(items)} "
-                    "chunks; ask for it as a stream (Accept: text/event-stream)"
-                )
-                return error_response(
-                    ErrorCode.TOO_LARGE, "Response too large", message.get("id"), detail
-                )
-            items.append(item)
-    finally:
-        # Also reached when the caller is cancelled (its client went away).
-        await stream.aclose()
-    return result_response(items, message.get("id"))
+    return await collect_stream(bridge.stream(message, timeout), message.get("id"), max_bytes)
