@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.affinity import ENV as PIN_ENV
 from a2a_bus.affinity import choose_cpu, pin_current_thread
 from a2a_bus.agent import Agent
 from a2a_bus.correlation import Correlator, ReplyStream
@@ -28,6 +27,7 @@ from a2a_bus.discovery import (
     follow_registry,
     known_agents_required,
 )
+from a2a_bus.env import bus_options, transport_kind
 from a2a_bus.errors import BusStopped, JsonRpcError
 from a2a_bus.host import AgentHost
 from a2a_bus.loop_thread import LoopThread, SyncBridge
@@ -143,20 +143,9 @@ class Bus:
         ``A2A_NODE``, ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_PIN_CPU``; Kafka from
         ``A2A_KAFKA_*``."""
         env = os.environ if environ is None else environ
-        options: dict[str, Any] = {"prefix": env.get("A2A_PREFIX", "a2a")}
-        if env.get("A2A_NODE"):
-            options["node"] = env["A2A_NODE"]
-        if env.get("A2A_REQUEST_TIMEOUT"):
-            options["request_timeout"] = float(env["A2A_REQUEST_TIMEOUT"])
-        if env.get("A2A_HEARTBEAT"):
-            options["heartbeat"] = float(env["A2A_HEARTBEAT"])
-        options["pin_cpu"] = env.get(PIN_ENV, "off")
-        has_kafka = "A2A_KAFKA_BOOTSTRAP_SERVERS" in env or "KAFKA_BOOTSTRAP_SERVERS" in env
-        kind = env.get("A2A_TRANSPORT", "kafka" if has_kafka else "memory").lower()
-        if kind == "memory":
+        options = bus_options(env)  # names a bad variable and its allowed values
+        if transport_kind(env) == "memory":
             return cls.memory(**options)
-        if kind != "kafka":
-            raise ValueError(f"A2A_TRANSPORT must be 'memory' or 'kafka', not {kind!r}")
         from a2a_bus.transport.kafka import KafkaTransport
         from a2a_bus.transport.kafka_config import KafkaSettings
 

@@ -123,12 +123,10 @@ def build_bus(kafka: str | None, prefix: str | None) -> Bus:
     """The bus of a command, as ``Bus.from_env`` builds it, flags overriding the
     environment. A setting it cannot use ends the command (exit 2) with its name."""
     from a2a_bus.bus import Bus
-    from a2a_bus.env import bus_options
 
     env = bus_environment(kafka, prefix)
     try:
-        bus_options(env)  # refuses a bad value naming its variable, warns about typos
-        return Bus.from_env(env)
+        return Bus.from_env(env)  # refuses a bad value naming its variable
     except EnvError as exc:
         raise fail(str(exc), 2) from None
     except ValueError as exc:  # a flag's value, or a Kafka setting (named by the message)
