@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import ext, new_id
-from a2a_bus.routing import Route, decide
+from a2a_bus.routing import Route
 from a2a_bus.transport.base import Handler, Subscription
 
 if TYPE_CHECKING:
@@ -53,8 +53,9 @@ class Bridge:
         )
 
     def route(self, event: CloudEvent) -> Route:
-        """Where a native event goes; raises :class:`~a2a_bus.routing.RoutingError`."""
-        return decide(event, self.bus.topics, self.bus.directory.method_owner)
+        """Where a native event goes (:meth:`Bus.route <a2a_bus.bus.Bus.route>`); raises
+        :class:`~a2a_bus.routing.RoutingError`, -32002 for an agent discovery does not know."""
+        return self.bus.route(event)
 
     async def publish(self, event: CloudEvent, route: Route) -> None:
         """Put a native event on the bus without waiting for any answer."""

@@ -17,6 +17,9 @@ from a2a_bus.gateway.responses import JSONResponse, problem
 from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
 from a2a_bus.routing import RoutingError
 
+#: Routing errors that mean "no such thing here" rather than a malformed event.
+_STATUS: dict[int, int] = {ErrorCode.METHOD_NOT_FOUND: 404, ErrorCode.AGENT_UNAVAILABLE: 404}
+
 
 async def events(request: Request) -> Response:
     ctx = context(request)
@@ -42,8 +45,9 @@ async def events(request: Request) -> Response:
         try:
             route = ctx.bridge.route(routable)
         except RoutingError as exc:
-            status = 404 if exc.code == ErrorCode.METHOD_NOT_FOUND else 400
-            return problem(status, f"event {event.get_id()!r} cannot be routed: {exc.message}")
+            status = _STATUS.get(exc.code, 400)
+            detail = exc.message if exc.data is None else f"{exc.message}: {exc.data}"
+            return problem(status, f"event {event.get_id()!r} cannot be routed: {detail}")
         reason = access.denies(routable, route.agent_id)
         if reason is not None:
             DENIED.labels("forbidden").inc()

@@ -38,6 +38,11 @@ HTTP_IN_FLIGHT = Gauge("a2a_gateway_http_in_flight", "HTTP requests being answer
 RPC_ERRORS = Counter(
     "a2a_gateway_rpc_errors", "JSON-RPC error responses sent by the gateway", ["code"]
 )
+NOTIFICATIONS_REFUSED = Counter(
+    "a2a_gateway_notifications_refused",
+    "JSON-RPC notifications the bus refused (an unknown agent): unanswered, per the spec",
+    ["code"],
+)
 EVENTS_PUBLISHED = Counter("a2a_gateway_events_published", "CloudEvents accepted on /events")
 DENIED = Counter("a2a_gateway_denied", "Requests refused by authentication or allow-lists", ["why"])
 INGRESS_RECORDS = Counter("a2a_ingress_records", "Kafka ingress messages, by outcome", ["outcome"])

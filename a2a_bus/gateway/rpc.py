@@ -17,11 +17,12 @@ from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
-from a2a_bus.gateway.prom import DENIED, RPC_ERRORS
+from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
 from a2a_bus.gateway.sse import collect, sse_response, wants_sse
 from a2a_bus.protocol import Converted, ErrorCode, Failure, error_response, ext, mcptype
@@ -81,6 +82,15 @@ async def answer(
         response = await ctx.bridge.send(item, timeout)
     except ClientGone:
         raise
+    except JsonRpcError as exc:
+        # Only a notification is refused by raising (an agent discovery does not know):
+        # JSON-RPC answers no notification, so the refusal is counted and logged.
+        if request:
+            return error_response(exc.code, exc.message, id, exc.data)
+        NOTIFICATIONS_REFUSED.labels(str(exc.code)).inc()
+        method = message.get("method")
+        log.warning("JSON-RPC notification %s refused: %s: %s", method, exc.message, exc.data)
+        return None
     except Exception:
         # The log has the traceback; the caller learns only that it failed.
         log.exception("JSON-RPC %s failed in the gateway", message.get("method"))
