@@ -40,10 +40,11 @@ from a2a_bus.gateway.a2a.wire import (
 )
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, require_access
+from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
-from a2a_bus.gateway.rpc import parse
+from a2a_bus.gateway.rpc import CLIENT_GONE, parse
 from a2a_bus.gateway.sse import SSEResponse, frame
 from a2a_bus.protocol import Failure, error_response, ext, mcptype, new_id, result_response
 
@@ -139,14 +140,20 @@ class A2ABinding:
         id = message.get("id")
         method = str(message.get("method"))
         legacy = "/" in method  # the 0.3 method names have a slash, the 1.0 ones none
+        watch = DisconnectWatch(request.receive)
         try:
             op, version = method_of(method)
             check_version(request.headers.get("a2a-version"))
-            return await self._dispatch(op, version, message.get("params"), id, access, agent_id)
+            params = message.get("params")
+            return await self._dispatch(op, version, params, id, access, agent_id, watch)
         except A2AError as exc:
             if exc.status == 403:
                 DENIED.labels("forbidden").inc()
             return JSONResponse(exc.response(id, legacy), exc.status)
+        except ClientGone:
+            return Response(status_code=CLIENT_GONE)  # nobody reads it; the status is for metrics
+        finally:
+            watch.close()
 
     async def _dispatch(
         self,
@@ -156,6 +163,7 @@ class A2ABinding:
         id: Any,
         access: Access,
         agent_id: str | None,
+        watch: DisconnectWatch,
     ) -> Response:
         if op is Op.GET or op is Op.CANCEL:
             task_id, history_length = parse_task_query(params)
@@ -180,7 +188,10 @@ class A2ABinding:
 
             return SSEResponse(events, on_close=stop)
         runner = self._start(record, run, None)
-        if request.blocking:
+        if request.blocking and run.call.streaming:
+            # Gathering a stream can take long: a client that leaves cancels the task.
+            await watch.run(_settle(runner))
+        elif request.blocking:
             await _settle(runner)
         body = task_result(record.task, version, request.history_length)
         return JSONResponse(result_response(body, id))
@@ -217,7 +228,8 @@ class A2ABinding:
         task.set_state(TaskState.WORKING)
         record = TaskRecord(task, agent_id, access.name)
         self.tasks.add(record)
-        return record, Run(ctx.bridge, task, target, call, event, self.timeout)
+        limit = ctx.settings.max_body_bytes
+        return record, Run(ctx.bridge, task, target, call, event, self.timeout, limit)
 
     def _owner(self, message: Message, access: Access) -> str:
         """The agent the gateway's own endpoint routes a message to: the method's owner."""

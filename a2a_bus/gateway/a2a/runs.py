@@ -2,10 +2,12 @@
 state and artifact kept up to date as the answer arrives.
 
 Each run reports what changed on the way through ``emit`` (the SSE stream of
-``SendStreamingMessage`` renders it; a plain send ignores it); the final state is
-on the task when the run's asyncio task is done. Cancelling the
-asyncio task of a run closes the bus request (a stream's cancel reaches the
-agent) and leaves the task ``canceled``.
+``SendStreamingMessage`` renders it); the final state is on the task when the run's
+asyncio task is done. A run nobody watches (a plain send) gathers a streaming
+method's chunks by the client's rules (:func:`a2a_bus.client.collect`): up to
+``max_bytes`` of JSON, else the task fails with -32005. Cancelling the asyncio task
+of a run closes the bus request (a stream's cancel reaches the agent) and leaves the
+task ``canceled``.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.client import collect
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.a2a.calls import Call, answer_parts
 from a2a_bus.gateway.a2a.model import Artifact, Part, Task, TaskState
 from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +47,6 @@ class ArtifactChunk:
 
 Update = StatusChanged | ArtifactChunk
 Emit = Callable[[Update], Awaitable[None]]
-
-
-async def ignore(update: Update) -> None:
-    """The ``emit`` of a run nobody watches."""
 
 
 def status(task: Task) -> StatusChanged:
@@ -73,6 +73,7 @@ class Run:
         call: Call,
         event: CloudEvent,
         timeout: float,
+        max_bytes: int,
     ) -> None:
         self.bridge = bridge
         self.task = task
@@ -80,14 +81,21 @@ class Run:
         self.call = call
         self.event = event
         self.timeout = timeout
+        #: The bound of a streaming method's chunks gathered for a run nobody watches.
+        self.max_bytes = max_bytes
+        self._artifact: Artifact | None = None
 
-    async def __call__(self, emit: Emit = ignore) -> None:
+    async def __call__(self, emit: Emit | None = None) -> None:
+        """Run the call; ``emit`` gets each update (None: nobody watches, so a
+        streaming method's chunks are gathered, bounded, into the answer)."""
         task = self.task
         try:
-            if self.call.streaming:
-                error = await self._stream(emit)
-            else:
+            if not self.call.streaming:
                 error = await self._once(emit)
+            elif emit is None:
+                error = await self._collected()
+            else:
+                error = await self._stream(emit)
         except asyncio.CancelledError:
             task.set_state(TaskState.CANCELED, task.agent_message([Part.text("canceled")]))
             raise
@@ -99,7 +107,7 @@ class Run:
         else:
             task.set_state(TaskState.FAILED, task.agent_message(error_parts(error)))
 
-    async def _once(self, emit: Emit) -> dict[str, Any] | None:
+    async def _once(self, emit: Emit | None) -> dict[str, Any] | None:
         response = await self.bridge.send(self.event, self.timeout)
         if response is None:
             return {"code": -32603, "message": "Internal error", "data": "no answer"}
@@ -108,39 +116,62 @@ class Run:
             return error
         artifact = Artifact(answer_parts(response.get("result")))
         self.task.artifacts.append(artifact)
-        await emit(ArtifactChunk(artifact, append=False, last_chunk=True))
+        if emit is not None:
+            await emit(ArtifactChunk(artifact, append=False, last_chunk=True))
         return None
 
     async def _stream(self, emit: Emit) -> dict[str, Any] | None:
-        client = self.bridge.client
-        call = self.call
-        stream = client.stream(self.agent_id, call.method, call.params, timeout=self.timeout)
-        artifact: Artifact | None = None
+        """Each chunk onto the task and out through ``emit`` as it comes."""
         try:
-            async for item in stream:
-                if call.conversational and _is_progress(item):
-                    self.task.set_state(
-                        TaskState.WORKING, self.task.agent_message([Part.data(item)])
-                    )
-                    await emit(status(self.task))
-                    continue
-                parts = _chunk_parts(item, call.conversational, artifact is not None)
-                if not parts:
-                    continue
-                if artifact is None:
-                    artifact = Artifact([])
-                    self.task.artifacts.append(artifact)
-                    append = False
-                else:
-                    append = True
-                artifact.extend(parts)
-                delta = Artifact(parts, artifact.name, artifact.artifact_id)
-                await emit(ArtifactChunk(delta, append=append, last_chunk=False))
+            async for _ in self._chunks(emit):
+                pass
         except JsonRpcError as exc:
             return exc.to_dict()
-        finally:
-            await stream.aclose()
         return None
+
+    async def _collected(self) -> dict[str, Any] | None:
+        """Each chunk onto the task as it comes (GetTask shows the answer growing),
+        gathered by the client's rules: past ``max_bytes`` the task fails with -32005."""
+        response = await collect(self._chunks(None), self.task.id, self.max_bytes)
+        error: dict[str, Any] | None = response.get("error")
+        if error is not None and error.get("code") == ErrorCode.TOO_LARGE:
+            error["data"] = f"{error.get('data')}; over A2A, SendStreamingMessage (message/stream)"
+        return error
+
+    async def _chunks(self, emit: Emit | None) -> AsyncGenerator[dict[str, Any], None]:
+        """The stream's chunks as JSON-RPC responses, each put on the task once the
+        consumer asks for the next: one :func:`collect` refuses is never put there.
+        Closing it closes the bus stream (a streaming agent is told to stop)."""
+        call = self.call
+        items = self.bridge.client.stream(
+            self.agent_id, call.method, call.params, timeout=self.timeout
+        )
+        try:
+            async for item in items:
+                yield {"jsonrpc": "2.0", "result": item, "id": self.task.id}
+                await self._apply(item, emit)
+        finally:
+            await items.aclose()
+
+    async def _apply(self, item: Any, emit: Emit | None) -> None:
+        task = self.task
+        if self.call.conversational and _is_progress(item):
+            task.set_state(TaskState.WORKING, task.agent_message([Part.data(item)]))
+            if emit is not None:
+                await emit(status(task))
+            return
+        artifact = self._artifact
+        parts = _chunk_parts(item, self.call.conversational, artifact is not None)
+        if not parts:
+            return
+        append = artifact is not None
+        if artifact is None:
+            artifact = self._artifact = Artifact([])
+            task.artifacts.append(artifact)
+        artifact.extend(parts)
+        if emit is not None:
+            delta = Artifact(parts, artifact.name, artifact.artifact_id)
+            await emit(ArtifactChunk(delta, append=append, last_chunk=False))
 
 
 #: Chunks of the LLM runtime's ``chat/stream`` (see ``a2a_bus.llm.chunks``).
