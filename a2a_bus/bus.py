@@ -360,6 +360,9 @@ class Bus:
     ) -> dict[str, Any] | None:
         """Route ``event``; for a request wait for its response (the caller's id restored).
 
+        An event without ``a2amethod`` whose type is ``<prefix>.<method>.req`` (or
+        ``.stream``, or a notification's ``<prefix>.<method>``) calls that method.
+
         ``fresh``: the event was made for this call alone, so it is sent as is
         (given its bus-wide id and reply topic) rather than copied.
         """
@@ -367,6 +370,11 @@ class Bus:
             raise BusStopped("the bus is not running")
         # The attributes dict is read directly: this runs for every request.
         attributes = event.get_attributes()
+        if ext.METHOD not in attributes:
+            # A native event calls the method its type names (PROTOCOL.md section 3);
+            # events made from JSON-RPC always carry a2amethod, so they skip this.
+            event = self.adaptor.with_method(event)
+            attributes = event.get_attributes()
         is_request = attributes.get(ext.MCPTYPE) == mcptype.REQUEST
         data = event.get_data()
         message = data if type(data) is dict and data.get("jsonrpc") == "2.0" else None

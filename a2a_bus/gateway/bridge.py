@@ -38,9 +38,9 @@ class Bridge:
         """Route one message; a request's JSON-RPC response, else None.
 
         A native event without ``a2amethod`` calls the method its type names
-        (PROTOCOL.md section 3); converted JSON-RPC always has it.
+        (PROTOCOL.md section 3): :meth:`Bus.send <a2a_bus.bus.Bus.send>` sees to it.
         """
-        return await self.client.call_event(self.bus.adaptor.with_method(event), timeout=timeout)
+        return await self.client.call_event(event, timeout=timeout)
 
     def stream(
         self, message: dict[str, Any], timeout: float | None = None
