@@ -20,7 +20,7 @@ from a2a_bus import loops
 from a2a_bus.agent import Agent
 from a2a_bus.cli import app
 from a2a_bus.cli.common import build_bus, console, fail, kafka_bootstrap, plural, started
-from a2a_bus.cli.targets import llm_warnings, load_targets
+from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
 
 if TYPE_CHECKING:
@@ -139,7 +139,8 @@ def serve(
         list[str],
         typer.Argument(
             metavar="TARGET",
-            help="module:Class, path/to/file.py:Class, or an agent file (.yaml/.toml).",
+            help="module:Class, path/to/file.py:Class, or an agent file "
+            f"({'/'.join(AGENT_FILE_SUFFIXES)}).",
         ),
     ],
     kafka: Annotated[

@@ -63,6 +63,7 @@ def _one_line(exc: Exception) -> str:
 def _agent_file(path: Path) -> type[Agent]:
     try:
         from a2a_bus.llm.bus_agent import agent_class_from_file  # type: ignore[import-not-found,unused-ignore]
+        from a2a_bus.llm.errors import AgentFileError  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         raise typer.BadParameter(
             f"{path}: agent files need a2a_bus.llm (a2a_bus.llm.bus_agent is not available)",
@@ -72,6 +73,8 @@ def _agent_file(path: Path) -> type[Agent]:
         raise typer.BadParameter(f"no such file: {path}", param_hint="TARGET")
     try:
         agent_cls: type[Agent] = agent_class_from_file(path)
+    except AgentFileError as exc:  # it starts with file:line: already
+        raise typer.BadParameter(str(exc), param_hint="TARGET") from None
     except Exception as exc:  # the file's own error, without a traceback
         raise typer.BadParameter(f"{path}: {exc}", param_hint="TARGET") from None
     return agent_cls
