@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
@@ -20,6 +21,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
@@ -50,6 +52,38 @@ class EventPage(NamedTuple):
     undecodable: int = 0
 
 
+def _check_json(value: Any, what: str) -> None:
+    """Refuse ``value`` (-32602) unless it travels as JSON on every transport: orjson
+    serialises it and it holds no NaN or infinity (which JSON has not)."""
+    try:
+        raw = orjson.dumps(value)
+    except TypeError as exc:  # orjson's message names the type
+        raise JsonRpcError(
+            ErrorCode.INVALID_PARAMS, "Invalid params", f"{what} is not JSON: {exc}"
+        ) from None
+    # orjson writes a non-finite float as null: only then is the walk worth it.
+    if b"null" in raw and (where := _non_finite(value, what)) is not None:
+        detail = f"{where} is not JSON: NaN and infinities have no JSON form"
+        raise JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    """The path of the first NaN or infinity in ``value``, or None."""
+    if type(value) is float:
+        return None if math.isfinite(value) else path
+    if isinstance(value, dict):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
 def _unwrap(response: dict[str, Any] | None) -> Any:
     if response is None:
         return None
@@ -68,6 +102,8 @@ class AsyncClient:
     def _event(self, agent: str | None, method: str, params: Any, *, request: bool) -> CloudEvent:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
+            # Checked here, once: the in-memory transport would carry anything, Kafka not.
+            _check_json(params, "params")
             message["params"] = params
         if request:
             message["id"] = next(self._ids)
@@ -104,12 +140,15 @@ class AsyncClient:
     ) -> str:
         """Publish an event on ``subject`` (one write, every subscriber gets it); its id.
 
-        An invalid subject raises :class:`JsonRpcError` (-32600); nothing is sent.
+        An invalid subject raises :class:`JsonRpcError` (-32600), data that is not
+        JSON (nor bytes) -32602; nothing is sent.
         """
         try:
             validate_subject(subject)
         except RoutingError as exc:
             raise JsonRpcError(exc.code, exc.message, exc.data) from None
+        if not isinstance(data, bytes | bytearray):
+            _check_json(data, "data")
         attributes: dict[str, Any] = {
             "source": self.bus.source,
             "type": type or f"{self.bus.adaptor.prefix}.{subject}",
