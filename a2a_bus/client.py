@@ -146,7 +146,7 @@ class AsyncClient:
         try:
             validate_subject(subject)
         except RoutingError as exc:
-            raise JsonRpcError(exc.code, exc.message, exc.data) from None
+            raise exc.json_rpc_error() from None
         if not isinstance(data, bytes | bytearray):
             _check_json(data, "data")
         attributes: dict[str, Any] = {

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ErrorCode, ext, mcptype, record_key
 from a2a_bus.transport.base import TopicPattern
 
@@ -34,13 +35,24 @@ INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
 class RoutingError(ValueError):
-    """An event or a name that cannot be routed; carries a JSON-RPC error code."""
+    """An event or a name that cannot be routed; carries a JSON-RPC error code.
+
+    ``message`` reads on its own (``invalid subject 'a b': ...``) for Python callers
+    and logs; :meth:`json_rpc_error` is the form to answer with.
+    """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
+
+    def json_rpc_error(self) -> JsonRpcError:
+        """The JSON-RPC error: -32600 is ``"Invalid Request"`` with the detail in
+        ``data``, as everywhere else; other codes carry their own message and data."""
+        if self.code == INVALID_REQUEST and self.data is None:
+            return JsonRpcError(INVALID_REQUEST, "Invalid Request", self.message)
+        return JsonRpcError(self.code, self.message, self.data)
 
 
 def validate_name(value: Any, what: str = "agent id") -> str:
