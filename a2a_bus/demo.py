@@ -62,19 +62,32 @@ def _wait(check: Callable[[], bool], timeout: float = 30.0) -> bool:
     return True
 
 
-def run(kafka: str | None = None, console: Console | None = None) -> int:
-    """Run the session; 0 when every step gave the expected answer."""
+def fresh_prefix() -> str:
+    """A topic prefix of its own per run: fresh topics, no history of earlier runs."""
+    return f"demo{uuid.uuid4().hex[:8]}"
+
+
+def demo_bus(kafka: str | None = None) -> Bus:
+    """In memory; or on Kafka at ``kafka``, every other setting (``A2A_KAFKA_*``, SASL
+    and SSL too, ``A2A_REQUEST_TIMEOUT``...) read by ``Bus.from_env``, on a fresh prefix."""
+    if not kafka:
+        return Bus.memory()
+    from a2a_bus.cli.common import bus_environment
+
+    return Bus.from_env(bus_environment(kafka, fresh_prefix()))
+
+
+def run(kafka: str | None = None, console: Console | None = None, *, bus: Bus | None = None) -> int:
+    """Run the session on ``bus`` (default: :func:`demo_bus` of ``kafka``); 0 when
+    every step gave the expected answer."""
     out = console or Console()
     calculator, echo, news = load_agents("calculator"), load_agents("echo"), load_agents("news")
     concierge = load_agents("concierge")
     # Always the scripted model, even when the environment names a real one: the
     # demo checks exact answers.
     llm_agent = concierge.concierge_class(concierge.scripted_client())
-    if kafka:
-        # A fresh prefix per run: fresh topics, no history of earlier runs.
-        bus = Bus.kafka(kafka, bus_options={"prefix": f"demo{uuid.uuid4().hex[:8]}"})
-    else:
-        bus = Bus.memory()
+    if bus is None:
+        bus = demo_bus(kafka)
     failures: list[str] = []
 
     def check(label: str, got: Any, expected: Any) -> None:
