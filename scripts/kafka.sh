@@ -12,7 +12,7 @@
 #   KAFKA_PORT             client port on 127.0.0.1 (default 9092)
 #   KAFKA_CONTROLLER_PORT  KRaft controller port (default KAFKA_PORT + 1)
 #   KAFKA_PARTITIONS       num.partitions for auto-created topics (default 3)
-#   KAFKA_HEAP             JVM heap options (default "-Xms256m -Xmx512m")
+#   KAFKA_HEAP             JVM heap options (default "-Xms256m -Xmx1g")
 #   KAFKA_START_TIMEOUT    seconds to wait for readiness (default 90)
 #   KAFKA_KEEP_DATA=1      keep topics across restarts (default: fresh log dirs)
 #   A2A_CACHE_DIR          jar cache (default ~/.cache/a2a-bus); jars go to kafka-<version>/
@@ -24,7 +24,7 @@ KAFKA_VERSION=${KAFKA_VERSION:-4.2.0}
 KAFKA_PORT=${KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
 KAFKA_PARTITIONS=${KAFKA_PARTITIONS:-3}
-KAFKA_HEAP=${KAFKA_HEAP:--Xms256m -Xmx512m}
+KAFKA_HEAP=${KAFKA_HEAP:--Xms256m -Xmx1g}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 CACHE_DIR=${A2A_CACHE_DIR:-$HOME/.cache/a2a-bus}
 LIB_DIR=$CACHE_DIR/kafka-$KAFKA_VERSION
