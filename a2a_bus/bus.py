@@ -28,7 +28,7 @@ from a2a_bus.discovery import (
     known_agents_required,
 )
 from a2a_bus.env import bus_options, transport_kind
-from a2a_bus.errors import BusStopped, JsonRpcError
+from a2a_bus.errors import BusStopped
 from a2a_bus.host import AgentHost
 from a2a_bus.loop_thread import LoopThread, SyncBridge
 from a2a_bus.metrics import Metrics
@@ -392,10 +392,11 @@ class Bus:
         except RoutingError as exc:
             if is_request:
                 self.metrics.inc("errors")
-                return error_response(exc.code, exc.message, caller_id, exc.data)
+                error = exc.json_rpc_error()
+                return error_response(error.code, error.message, caller_id, error.data)
             if exc.code == ErrorCode.AGENT_UNAVAILABLE:
                 # Nothing is written (no topic made for a typo); the caller is told.
-                raise JsonRpcError(exc.code, exc.message, exc.data) from None
+                raise exc.json_rpc_error() from None
             detail = f"{exc.message}: {exc.data}" if exc.data is not None else exc.message
             await self.dead_letter(event, f"unroutable: {detail}")
             return None
@@ -425,7 +426,7 @@ class Bus:
             route = self.route(event)
         except RoutingError as exc:
             stream = ReplyStream()
-            stream.fail(JsonRpcError(exc.code, exc.message, exc.data))
+            stream.fail(exc.json_rpc_error())
             return stream
         request_id, outgoing = self._request_event(event, route.agent_id)
         stream = self.correlator.expect_stream(request_id, timeout or self.request_timeout)
