@@ -39,3 +39,16 @@ def test_publish_to_an_invalid_subject_is_invalid_request_with_data() -> None:
         bus.client().publish("bad subject!", {"n": 1})
     assert (raised.value.code, raised.value.message) == (-32600, "Invalid Request")
     assert raised.value.data.startswith("invalid subject 'bad subject!'")
+
+
+def test_a_request_or_stream_to_an_invalid_agent_id_is_invalid_request_with_data() -> None:
+    with Bus.memory(heartbeat=60.0) as bus:
+        client = bus.client()
+        with pytest.raises(JsonRpcError) as raised:
+            client.request("no body!", "echo", {})
+        assert (raised.value.code, raised.value.message) == (-32600, "Invalid Request")
+        assert raised.value.data.startswith("invalid agent id 'no body!'")
+        with pytest.raises(JsonRpcError) as streamed:
+            list(client.stream("no body!", "count", {"to": 2}))
+        assert (streamed.value.code, streamed.value.message) == (-32600, "Invalid Request")
+        assert streamed.value.data.startswith("invalid agent id 'no body!'")
