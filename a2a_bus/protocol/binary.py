@@ -37,7 +37,7 @@ H = TypeVar("H")
 def _typed(name: str, text: str) -> Any:
     if name == "time":
         return parse_time(text)
-    if name == ext.SEQ and text.isdigit():
+    if name == ext.SEQ and text.isascii() and text.isdigit():  # not '²', a digit to Python
         return int(text)
     return text
 

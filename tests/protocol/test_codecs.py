@@ -91,3 +91,16 @@ def test_header_names_are_case_insensitive() -> None:
     headers, body = to_http(event)
     shouted = {name.upper(): value for name, value in headers.items()}
     assert events_equal(from_http(shouted, body)[0], event)
+
+
+@pytest.mark.parametrize(("text", "seq"), [("7", 7), ("²", "²"), ("٣", "٣"), ("-1", "-1")])
+def test_a_binary_seq_header_is_a_number_only_for_ascii_digits(text: str, seq: object) -> None:
+    headers = {
+        "ce-specversion": "1.0",
+        "ce-id": "e-1",
+        "ce-source": "tests",
+        "ce-type": "com.example.t",
+        "ce-seq": text,
+    }
+    [event] = from_http(headers, b"")
+    assert event.get_extension("seq") == seq
