@@ -219,7 +219,11 @@ class Bus:
         topics = self.topics
         self._subscriptions = [
             await self.transport.subscribe(
-                [self.reply_topic], self.reply_topic, self._on_reply, max_in_flight=1024
+                [self.reply_topic],
+                self.reply_topic,
+                self._on_reply,
+                max_in_flight=1024,
+                durable=False,  # answers for this process's callers only
             ),
             await follow_registry(
                 self.transport,

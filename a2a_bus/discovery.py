@@ -259,6 +259,7 @@ async def follow_registry(
         from_beginning=True,
         max_in_flight=1,  # applied in offset order: see Directory.reach
         on_undecodable=directory.on_undecodable,
+        durable=False,  # read whole at each start: nothing to keep
     )
     try:
         async with asyncio.timeout(timeout):

@@ -67,7 +67,7 @@ class Bridge:
         target = topics.subscription(subject)
         group = f"{topics.prefix}.tail.{new_id()}"
         return await self.bus.transport.subscribe(
-            [target] if isinstance(target, str) else target, group, handler
+            [target] if isinstance(target, str) else target, group, handler, durable=False
         )
 
     async def read(

@@ -179,6 +179,7 @@ class Transport(abc.ABC):
         from_beginning: bool = False,
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
+        durable: bool = True,
     ) -> Subscription:
         """Join consumer ``group`` on ``topics`` and hand each event to ``handler``.
 
@@ -187,6 +188,11 @@ class Transport(abc.ABC):
         an element of a raw batch, that is no event is dead-lettered and then
         given to ``on_undecodable`` (say, to answer its sender) before the record
         counts as handled.
+
+        ``durable=False`` is for a group of one short-lived member that needs no
+        progress kept (a live view, a node's reply topic): nothing is committed,
+        so a restart starts again as ``from_beginning`` says (no redelivery, no
+        redelivery flags), and the group leaves nothing behind once it is empty.
         """
 
     @abc.abstractmethod

@@ -346,6 +346,7 @@ class KafkaTransport(Transport):
         from_beginning: bool = False,
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
+        durable: bool = True,
     ) -> Subscription:
         if not self._ready:
             raise RuntimeError("the Kafka transport is not started")
@@ -360,6 +361,7 @@ class KafkaTransport(Transport):
             from_beginning=from_beginning,
             max_in_flight=max_in_flight,
             on_undecodable=on_undecodable,
+            durable=durable,
         )
         self._subscriptions.add(subscription)
         try:

@@ -143,3 +143,23 @@ class Committer:
                 return False
         self._metrics.commits += 1
         return True
+
+
+class Uncommitted(Committer):
+    """A committer that commits nothing, for ``durable=False`` subscriptions: the
+    group keeps no offsets, so Kafka forgets it once it is empty."""
+
+    def start(self) -> None:
+        pass
+
+    def covers(self, tracker: PartitionTracker, offset: int) -> bool:
+        return True  # no lease: nothing is redelivered to a later member
+
+    async def hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
+        return True
+
+    async def commit(self, partitions: Iterable[TopicPartition], *, clean: bool = False) -> bool:
+        return True
+
+    async def commit_starts(self, starts: dict[TopicPartition, int]) -> bool:
+        return False

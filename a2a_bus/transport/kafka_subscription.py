@@ -37,7 +37,7 @@ from a2a_bus.transport.base import (
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka_commits import PartitionTracker
-from a2a_bus.transport.kafka_committer import Committer
+from a2a_bus.transport.kafka_committer import Committer, Uncommitted
 from a2a_bus.transport.kafka_ownership import Ownership
 from a2a_bus.transport.kafka_records import DecodedRecord, decode_record, failure_reason
 
@@ -113,6 +113,7 @@ class KafkaSubscription(Subscription):
         from_beginning: bool = False,
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
+        durable: bool = True,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -160,7 +161,7 @@ class KafkaSubscription(Subscription):
         #: Set once the current assignment's previous owners are known; records
         #: fetched earlier wait for it (aiokafka may fetch before the callback).
         self._learned = asyncio.Event()
-        self._commits = Committer(
+        self._commits = (Committer if durable else Uncommitted)(
             self._consumer,
             group,
             self._trackers,

@@ -81,6 +81,8 @@ class MemorySubscription(Subscription):
         #: cleared per record: this is on every delivery's path).
         self._drained: asyncio.Future[None] | None = None
         self.assigned: list[TP] = []
+        #: False: the group's progress is dropped when its last member leaves.
+        self.durable = True
 
     def wants(self, topic: str) -> bool:
         if self._regex is not None:
@@ -326,6 +328,7 @@ class MemoryTransport(Transport):
         from_beginning: bool = False,
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
+        durable: bool = True,
     ) -> Subscription:
         if not self._started:
             raise RuntimeError("transport not started")
@@ -334,6 +337,7 @@ class MemoryTransport(Transport):
         if state is None:
             state = self._groups[group] = Group(group)
         member = MemorySubscription(self, state, topics, handler, max_in_flight, on_undecodable)
+        member.durable = durable
         if not isinstance(topics, TopicPattern):
             for topic in topics:
                 self._topic(topic)
@@ -351,6 +355,8 @@ class MemoryTransport(Transport):
         if member in group.members:
             group.members.remove(member)
             self._rebalance(group)
+            if not group.members and not member.durable:
+                self._groups.pop(group.name, None)  # its progress is not kept
 
     def _rebalance(self, group: Group) -> None:
         for member in group.members:

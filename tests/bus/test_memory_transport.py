@@ -82,3 +82,27 @@ async def test_declared_compacted_topics_keep_the_latest_record_per_key() -> Non
     with pytest.raises(RuntimeError, match="in use"):
         transport.declare_compacted("t.plain")
     await transport.stop()
+
+
+async def test_a_non_durable_group_forgets_its_progress_when_empty() -> None:
+    transport = MemoryTransport(partitions=2)
+    await transport.start()
+    seen: list[Delivery] = []
+
+    async def handler(delivery: Delivery) -> None:
+        seen.append(delivery)
+
+    kept = await transport.subscribe(["t.live"], "kept", handler)
+    passing = await transport.subscribe(["t.live"], "passing", handler, durable=False)
+    for n in range(3):
+        await transport.publish("t.live", _event(n))
+    async with asyncio.timeout(WAIT):
+        while len(seen) < 6:
+            await asyncio.sleep(0.001)
+    assert transport.committed("kept", "t.live") == transport.committed("passing", "t.live") == 3
+    await kept.stop()
+    await passing.stop()
+    assert transport.committed("kept", "t.live") == 3
+    assert transport.committed("passing", "t.live") == 0
+    assert "passing" not in transport.lag() and "kept" not in transport.lag()
+    await transport.stop()

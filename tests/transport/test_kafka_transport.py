@@ -635,3 +635,23 @@ async def test_the_bus_registry_is_a_compacted_topic(kafka_bootstrap: str, uid: 
     bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": f"t{uid}", "heartbeat": 60.0})
     async with bus:
         assert await cleanup_policy(kafka_bootstrap, bus.topics.registry) == "compact"
+
+
+async def test_a_non_durable_subscription_commits_nothing(
+    transport: KafkaTransport, uid: str
+) -> None:
+    topic, kept, passing = f"test.live.{uid}", f"kept-{uid}", f"passing-{uid}"
+    durable, live = Recorder(), Recorder()
+    subscriptions = [
+        await transport.subscribe([topic], kept, durable),
+        await transport.subscribe([topic], passing, live, durable=False),
+    ]
+    for n in range(5):
+        await transport.publish(topic, event(n))
+    await wait_until(lambda: len(durable.deliveries) == len(live.deliveries) == 5, "both")
+    for subscription in subscriptions:
+        await subscription.stop()
+    partitions = [TopicPartition(topic, p) for p in range(transport.settings.partitions)]
+    committed = await transport.committed_offsets(kept, partitions)
+    assert sum(max(0, offset) for offset, _ in committed.values()) == 5
+    assert all(o < 0 for o, _ in (await transport.committed_offsets(passing, partitions)).values())
