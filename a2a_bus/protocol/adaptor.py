@@ -293,13 +293,16 @@ class Adaptor:
         """The method an event calls (PROTOCOL.md section 3): ``a2amethod``, else its
         type without the prefix and the ``.req``/``.stream`` suffix, ``.`` -> ``/``.
 
-        None for a response and for a type outside the prefix (a native event of its
-        own type calls no method).
+        None for a response, for an event with a ``subject`` (published to its
+        subscribers, not a call) and for a type outside the prefix (a native event of
+        its own type calls no method).
         """
         attributes = event.get_attributes()
         method = attributes.get(ext.METHOD)
         if isinstance(method, str):
             return method
+        if attributes.get("subject") is not None:
+            return None
         type_ = attributes.get("type", "")
         kind = attributes.get(ext.MCPTYPE) or self._kind_from_type(type_)
         if kind == mcptype.RESPONSE or not type_.startswith(self.prefix + "."):

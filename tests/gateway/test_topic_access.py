@@ -27,7 +27,7 @@ from .conftest import WAIT
 
 pytestmark = pytest.mark.timeout(60)
 
-SHOP, NARROW = "shop-token", "narrow-token"
+SHOP, NARROW, CALLS = "shop-token", "narrow-token", "calls-token"
 
 
 @pytest.fixture
@@ -38,6 +38,7 @@ def settings() -> GatewaySettings:
             # The shop token of docs/gateway.md's example token file.
             SHOP: Access(name="shop", topics=("orders.#",)),
             NARROW: Access(name="narrow", topics=("orders.*",)),
+            CALLS: Access(name="calls", methods=("sub*",), topics=("orders.#",)),
         },
     )
 
@@ -61,6 +62,27 @@ async def test_publishing_is_held_to_subject_patterns(
     headers = {"content-type": "application/cloudevents+json", **bearer(SHOP)}
     response = await client.post("/events", content=structured(subject), headers=headers)
     assert response.status_code == status, response.text
+
+
+async def test_a_published_event_of_a_bus_type_is_held_to_topics_not_methods(
+    client: httpx.AsyncClient, bus: Bus
+) -> None:
+    # The CLI's publish types its events <prefix>.<subject>: published, they call no
+    # method, so a token whose methods do not cover the subject may still publish it.
+    event = {
+        "specversion": "1.0",
+        "id": "e-typed",
+        "source": "/t",
+        "type": "org.apache.eventmesh.a2a.orders.eu",
+        "subject": "orders.eu",
+        "data": {"a": 1},
+    }
+    headers = {"content-type": "application/cloudevents+json", **bearer(CALLS)}
+    response = await client.post("/events", content=orjson.dumps(event), headers=headers)
+    assert response.status_code == 202, response.text
+    page = await bus.async_client().read("orders.eu", limit=10)
+    [published] = page.events
+    assert published.get_extension("a2amethod") is None  # published as sent
 
 
 async def test_a_json_rpc_publish_is_held_to_subject_patterns(client: httpx.AsyncClient) -> None:

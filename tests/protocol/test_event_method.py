@@ -29,6 +29,8 @@ def event(type_: str, **extensions: Any) -> CloudEvent:
         ("com.example.news", {}, None),
         (f"{PREFIX}.common.response", {}, None),
         (f"{PREFIX}.add.req", {"mcptype": "response"}, None),
+        (f"{PREFIX}.orders.eu", {"subject": "orders.eu"}, None),  # published, not a call
+        (f"{PREFIX}.orders.eu", {"subject": "orders.eu", "a2amethod": "sum"}, "sum"),
     ],
 )
 def test_method_of(type_: str, extensions: dict[str, Any], method: str | None) -> None:
