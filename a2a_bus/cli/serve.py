@@ -59,6 +59,10 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: Seconds open HTTP connections get to finish after SIGINT/SIGTERM.
+SHUTDOWN_GRACE = 5
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handling: ``serve`` stops it on SIGINT/SIGTERM and
     then shuts the bus down cleanly (uvicorn would re-raise the signal afterwards)."""
@@ -93,7 +97,14 @@ async def _serve(
         ingress = Ingress(bus) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()
-        config = uvicorn.Config(create_app(bus, settings), log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            create_app(bus, settings),
+            log_level="warning",
+            lifespan="on",
+            # Live views (SSE) never end by themselves: close what is still open
+            # this long after a stop signal, so the server stops.
+            timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        )
         server = _Server(config)
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not serving.done():

@@ -11,6 +11,7 @@ body and runs its ``on_close`` however the response ends.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -50,6 +51,11 @@ class SSEResponse(StreamingResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            # The server cancels a stream still open when its shutdown grace ends; the
+            # connection is closed either way, and that is this response's end, not
+            # an error to report with a traceback.
+            pass
         finally:
             try:
                 await self._body.aclose()

@@ -241,3 +241,29 @@ def test_serve_warns_when_an_llm_agent_has_no_key() -> None:
     assert served.process.stderr is not None
     stderr = served.process.stderr.read().decode()
     assert f"warning: {support}: OPENAI_API_KEY is not set" in stderr, stderr
+
+
+def test_serve_stops_on_sigint_while_a_live_view_is_open() -> None:
+    # A live view (SSE) never ends by itself: the server closes it after its
+    # shutdown grace instead of waiting for the client forever.
+    port = free_port()
+    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
+    served.wait_for("listening on")
+    url = f"http://127.0.0.1:{port}"
+    tail = Lines("tail", "news.#", "--json", "--url", url)
+    try:
+        deadline = time.monotonic() + WAIT
+        while tail.lines.empty() and time.monotonic() < deadline:  # the view is open
+            assert run("publish", "news.sport", "{}", "--url", url).returncode == 0
+            time.sleep(0.5)
+        assert not tail.lines.empty(), "the live view never opened"
+        served.process.send_signal(signal.SIGINT)
+        served.wait_for("stopped")
+        assert served.process.wait(timeout=WAIT) == 0
+        assert served.process.stderr is not None
+        assert "Traceback" not in served.process.stderr.read().decode()
+        assert tail.process.wait(timeout=WAIT) != 0  # told the stream broke off
+    finally:
+        for process in (tail.process, served.process):
+            if process.poll() is None:
+                process.kill()
