@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 
 from a2a_bus.gateway.auth import Access, Authenticator
 from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.gateway.prom import DENIED
+from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.protocol import Adaptor
 
@@ -40,3 +43,11 @@ def require_access(request: Request) -> Access:
     if access is None:
         raise HTTPException(401, "a valid bearer token is required", headers=CHALLENGE)
     return access
+
+
+def topic_refusal(access: Access, subject: str) -> Response | None:
+    """The 403 for a subject (wildcards allowed) the token may not read, else None."""
+    if access.may_see_topic(subject):
+        return None
+    DENIED.labels("forbidden").inc()
+    return problem(403, f"topic {subject!r} is not allowed for this token")

@@ -12,8 +12,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_bus.gateway.context import context, require_access
-from a2a_bus.gateway.prom import DENIED
+from a2a_bus.gateway.context import context, require_access, topic_refusal
 from a2a_bus.gateway.responses import JSONResponse, problem
 from a2a_bus.protocol import to_structured
 
@@ -25,9 +24,9 @@ async def history(request: Request) -> Response:
     ctx = context(request)
     access = require_access(request)
     subject = request.path_params["subject"]
-    if not access.may_see_topic(subject):
-        DENIED.labels("forbidden").inc()
-        return problem(403, f"topic {subject!r} is not allowed for this token")
+    refused = topic_refusal(access, subject)
+    if refused is not None:
+        return refused
     query = request.query_params
     raw_limit = query.get("limit", str(DEFAULT_LIMIT))
     if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4):

@@ -17,8 +17,7 @@ from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_bus.gateway.context import context, require_access
-from a2a_bus.gateway.prom import DENIED
+from a2a_bus.gateway.context import context, require_access, topic_refusal
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.sse import SSEResponse
 from a2a_bus.protocol import to_structured
@@ -33,9 +32,9 @@ async def tail(request: Request) -> Response:
     ctx = context(request)
     access = require_access(request)
     subject = request.path_params["subject"]
-    if not access.may_see_topic(subject):
-        DENIED.labels("forbidden").inc()
-        return problem(403, f"topic {subject!r} is not allowed for this token")
+    refused = topic_refusal(access, subject)
+    if refused is not None:
+        return refused
     queue: asyncio.Queue[CloudEvent] = asyncio.Queue(QUEUE)
     dropped = 0
 
