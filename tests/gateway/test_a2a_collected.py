@@ -1,23 +1,21 @@
 """An A2A ``message/send`` of a streaming method: the chunks are gathered by the same
 rules as ``POST /rpc`` without SSE (``max_body_bytes``, -32005 beyond, the bus stream
-closed), and a client that leaves before the answer cancels the task."""
+closed). A client that leaves before the answer cancels the task: see
+test_collected_streams.py, which checks it for both paths."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-import uvicorn
 
 from a2a_bus.bus import Bus
-from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.gateway import GatewaySettings
 
 from . import agents
-from .conftest import WAIT
+from .conftest import WAIT, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,17 +25,6 @@ LIMIT = 600  # bytes: a send request fits; the parts of a thousand chunks do not
 @pytest.fixture
 def settings() -> GatewaySettings:
     return GatewaySettings(request_timeout=WAIT, max_body_bytes=LIMIT)
-
-
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), WAIT)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 def send(n: int, pause: float = 0.0, method: str = "message/send") -> bytes:
@@ -82,39 +69,3 @@ async def test_chunks_over_the_limit_fail_the_task_and_close_the_stream(
         headers={"accept": "text/event-stream"},
     )
     assert streamed.text.count('"artifact-update"') == 200
-
-
-@pytest.fixture
-async def port(bus: Bus) -> AsyncIterator[int]:
-    # The default size limit: only the client's leaving can stop this collection.
-    app = create_app(bus, GatewaySettings(request_timeout=WAIT))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-    server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
-    await until(lambda: server.started or serving.done(), "uvicorn to start")
-    yield server.servers[0].sockets[0].getsockname()[1]
-    server.should_exit = True
-    await asyncio.wait_for(serving, WAIT)
-
-
-async def test_a_client_that_leaves_a_send_cancels_its_task(port: int, bus: Bus) -> None:
-    agents.COUNTED["last"] = -1
-    body = send(100_000, pause=0.001)  # minutes of chunks, within the default 1 MiB
-    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = f"POST /a2a/echo HTTP/1.1\r\nhost: gateway\r\ncontent-length: {len(body)}\r\n\r\n"
-    writer.write(head.encode() + body)
-    await writer.drain()
-    await until(lambda: agents.COUNTED["last"] >= 10, "the stream to start")
-    assert bus.metrics.in_flight == 1
-    writer.close()  # the client goes away without an answer
-    await writer.wait_closed()
-    await until(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
-    stopped_at = agents.COUNTED["last"]
-    assert stopped_at < 99_999
-    # Echo handles one message at a time: this answer comes after the generator ended.
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
-        answer = await http.post(
-            "/rpc", json={"jsonrpc": "2.0", "method": "echo", "params": ["after"], "id": 1}
-        )
-    assert answer.json()["result"] == "after"
-    assert agents.COUNTED["last"] == stopped_at

@@ -4,18 +4,17 @@ up to a size limit, and only while the client is still there."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import httpx
 import orjson
 import pytest
-import uvicorn
 
 from a2a_bus.bus import Bus
-from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.gateway import GatewaySettings
 
 from . import agents
-from .conftest import WAIT
+from .conftest import WAIT, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,17 +24,6 @@ LIMIT = 300  # bytes: "[0,1,...,99]" is 290, two hundred chunks are more
 @pytest.fixture
 def settings() -> GatewaySettings:
     return GatewaySettings(request_timeout=WAIT, max_body_bytes=LIMIT)
-
-
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), WAIT)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 def count(n: int, pause: float = 0.0) -> bytes:
@@ -67,24 +55,25 @@ async def test_a_list_over_the_limit_is_an_error_and_the_stream_is_closed(
     assert streamed.text.count("event: chunk") == 200
 
 
-@pytest.fixture
-async def port(bus: Bus) -> AsyncIterator[int]:
-    # The default size limit: only the client's leaving can stop this collection.
-    app = create_app(bus, GatewaySettings(request_timeout=WAIT))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-    server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
-    await until(lambda: server.started or serving.done(), "uvicorn to start")
-    yield server.servers[0].sockets[0].getsockname()[1]
-    server.should_exit = True
-    await asyncio.wait_for(serving, WAIT)
+def a2a_send(n: int, pause: float) -> bytes:
+    call = {"method": "count", "params": {"n": n, "pause": pause}}
+    message = {"messageId": "m1", "role": "user", "parts": [{"kind": "data", "data": call}]}
+    params = {"message": message}
+    return orjson.dumps({"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": params})
 
 
-async def test_a_client_that_leaves_cancels_the_collection_upstream(port: int, bus: Bus) -> None:
+@pytest.mark.parametrize(
+    ("path", "request_body"),
+    [("/rpc", count), ("/a2a/echo", a2a_send)],  # JSON-RPC without SSE; A2A message/send
+)
+async def test_a_client_that_leaves_cancels_the_collection_upstream(
+    served_port: int, bus: Bus, path: str, request_body: Callable[[int, float], bytes]
+) -> None:
+    port = served_port
     agents.COUNTED["last"] = -1
-    body = count(100_000, pause=0.001)  # minutes of chunks, within the default 1 MiB
+    body = request_body(100_000, 0.001)  # minutes of chunks, within the default 1 MiB
     _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = f"POST /rpc HTTP/1.1\r\nhost: gateway\r\ncontent-length: {len(body)}\r\n\r\n"
+    head = f"POST {path} HTTP/1.1\r\nhost: gateway\r\ncontent-length: {len(body)}\r\n\r\n"
     writer.write(head.encode() + body)
     await writer.drain()
     await until(lambda: agents.COUNTED["last"] >= 10, "the stream to start")

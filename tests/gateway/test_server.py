@@ -4,7 +4,7 @@ disconnects, and many concurrent clients that all use the same JSON-RPC id."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -16,21 +16,11 @@ from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 
 from . import agents
+from .conftest import until
 
 pytestmark = pytest.mark.timeout(120)
 
 WAIT = 20.0
-
-
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), WAIT)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 @pytest.fixture
