@@ -4,6 +4,7 @@ reached in-process with httpx's ASGI transport."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -69,3 +70,17 @@ async def served_port(bus: Bus) -> AsyncIterator[int]:
     yield server.servers[0].sockets[0].getsockname()[1]
     server.should_exit = True
     await asyncio.wait_for(serving, WAIT)
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+async def either_bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
+    """A bus with the Spec agent on each transport in turn (Kafka: the real broker)."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    if request.param == "kafka":
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        made = Bus.kafka(bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
+    else:
+        made = Bus.memory(prefix=prefix)
+    async with made:
+        await made.aspawn(Spec)
+        yield made

@@ -4,8 +4,6 @@ type names (PROTOCOL.md section 3), on both transports (Kafka: the real broker).
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -15,25 +13,14 @@ from a2a_bus.bus import Bus
 from a2a_bus.ingress import Ingress
 from a2a_bus.transport.base import Delivery
 
-from .agents import Spec
-
 pytestmark = pytest.mark.timeout(120)
 
 WAIT = 30.0  # a guard against hangs, never a performance limit
-KINDS = ["memory", pytest.param("kafka", marks=pytest.mark.kafka)]
 
 
-@pytest.fixture(params=KINDS)
-async def bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
-    prefix = f"t{uuid.uuid4().hex[:10]}"
-    if request.param == "kafka":
-        bootstrap = request.getfixturevalue("kafka_bootstrap")
-        made = Bus.kafka(bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
-    else:
-        made = Bus.memory(prefix=prefix)
-    async with made:
-        await made.aspawn(Spec)
-        yield made
+@pytest.fixture
+def bus(either_bus: Bus) -> Bus:
+    return either_bus  # on each transport (conftest)
 
 
 async def test_a_request_event_without_a2amethod_is_answered(bus: Bus) -> None:
