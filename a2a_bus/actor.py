@@ -5,12 +5,15 @@ loop must not block on a pykka future); the actor runs it in its own thread
 and reports the :class:`Outcome` back with ``loop.call_soon_threadsafe``.
 An exception other than :class:`JsonRpcError` is a crash: it is reported,
 then re-raised so pykka logs the traceback and stops the actor; the
-supervisor restarts it.
+supervisor restarts it. A job that may wait for input (``Job.parks``: a
+handler reading a caller's stream) runs in a :class:`~a2a_bus.fiber.Fiber`
+and gives the actor back while it waits; the actor is told to resume it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -25,6 +28,7 @@ import pykka
 
 from a2a_bus.agent import Agent
 from a2a_bus.errors import JsonRpcError
+from a2a_bus.fiber import Fiber
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,9 @@ class Job:
     #: True when it answered the caller itself (a caller in this process).
     answer: Callable[[Outcome], bool] | None = field(default=None, repr=False)
     answered: bool = False
+    #: The call may park (wait for input without holding the actor): it runs in
+    #: a Fiber, and the replica's mailbox bound does not count it.
+    parks: bool = False
 
 
 Report = Callable[[Job, Outcome], None]
@@ -73,6 +80,8 @@ class AgentActor(pykka.ThreadingActor):
         self.agent = agent
         self._report = report
         self._report_start_failure = report_start_failure
+        #: Calls that gave the actor back while they wait for input (see Fiber).
+        self._fibers: dict[Fiber, Job] = {}
 
     @staticmethod
     def _create_actor_inbox() -> Any:
@@ -88,13 +97,27 @@ class AgentActor(pykka.ThreadingActor):
             raise
 
     def on_stop(self) -> None:
+        self._abort_fibers()
         self.agent.on_stop()
 
+    def on_failure(self, *exc_info: Any) -> None:
+        self._abort_fibers()
+
     def on_receive(self, message: Any) -> Any:
+        if type(message) is _Resume:
+            if self._fibers.get(message.fiber) is message.job:
+                self._run_slice(message.job, message.fiber)
+            return None
         if not isinstance(message, Job):
             return None
         job = message
         agent = self.agent
+        if job.parks:
+            fiber = Fiber(functools.partial(job.call, agent), name=f"{job.label} reader")
+            fiber.wake = functools.partial(_tell_quietly, self.actor_ref, _Resume(job, fiber))
+            self._fibers[fiber] = job
+            self._run_slice(job, fiber)
+            return None
         agent.event = job.event
         agent.redelivered = job.redelivered or job.attempts > 0
         try:
@@ -115,6 +138,43 @@ class AgentActor(pykka.ThreadingActor):
             raise  # pykka logs it with the traceback and stops this actor
         self._report(job, Outcome(value))
         return None
+
+    def _run_slice(self, job: Job, fiber: Fiber) -> None:
+        """Run ``job``'s fiber until it parks (other messages go on) or ends."""
+        agent = self.agent
+        agent.event = job.event
+        agent.redelivered = job.redelivered or job.attempts > 0
+        if not fiber.run_slice():
+            return
+        del self._fibers[fiber]
+        error = fiber.error
+        if error is None:
+            self._report(job, Outcome(fiber.result))
+        elif isinstance(error, JsonRpcError):
+            self._report(job, Outcome(error=error))
+        else:
+            if isinstance(error, Exception):
+                self._report(job, Outcome(crash=f"{type(error).__name__}: {error}"))
+            raise error  # as above: logged by pykka, the actor stops
+
+    def _abort_fibers(self) -> None:
+        """This agent instance is done: unwind the calls parked on it."""
+        fibers, self._fibers = self._fibers, {}
+        for fiber in fibers:
+            fiber.abort()
+
+
+@dataclass(frozen=True, slots=True)
+class _Resume:
+    """Told to the actor when the parked ``fiber`` running ``job`` may go on."""
+
+    job: Job
+    fiber: Fiber
+
+
+def _tell_quietly(actor: pykka.ActorRef[Any], message: Any) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):  # its fibers were aborted with it
+        actor.tell(message)
 
 
 class _LoopCalls:

@@ -159,6 +159,9 @@ class Agent:
     version: ClassVar[str] = "0.1.0"
     #: Bound on queued + running messages per replica before its inbox is paused.
     mailbox_size: ClassVar[int] = 64
+    #: Bound on caller -> agent streams open at once per replica; beyond it a new
+    #: stream is answered -32007 (see docs/bus.md, Streams).
+    max_open_streams: ClassVar[int] = 16
 
     methods: ClassVar[dict[str, MethodSpec]] = {}
     subscriptions: ClassVar[tuple[SubscriptionSpec, ...]] = ()

@@ -65,6 +65,8 @@ class AgentHost:
         self.replicas: list[Replica] = []
         self._subscriptions: dict[Replica, list[Subscription]] = {}
         self._inbound: dict[str, tuple[InboundStream, asyncio.Future[Outcome]]] = {}
+        #: Caller -> agent streams whose handler has not ended, per replica.
+        self._open_streams: dict[Replica, int] = {}
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -123,6 +125,13 @@ class AgentHost:
         for subscriptions in self._subscriptions.values():
             for subscription in subscriptions:
                 await subscription.stop()
+        # No more chunks will come here: handlers still reading end now, not
+        # after their idle time (the stream's end marker goes to the next owner).
+        stopped = JsonRpcError(
+            ErrorCode.STREAM_BROKEN, "Stream broken", "the agent stopped before the stream ended"
+        )
+        for stream, _ in self._inbound.values():
+            stream.fail(stopped)
         for replica in self.replicas:
             await replica.stop()
         self._subscriptions.clear()
@@ -318,33 +327,12 @@ class AgentHost:
     ) -> None:
         """One chunk (or the end marker) of a caller -> agent stream."""
         event = delivery.event
-        session = str(event.get_extension(ext.SESSION))
+        session = stream_session(delivery)
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         entry = self._inbound.get(session)
         if entry is None:
-            stream = InboundStream(asyncio.get_running_loop())
-            others = {k: v for k, v in params.items() if k not in (CHUNK_PARAM, END_PARAM)}
-            try:
-                bound = spec.binder.bind(others, stream=stream)
-            except JsonRpcError as exc:
-                done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-                done.set_result(Outcome(error=exc))
-                entry = self._inbound[session] = (stream, done)
-            else:
-                # Chunks are not kept once read (the stream is bounded), so a crash
-                # after the handler read any is final rather than retried.
-                job = Job(
-                    spec.binder.call(spec.attribute, bound),
-                    label=f"{spec.name} stream {session}",
-                    event=event,
-                    redelivered=delivery.redelivered,
-                    unretryable=stream.unreplayable,
-                )
-                task = asyncio.ensure_future(replica.submit(job))
-                # A handler that finished (or died) takes no more chunks: nothing waits for room.
-                task.add_done_callback(lambda _: stream.abandon())
-                entry = self._inbound[session] = (stream, task)
+            entry = self._inbound[session] = self._open_stream(replica, spec, delivery, params)
         stream, running = entry
         seq = event.get_extension(ext.SEQ)
         if params.get(END_PARAM):
@@ -354,6 +342,49 @@ class AgentHost:
             await self._answer(delivery, message, outcome)
         elif not running.done():
             await stream.put(seq, params.get(CHUNK_PARAM))
+
+    def _open_stream(
+        self, replica: Replica, spec: MethodSpec, delivery: Delivery, params: dict[str, Any]
+    ) -> tuple[InboundStream, asyncio.Future[Outcome]]:
+        """Start the handler of a new caller -> agent stream (or its refusal)."""
+        loop = asyncio.get_running_loop()
+        stream = InboundStream(loop)
+        others = {k: v for k, v in params.items() if k not in (CHUNK_PARAM, END_PARAM)}
+        open_here = self._open_streams.get(replica, 0)
+        try:
+            if open_here >= self.agent_cls.max_open_streams:
+                # Held back, its chunks would wait for room behind streams that
+                # wait for their own chunks: refused at once instead.
+                detail = (
+                    f"{replica.name} has {open_here} open streams (max_open_streams); "
+                    "send the stream again later"
+                )
+                raise JsonRpcError(ErrorCode.BUSY, "Agent busy", detail)
+            bound = spec.binder.bind(others, stream=stream)
+        except JsonRpcError as exc:
+            refused: asyncio.Future[Outcome] = loop.create_future()
+            refused.set_result(Outcome(error=exc))
+            return stream, refused
+        # Chunks are not kept once read (the stream is bounded), so a crash
+        # after the handler read any is final rather than retried.
+        job = Job(
+            spec.binder.call(spec.attribute, bound),
+            label=f"{spec.name} stream {stream_session(delivery)}",
+            event=delivery.event,
+            redelivered=delivery.redelivered,
+            unretryable=stream.unreplayable,
+            parks=True,
+        )
+        self._open_streams[replica] = open_here + 1
+        task = asyncio.ensure_future(replica.submit(job))
+
+        def ended(_: object) -> None:
+            # A handler that finished (or died) takes no more chunks: nothing waits for room.
+            stream.abandon()
+            self._open_streams[replica] -= 1
+
+        task.add_done_callback(ended)
+        return stream, task
 
     # -- pub/sub --------------------------------------------------------------------
 
@@ -396,6 +427,11 @@ class AgentHost:
         )
         self.bus.metrics.inc("dead_letters")
         log.warning("dead letter from %s: %s", self.agent_id, reason)
+
+
+def stream_session(delivery: Delivery) -> str:
+    """The caller -> agent stream a delivered chunk belongs to."""
+    return str(delivery.event.get_extension(ext.SESSION))
 
 
 __all__ = ["AgentHost"]

@@ -33,6 +33,7 @@ import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
+from a2a_bus.fiber import Fiber, FiberAborted
 from a2a_bus.protocol import Adaptor, ErrorCode, ext, result_response
 
 #: Extension flag on the event that closes a stream.
@@ -158,9 +159,12 @@ class InboundStream:
     """A caller -> agent stream: the loop puts items, the actor thread iterates.
 
     Bounded: ``put`` waits (on the loop) while ``limit`` items are unread; the
-    reader gives up after ``idle_timeout`` seconds without a chunk. Each
-    ``iter()`` reads on from where the last reader stopped: items read are not
-    kept, so a handler that crashed after reading cannot be given them again.
+    reader gives up after ``idle_timeout`` seconds without a chunk. A reader in
+    a :class:`~a2a_bus.fiber.Fiber` parks while there is nothing to read (its
+    actor handles other messages meanwhile) and is woken by the next put, the
+    end, a failure or the idle timer. Each ``iter()`` reads on from where the
+    last reader stopped: items read are not kept, so a handler that crashed
+    after reading cannot be given them again.
     """
 
     def __init__(
@@ -178,6 +182,9 @@ class InboundStream:
         #: True once a reader took an item (or the end) out of the stream.
         self.consumed = False
         self._abandoned = False
+        self._idle = False
+        self._parked: Fiber | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     def unreplayable(self) -> str | None:
         """Why a new reader would not see the stream from its start, or None."""
@@ -206,7 +213,7 @@ class InboundStream:
                 self._items.extend(ready)
                 if len(self._items) >= self._limit:
                     self._space.clear()
-                self._ready.notify()
+                self._wake_reader()
 
     def close(self, count: Any) -> None:
         try:
@@ -216,27 +223,68 @@ class InboundStream:
             return
         with self._ready:
             self._items.append(_END)
-            self._ready.notify()
+            self._wake_reader()
 
     def fail(self, error: JsonRpcError) -> None:
         with self._ready:
             self._error = error
             self._items.append(_END)
-            self._ready.notify()
+            self._wake_reader()
 
-    def __iter__(self) -> Iterator[Any]:
+    def _wake_reader(self) -> None:
+        """With the lock held, on the loop: there is something for the reader."""
+        self._ready.notify()
+        fiber, self._parked = self._parked, None
+        if fiber is not None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+                self._idle_timer = None
+            fiber.wake()
+
+    def _arm_idle_timer(self, fiber: Fiber) -> None:  # on the loop
+        with self._ready:
+            if self._parked is not fiber:
+                return  # woken already
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            self._idle_timer = self._loop.call_later(self.idle_timeout, self._on_idle, fiber)
+
+    def _on_idle(self, fiber: Fiber) -> None:  # on the loop
+        with self._ready:
+            if self._parked is fiber:
+                self._idle = True
+                self._idle_timer = None
+                self._wake_reader()
+
+    def _take(self) -> Any:
+        """The next item or ``_END``, waiting while there is none."""
         while True:
             with self._ready:
-                while not self._items:
-                    if not self._ready.wait(self.idle_timeout):
-                        detail = f"no chunk for {self.idle_timeout}s"
-                        raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", detail)
-                item = self._items.popleft()
-                self.consumed = True
-                if len(self._items) < self._limit // 2:
-                    self._loop.call_soon_threadsafe(self._space.set)
-            if item is _END:
-                if self._error is not None:
-                    raise self._error
-                return
+                if self._items:
+                    item = self._items.popleft()
+                    self.consumed = True
+                    if len(self._items) < self._limit // 2:
+                        self._loop.call_soon_threadsafe(self._space.set)
+                    return item
+                if self._idle:
+                    detail = f"no chunk for {self.idle_timeout}s"
+                    raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", detail)
+                fiber = Fiber.current()
+                if fiber is None:
+                    self._idle = not self._ready.wait(self.idle_timeout)
+                    continue
+                self._parked = fiber
+            self._loop.call_soon_threadsafe(self._arm_idle_timer, fiber)
+            try:
+                fiber.park()
+            except FiberAborted:
+                with self._ready:
+                    if self._parked is fiber:
+                        self._parked = None
+                raise
+
+    def __iter__(self) -> Iterator[Any]:
+        while (item := self._take()) is not _END:
             yield item
+        if self._error is not None:
+            raise self._error

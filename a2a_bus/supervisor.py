@@ -7,7 +7,10 @@ it handed over until the job's outcome arrives; after a crash it starts a new
 actor (a fresh agent instance) after a backoff, hands it the jobs the old one
 never finished, and retries the job that crashed it at most ``max_retries``
 times before declaring it dead (the host writes it to the dead-letter topic).
-A job whose input cannot be given again (``Job.unretryable``) is dead at once.
+A job whose input cannot be given again (``Job.unretryable``) is dead at once,
+also when it was parked (``Job.parks``) on the actor that another job crashed.
+Parked jobs are bounded by the host (open streams), not by the mailbox: a
+mailbox full of jobs waiting for input would pause the very input they wait for.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Replica:
         self._metrics = metrics
         self._on_pressure = on_pressure
         self._outstanding: dict[Job, None] = {}  # insertion-ordered set
+        self._parking = 0  # outstanding jobs that may park: not held against the bound
         self._actor: pykka.ActorRef[AgentActor] | None = None
         self._generation = 0
         self._backoff = policy.backoff_initial
@@ -72,8 +76,8 @@ class Replica:
 
     @property
     def held(self) -> int:
-        """Jobs queued or running in this replica."""
-        return len(self._outstanding)
+        """Jobs queued or running in this replica, parked ones excepted."""
+        return len(self._outstanding) - self._parking
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -104,12 +108,14 @@ class Replica:
         on the request path); when full, a coroutine that waits for room first.
         """
         outstanding = self._outstanding
-        if len(outstanding) >= self.mailbox_size:
+        if job.parks:
+            self._parking += 1
+        elif len(outstanding) - self._parking >= self.mailbox_size:
             return self._submit_when_room(job)
         assert self._loop is not None
         future = job.future = self._loop.create_future()
         outstanding[job] = None
-        held = len(outstanding)
+        held = len(outstanding) - self._parking
         if held > self._metrics.peak_mailbox:
             self._metrics.peak_mailbox = held
         if held >= self.mailbox_size:
@@ -118,7 +124,7 @@ class Replica:
         return future
 
     async def _submit_when_room(self, job: Job) -> Outcome:
-        while len(self._outstanding) >= self.mailbox_size:
+        while self.held >= self.mailbox_size:
             await self._space.wait()
         return await self.submit(job)
 
@@ -135,13 +141,14 @@ class Replica:
 
     def _resolve(self, job: Job, outcome: Outcome) -> None:
         outstanding = self._outstanding
-        outstanding.pop(job, None)
+        if outstanding.pop(job, False) is None and job.parks:
+            self._parking -= 1
         if job.answer is not None:
             job.answered = job.answer(outcome)
         future = job.future
         if future is not None and not future.done():
             future.set_result(outcome)
-        if self._full and len(outstanding) <= self.mailbox_size // 2:
+        if self._full and len(outstanding) - self._parking <= self.mailbox_size // 2:
             self._set_full(False)
         if not outstanding and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
@@ -173,7 +180,16 @@ class Replica:
             self._resolve(job, outcome)
         else:
             self._metrics.inc("redeliveries")
+        self._end_unreplayable(job)
         self._crashed()
+
+    def _end_unreplayable(self, crashed: Job) -> None:
+        """Jobs the crashed actor had started and cannot be given again die with it."""
+        for job in list(self._outstanding):
+            why_not = job.unretryable() if job is not crashed and job.unretryable else None
+            if why_not is not None:
+                reason = f"the agent restarted while this stream was open; not retried: {why_not}"
+                self._resolve(job, Outcome(crash=reason, attempts=job.attempts + 1))
 
     def _on_start_failure(self, generation: int, reason: str) -> None:
         if generation == self._generation:

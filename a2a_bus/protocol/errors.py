@@ -29,6 +29,7 @@ class ErrorCode(IntEnum):
     UNAUTHORIZED = -32004
     TOO_LARGE = -32005
     STREAM_BROKEN = -32006
+    BUSY = -32007
 
 
 #: The specification's message for each standard code.

@@ -1,0 +1,141 @@
+"""Caller -> agent streams that stay open while other work reaches the same replica.
+
+A handler reading a caller's stream gives its actor back while it waits for the
+next chunk, so other messages are handled meanwhile and the stream's chunks are
+never stuck behind work that waits for the stream to end. Both transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import ClassVar
+
+import pytest
+
+from a2a_bus import Agent, AsyncClient, Bus, JsonRpcError, method
+from a2a_bus.protocol import ErrorCode
+from a2a_bus.transport.kafka_records import DLQ_REASON
+from tests.bus.test_behaviour import WAIT, eventually, header, make_bus, read_dlq
+
+__all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
+
+MakeBus = Callable[..., Awaitable[Bus]]
+
+
+class Tally(Agent):
+    agent_id = "tally"
+    mailbox_size = 8
+    max_open_streams = 4
+    #: Sessions whose handler started reading, per test token.
+    reading: ClassVar[dict[str, int]] = {}
+
+    def __init__(self) -> None:
+        self.bumps = 0
+
+    @method
+    def total(self, numbers: Iterator[int], token: str = "") -> int:
+        self.reading[token] = self.reading.get(token, 0) + 1
+        return sum(numbers)
+
+    @method
+    def bump(self) -> int:
+        self.bumps += 1
+        return self.bumps
+
+    @method
+    def explode(self) -> None:
+        raise RuntimeError("boom")
+
+
+async def _paced(items: list[int], gate: asyncio.Event) -> AsyncIterator[int]:
+    """The first item at once, the rest once ``gate`` is set."""
+    yield items[0]
+    await gate.wait()
+    for item in items[1:]:
+        yield item
+
+
+async def _open_stream(
+    client: AsyncClient, items: list[int]
+) -> tuple[asyncio.Future[int], asyncio.Event]:
+    """A ``stream_to`` whose handler has read the first item and waits for the
+    rest, which are sent once the returned gate is set."""
+    gate = asyncio.Event()
+    token = uuid.uuid4().hex
+    streaming = asyncio.ensure_future(
+        client.stream_to("tally", "total", _paced(items, gate), {"token": token})
+    )
+    await eventually(lambda: Tally.reading.get(token) == 1)
+    return streaming, gate
+
+
+async def test_requests_are_answered_while_a_stream_waits_for_chunks(make_bus: MakeBus) -> None:
+    # More requests than the mailbox and the subscription's in-flight bound hold:
+    # queued behind a handler that waits for chunks, they would hold every slot
+    # the stream's next chunk needs.
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    streaming, gate = await _open_stream(client, [1, 2, 3, 4])
+    answers = await asyncio.wait_for(
+        asyncio.gather(*(client.request("tally", "bump") for _ in range(30))), WAIT
+    )
+    assert sorted(answers) == list(range(1, 31))
+    assert not streaming.done()
+    gate.set()
+    assert await asyncio.wait_for(streaming, WAIT) == 10
+
+
+async def test_more_streams_than_the_mailbox_holds_are_all_answered(make_bus: MakeBus) -> None:
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    token = uuid.uuid4().hex
+    count = 3 * Tally.mailbox_size
+    gates = [asyncio.Event() for _ in range(count)]
+    calls = [
+        asyncio.ensure_future(
+            client.stream_to("tally", "total", _paced([n, n, n], gates[n]), {"token": token})
+        )
+        for n in range(count)
+    ]
+    await asyncio.sleep(0.2)  # every stream has sent its first chunk
+    for gate in gates:
+        gate.set()
+    outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), WAIT)
+    busy = [o for o in outcomes if isinstance(o, JsonRpcError)]
+    assert all(e.code == ErrorCode.BUSY for e in busy), outcomes
+    assert all("open streams" in str(e.data) for e in busy)
+    answered = {n: o for n, o in enumerate(outcomes) if not isinstance(o, BaseException)}
+    assert answered == {n: 3 * n for n in answered}
+    assert len(answered) >= Tally.max_open_streams
+    # Nothing is held once they are answered: the next stream is taken.
+    assert await asyncio.wait_for(client.stream_to("tally", "total", [5, 6]), WAIT) == 11
+
+
+async def test_stop_ends_an_open_stream_at_once(make_bus: MakeBus) -> None:
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    streaming, _ = await _open_stream(client, [1, 2])
+    # Without an end the handler would wait out its 60 s idle time, and stop with it.
+    await asyncio.wait_for(bus.astop(), WAIT)
+    streaming.cancel()
+    with pytest.raises((asyncio.CancelledError, JsonRpcError)):
+        await streaming
+
+
+async def test_a_crash_elsewhere_ends_an_open_stream_it_read_from(make_bus: MakeBus) -> None:
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    streaming, gate = await _open_stream(client, [1, 2])
+    with pytest.raises(JsonRpcError):
+        await asyncio.wait_for(client.request("tally", "explode"), WAIT)
+    gate.set()
+    # The restarted agent cannot read the stream from its start: the caller is told.
+    with pytest.raises(JsonRpcError) as error:
+        await asyncio.wait_for(streaming, WAIT)
+    assert error.value.code == ErrorCode.INTERNAL_ERROR
+    letters = await read_dlq(bus, 2)
+    reasons = [header(letter, DLQ_REASON) for letter in letters]
+    assert any("the agent restarted while this stream was open" in r for r in reasons), reasons
+    assert await asyncio.wait_for(client.stream_to("tally", "total", [5, 6]), WAIT) == 11
