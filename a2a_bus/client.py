@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Iterable,
     Iterator,
     Sequence,
@@ -27,11 +29,13 @@ from cloudevents.core.v1.event import CloudEvent
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ErrorCode, Failure, classify, ext, new_event, new_id
 from a2a_bus.routing import RoutingError, is_wildcard, validate_subject
-from a2a_bus.streams import CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
+from a2a_bus.streams import ABORT_PARAM, CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
+
+log = logging.getLogger(__name__)
 
 
 class Call(NamedTuple):
@@ -288,14 +292,20 @@ class AsyncClient:
         session = new_id()
         base = {**(params or {}), "_sessionId": session}
         seq = 0
-        if isinstance(chunks, AsyncIterable):
-            async for chunk in chunks:
-                await self._send_chunk(agent, method, base, seq, chunk)
-                seq += 1
-        else:
-            for chunk in chunks:
-                await self._send_chunk(agent, method, base, seq, chunk)
-                seq += 1
+        try:
+            if isinstance(chunks, AsyncIterable):
+                async for chunk in chunks:
+                    await self._send_chunk(agent, method, base, seq, chunk)
+                    seq += 1
+            else:
+                for chunk in chunks:
+                    await self._send_chunk(agent, method, base, seq, chunk)
+                    seq += 1
+        except BaseException:
+            if seq:  # the handler has started: end its stream now, not after its idle time
+                abort = {**base, "_seq": seq, END_PARAM: True, ABORT_PARAM: True}
+                await _quietly(self.notify(agent, method, abort))
+            raise
         end = {**base, "_seq": seq, END_PARAM: True}
         return await self.request(agent, method, end, timeout=timeout)
 
@@ -330,6 +340,14 @@ async def collect(
     finally:
         await responses.aclose()
     return {"jsonrpc": "2.0", "result": collected.items, "id": id}
+
+
+async def _quietly(send: Awaitable[None]) -> None:
+    """Send a best-effort message on the way out of a failure (or a cancel)."""
+    try:
+        await asyncio.shield(send)
+    except (Exception, asyncio.CancelledError) as exc:
+        log.debug("a best-effort message was not sent: %r", exc)
 
 
 async def _next(items: AsyncIterator[Any]) -> Any:

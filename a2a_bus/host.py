@@ -25,7 +25,15 @@ from a2a_bus.actor import Job, Outcome
 from a2a_bus.agent import Agent, MethodSpec, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ErrorCode, error_response, ext, record_key, result_response, to_kafka
-from a2a_bus.streams import CHUNK_PARAM, END_PARAM, InboundStream, chunk_event, end_event
+from a2a_bus.streams import (
+    ABORT_PARAM,
+    CHUNK_PARAM,
+    END_PARAM,
+    STREAM_PARAMS,
+    InboundStream,
+    chunk_event,
+    end_event,
+)
 from a2a_bus.supervisor import Replica
 from a2a_bus.transport.base import Delivery, Subscription
 from a2a_bus.transport.kafka_records import dead_letter_headers
@@ -331,10 +339,17 @@ class AgentHost:
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         entry = self._inbound.get(session)
+        seq = event.get_extension(ext.SEQ)
+        if params.get(ABORT_PARAM):
+            if entry is not None:  # else it never started here: nothing to end
+                gone = f"the caller abandoned the stream after {seq} chunks"
+                entry[0].fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
+                await entry[1]
+                self._inbound.pop(session, None)
+            return
         if entry is None:
             entry = self._inbound[session] = self._open_stream(replica, spec, delivery, params)
         stream, running = entry
-        seq = event.get_extension(ext.SEQ)
         if params.get(END_PARAM):
             stream.close(seq)
             outcome = await running
@@ -349,7 +364,7 @@ class AgentHost:
         """Start the handler of a new caller -> agent stream (or its refusal)."""
         loop = asyncio.get_running_loop()
         stream = InboundStream(loop)
-        others = {k: v for k, v in params.items() if k not in (CHUNK_PARAM, END_PARAM)}
+        others = {k: v for k, v in params.items() if k not in STREAM_PARAMS}
         open_here = self._open_streams.get(replica, 0)
         try:
             if open_here >= self.agent_cls.max_open_streams:

@@ -10,7 +10,8 @@ Agent -> caller: chunks are response events (``collaborationid`` = the
 request id), each ``result`` one item. Caller -> agent: chunks are JSON-RPC
 notifications of the method with ``params._sessionId``/``_seq``/``chunk``; the
 end marker is the request itself (``_seq`` = chunk count, ``_end``: true),
-answered like any request.
+answered like any request. A caller that gives up before the end sends the end
+as a notification with ``_abort``: true; the handler's stream breaks at once.
 
 A request answered by a stream but made as a plain call (not as a stream)
 gets the items gathered into one list (:class:`Collected`), bounded in bytes.
@@ -45,6 +46,10 @@ CANCEL_METHOD = "stream/cancel"
 #: params member carrying one item of a caller -> agent stream; and its end flag.
 CHUNK_PARAM = "chunk"
 END_PARAM = "_end"
+#: With ``_end``: the caller gave up; the stream is broken, not ended.
+ABORT_PARAM = "_abort"
+#: params members that belong to the stream, not to the handler.
+STREAM_PARAMS = (CHUNK_PARAM, END_PARAM, ABORT_PARAM)
 #: Bound of a stream gathered into one list, as JSON (the gateway's default body limit).
 COLLECT_MAX_BYTES = 1 << 20
 

@@ -30,6 +30,8 @@ class Tally(Agent):
     max_open_streams = 4
     #: Sessions whose handler started reading, per test token.
     reading: ClassVar[dict[str, int]] = {}
+    #: How ``watch`` ended, per test token: the sum or the error.
+    ended: ClassVar[dict[str, int | JsonRpcError]] = {}
 
     def __init__(self) -> None:
         self.bumps = 0
@@ -38,6 +40,18 @@ class Tally(Agent):
     def total(self, numbers: Iterator[int], token: str = "") -> int:
         self.reading[token] = self.reading.get(token, 0) + 1
         return sum(numbers)
+
+    @method
+    def watch(self, numbers: Iterator[int], token: str) -> int:
+        """The sum; records how reading the stream ended."""
+        self.reading[token] = self.reading.get(token, 0) + 1
+        try:
+            total = sum(numbers)
+        except JsonRpcError as exc:
+            self.ended[token] = exc
+            raise
+        self.ended[token] = total
+        return total
 
     @method
     def bump(self) -> int:
@@ -139,3 +153,50 @@ async def test_a_crash_elsewhere_ends_an_open_stream_it_read_from(make_bus: Make
     reasons = [header(letter, DLQ_REASON) for letter in letters]
     assert any("the agent restarted while this stream was open" in r for r in reasons), reasons
     assert await asyncio.wait_for(client.stream_to("tally", "total", [5, 6]), WAIT) == 11
+
+
+async def _failing_source(error: BaseException) -> AsyncIterator[int]:
+    yield 1
+    yield 2
+    raise error
+
+
+async def _stalled_source() -> AsyncIterator[int]:
+    yield 1
+    await asyncio.Event().wait()  # never set: only a cancel ends it
+    yield 2
+
+
+async def _handler_ending(token: str) -> JsonRpcError:
+    await eventually(lambda: token in Tally.ended)
+    ended = Tally.ended[token]
+    assert isinstance(ended, JsonRpcError), ended
+    return ended
+
+
+async def test_a_source_that_fails_ends_the_handlers_stream_at_once(make_bus: MakeBus) -> None:
+    bus = await make_bus(Tally)
+    token = uuid.uuid4().hex
+    source = _failing_source(ValueError("the source broke"))
+    with pytest.raises(ValueError, match="the source broke"):
+        await asyncio.wait_for(
+            bus.async_client().stream_to("tally", "watch", source, {"token": token}), WAIT
+        )
+    # Not after the handler's 60 s idle time: the caller told it the stream is over.
+    ended = await _handler_ending(token)
+    assert ended.code == ErrorCode.STREAM_BROKEN
+    assert ended.data == "the caller abandoned the stream after 2 chunks"
+
+
+async def test_a_cancelled_caller_ends_the_handlers_stream(make_bus: MakeBus) -> None:
+    bus = await make_bus(Tally)
+    token = uuid.uuid4().hex
+    sending = asyncio.ensure_future(
+        bus.async_client().stream_to("tally", "watch", _stalled_source(), {"token": token})
+    )
+    await eventually(lambda: Tally.reading.get(token) == 1)
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    ended = await _handler_ending(token)
+    assert ended.data == "the caller abandoned the stream after 1 chunks"
