@@ -64,20 +64,55 @@ class Message:
     task_id: str | None = None
 
 
-@dataclass
 class Artifact:
-    parts: list[Part]
-    name: str = "result"
-    artifact_id: str = field(default_factory=new_id)
+    """A task's output: parts under a name and an id, and optional ``metadata``.
+
+    Streamed text is kept joined: text appended after a text part extends it, as an
+    A2A client reconstructs ``append`` updates. The pieces are joined when ``parts``
+    is read, not on every append (which would copy the text so far each time).
+    """
+
+    def __init__(
+        self,
+        parts: list[Part],
+        name: str = "result",
+        artifact_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.artifact_id = artifact_id if artifact_id is not None else new_id()
+        self.metadata = metadata
+        self._parts: list[Part] = []
+        #: The pieces of a trailing text part, not in ``_parts`` yet.
+        self._text: list[str] = []
+        self.extend(parts)
+
+    def __repr__(self) -> str:
+        return f"Artifact({self.parts!r}, {self.name!r}, {self.artifact_id!r})"
+
+    @property
+    def parts(self) -> list[Part]:
+        """The parts (read-only: change them through :meth:`extend`)."""
+        if not self._text:
+            return self._parts
+        if len(self._text) > 1:
+            self._text = ["".join(self._text)]
+        return [*self._parts, Part.text(self._text[0])]
+
+    @property
+    def ends_with_text(self) -> bool:
+        return bool(self._text)
 
     def extend(self, parts: list[Part]) -> None:
         """Append streamed parts; consecutive text is joined into one part."""
         for part in parts:
-            last = self.parts[-1] if self.parts else None
-            if part.kind == "text" and last is not None and last.kind == "text":
-                self.parts[-1] = Part.text(last.value + part.value)
-            else:
-                self.parts.append(part)
+            if part.kind == "text":
+                self._text.append(part.value)
+                continue
+            if self._text:
+                self._parts.append(Part.text("".join(self._text)))
+                self._text = []
+            self._parts.append(part)
 
 
 def now() -> str:

@@ -5,9 +5,11 @@ Each run reports what changed on the way through ``emit`` (the SSE stream of
 ``SendStreamingMessage`` renders it); the final state is on the task when the run's
 asyncio task is done. A run nobody watches (a plain send) gathers a streaming
 method's chunks by the client's rules (:func:`a2a_bus.client.collect`): up to
-``max_bytes`` of JSON, else the task fails with -32005. Cancelling the asyncio task
-of a run closes the bus request (a stream's cancel reaches the agent) and leaves the
-task ``canceled``.
+``max_bytes`` of JSON, else the task fails with -32005. A watched stream is not
+limited, but what the task keeps of it (for ``GetTask``) is: up to ``max_bytes`` of
+JSON, then the stored artifact stops growing and its metadata says it was cut.
+Cancelling the asyncio task of a run closes the bus request (a stream's cancel
+reaches the agent) and leaves the task ``canceled``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.client import collect
@@ -81,9 +84,14 @@ class Run:
         self.call = call
         self.event = event
         self.timeout = timeout
-        #: The bound of a streaming method's chunks gathered for a run nobody watches.
+        #: The bound of a streaming method's chunks gathered for a run nobody watches,
+        #: and of what the task keeps of a stream.
         self.max_bytes = max_bytes
         self._artifact: Artifact | None = None
+        # JSON bytes of the kept parts' values as one list: brackets, less the first comma.
+        self._kept = 1
+        #: The metadata of a stored artifact that was cut (None while it is whole).
+        self._omitted: dict[str, Any] | None = None
 
     async def __call__(self, emit: Emit | None = None) -> None:
         """Run the call; ``emit`` gets each update (None: nobody watches, so a
@@ -168,10 +176,42 @@ class Run:
         if artifact is None:
             artifact = self._artifact = Artifact([])
             task.artifacts.append(artifact)
-        artifact.extend(parts)
+        self._keep(artifact, parts)
         if emit is not None:
             delta = Artifact(parts, artifact.name, artifact.artifact_id)
             await emit(ArtifactChunk(delta, append=append, last_chunk=False))
+
+    def _keep(self, artifact: Artifact, parts: list[Part]) -> None:
+        """Put parts on the stored artifact while the task stays within ``max_bytes``
+        of JSON; from the first that does not fit on, they are only counted in the
+        artifact's metadata (the stream itself goes on)."""
+        for part in parts:
+            size = _json_size(part)
+            if self._omitted is None:
+                if part.kind == "text" and artifact.ends_with_text:
+                    grown = self._kept + size  # joined onto the text part before it
+                else:
+                    grown = self._kept + size + (3 if part.kind == "text" else 1)  # quotes, comma
+                if grown <= self.max_bytes:
+                    self._kept = grown
+                    artifact.extend([part])
+                    continue
+                self._omitted = artifact.metadata = {
+                    "truncated": True,
+                    "omittedParts": 0,
+                    "omittedBytes": 0,
+                    "maxBytes": self.max_bytes,
+                }
+            self._omitted["omittedParts"] += 1
+            self._omitted["omittedBytes"] += size
+
+
+def _json_size(part: Part) -> int:
+    """The bytes of a part's value as JSON (a text's without its quotes)."""
+    if part.kind == "text":
+        return len(orjson.dumps(part.value)) - 2
+    # default=repr only sizes what the transport may still refuse, as collect does.
+    return len(orjson.dumps(part.value, default=repr))
 
 
 #: Chunks of the LLM runtime's ``chat/stream`` (see ``a2a_bus.llm.chunks``).

@@ -127,11 +127,14 @@ def message_json(message: Message, version: Version) -> dict[str, Any]:
 
 
 def artifact_json(artifact: Artifact, version: Version) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "artifactId": artifact.artifact_id,
         "name": artifact.name,
         "parts": [part_json(p, version) for p in artifact.parts],
     }
+    if artifact.metadata:
+        out["metadata"] = artifact.metadata
+    return out
 
 
 def status_json(task: Task, version: Version) -> dict[str, Any]:
