@@ -52,6 +52,9 @@ ATTEMPTS_HEADER = "a2a-dlq-attempts"
 class AgentHost:
     """Runs ``replicas`` supervised actors of one agent class on a bus."""
 
+    #: Seconds a caller -> agent stream is remembered after its handler ended.
+    stream_linger: float = 600.0
+
     def __init__(
         self,
         bus: Bus,
@@ -349,6 +352,7 @@ class AgentHost:
             return
         if entry is None:
             entry = self._inbound[session] = self._open_stream(replica, spec, delivery, params)
+            entry[1].add_done_callback(functools.partial(self._linger, session, entry))
         stream, running = entry
         if params.get(END_PARAM):
             stream.close(seq)
@@ -357,6 +361,17 @@ class AgentHost:
             await self._answer(delivery, message, outcome)
         elif not running.done():
             await stream.put(seq, params.get(CHUNK_PARAM))
+
+    def _linger(self, session: str, entry: object, _: object) -> None:
+        """A stream whose handler ended is remembered until its end comes (later
+        chunks are dropped, the end is answered), or for ``stream_linger``
+        seconds when the caller never sends it."""
+
+        def forget() -> None:
+            if self._inbound.get(session) is entry:
+                del self._inbound[session]
+
+        asyncio.get_running_loop().call_later(self.stream_linger, forget)
 
     def _open_stream(
         self, replica: Replica, spec: MethodSpec, delivery: Delivery, params: dict[str, Any]
