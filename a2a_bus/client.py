@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
@@ -23,11 +22,20 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode, Failure, classify, ext, new_event, new_id
+from a2a_bus.payload import request_refusal
+from a2a_bus.protocol import (
+    ErrorCode,
+    Failure,
+    classify,
+    error_response,
+    ext,
+    mcptype,
+    new_event,
+    new_id,
+)
 from a2a_bus.routing import RoutingError, is_wildcard, validate_subject
 from a2a_bus.streams import ABORT_PARAM, CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
@@ -56,36 +64,12 @@ class EventPage(NamedTuple):
     undecodable: int = 0
 
 
-def _check_json(value: Any, what: str) -> None:
-    """Refuse ``value`` (-32602) unless it travels as JSON on every transport: orjson
-    serialises it and it holds no NaN or infinity (which JSON has not)."""
-    try:
-        raw = orjson.dumps(value)
-    except TypeError as exc:  # orjson's message names the type
-        raise JsonRpcError(
-            ErrorCode.INVALID_PARAMS, "Invalid params", f"{what} is not JSON: {exc}"
-        ) from None
-    # orjson writes a non-finite float as null: only then is the walk worth it.
-    if b"null" in raw and (where := _non_finite(value, what)) is not None:
-        detail = f"{where} is not JSON: NaN and infinities have no JSON form"
-        raise JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
-
-
-def _non_finite(value: Any, path: str) -> str | None:
-    """The path of the first NaN or infinity in ``value``, or None."""
-    if type(value) is float:
-        return None if math.isfinite(value) else path
-    if isinstance(value, dict):
-        items: Iterable[tuple[Any, Any]] = value.items()
-    elif isinstance(value, list | tuple):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _non_finite(item, f"{path}[{key!r}]")
-        if found is not None:
-            return found
-    return None
+def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
+    """Refuse ``value`` unless every transport carries it (see :mod:`a2a_bus.payload`):
+    -32602 when it is not JSON, -32005 when it is too large; nothing is sent."""
+    refusal = request_refusal(value, what, binary=binary)
+    if refusal is not None:
+        raise refusal
 
 
 def _unwrap(response: dict[str, Any] | None) -> Any:
@@ -137,7 +121,7 @@ class AsyncClient:
 
     async def notify(self, agent: str | None, method: str, params: Any = None) -> None:
         """Send a notification (no response)."""
-        await self.call_event(self._event(agent, method, params, request=False))
+        await self._send(self._event(agent, method, params, request=False))
 
     async def publish(
         self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
@@ -145,14 +129,13 @@ class AsyncClient:
         """Publish an event on ``subject`` (one write, every subscriber gets it); its id.
 
         An invalid subject raises :class:`JsonRpcError` (-32600), data that is not
-        JSON (nor bytes) -32602; nothing is sent.
+        JSON (nor bytes) -32602, more than a message may carry -32005; nothing is sent.
         """
         try:
             validate_subject(subject)
         except RoutingError as exc:
             raise exc.json_rpc_error() from None
-        if not isinstance(data, bytes | bytearray):
-            _check_json(data, "data")
+        _check_json(data, "data", binary=True)
         attributes: dict[str, Any] = {
             "source": self.bus.source,
             "type": type or f"{self.bus.adaptor.prefix}.{subject}",
@@ -161,7 +144,7 @@ class AsyncClient:
             **extensions,
         }
         event = new_event(attributes, data)
-        await self.call_event(event)
+        await self._send(event)
         return event.get_id()
 
     async def read(
@@ -197,7 +180,24 @@ class AsyncClient:
     async def call_event(
         self, event: CloudEvent, *, timeout: float | None = None
     ) -> dict[str, Any] | None:
-        """Route one event; a request's JSON-RPC response (caller's id), else None."""
+        """Route one event; a request's JSON-RPC response (caller's id), else None.
+
+        Data that no transport carries (see :mod:`a2a_bus.payload`) is refused:
+        a request is answered with the error, anything else raises it.
+        """
+        try:
+            _check_json(event.get_data(), "data", binary=True)
+        except JsonRpcError as exc:
+            if event.get_attributes().get(ext.MCPTYPE) != mcptype.REQUEST:
+                raise
+            message = event.get_data()
+            id = message.get("id") if isinstance(message, dict) else event.get_id()
+            return error_response(exc.code, exc.message, id, exc.data)
+        return await self._send(event, timeout)
+
+    async def _send(
+        self, event: CloudEvent, timeout: float | None = None
+    ) -> dict[str, Any] | None:
         return await self.bus._on_loop(self.bus.send(event, timeout=timeout))
 
     async def call(
@@ -222,7 +222,7 @@ class AsyncClient:
     async def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Send several requests at once; each result, or the :class:`JsonRpcError`."""
         events = [self._event(c.agent, c.method, c.params, request=True) for c in calls]
-        responses = await asyncio.gather(*(self.call_event(e, timeout=timeout) for e in events))
+        responses = await asyncio.gather(*(self._send(e, timeout) for e in events))
         results: list[Any] = []
         for response in responses:
             try:

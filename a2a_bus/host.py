@@ -24,6 +24,7 @@ import orjson
 from a2a_bus.actor import Job, Outcome
 from a2a_bus.agent import Agent, MethodSpec, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
+from a2a_bus.payload import response_refusal
 from a2a_bus.protocol import ErrorCode, error_response, ext, record_key, result_response, to_kafka
 from a2a_bus.streams import (
     ABORT_PARAM,
@@ -210,6 +211,7 @@ class AgentHost:
         """Resolve the caller's request at once, on the loop, as the outcome lands."""
         if outcome.crash is not None:
             return False  # dead-lettered first, then answered by _answer
+        outcome = _carried(outcome)
         if outcome.error is None:
             self.bus.correlator.answer(request_id, {"result": outcome.result})
         else:
@@ -234,6 +236,8 @@ class AgentHost:
         """Count the outcome, dead-letter a dead message, and reply to a request."""
         self.bus.metrics.inc("handled")
         id = message.get("id")
+        if "id" in message:
+            outcome = _carried(outcome)
         if outcome.crash is not None:
             await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
             # The traceback is in the log; the caller learns only that it failed.
@@ -279,6 +283,8 @@ class AgentHost:
         queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
         credits = threading.Semaphore(STREAM_CREDITS)
         cancelled = threading.Event()
+        #: An item no transport carries: the stream ends with this error there.
+        refused: list[tuple[int, JsonRpcError]] = []
 
         def emit(seq: int, item: Any) -> bool:  # runs in the actor thread
             if cancelled.is_set():
@@ -298,8 +304,13 @@ class AgentHost:
             adaptor, transport = self.bus.adaptor, self.bus.transport
             while (entry := await queue.get()) is not None:
                 if isinstance(reply_to, str) and not cancelled.is_set():
-                    chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to, control)
-                    await transport.publish(reply_to, chunk, key=record_key(chunk))
+                    refusal = response_refusal(entry[1], f"chunk {entry[0]}")
+                    if refusal is not None:
+                        refused.append((entry[0], refusal))
+                        cancel()  # the generator is closed at its next item
+                    else:
+                        chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to, control)
+                        await transport.publish(reply_to, chunk, key=record_key(chunk))
                 credits.release()
 
         job.emit = emit
@@ -311,7 +322,11 @@ class AgentHost:
             queue.put_nowait(None)
             await pumping
             self.bus.running_streams.pop(request_id, None)
-        if cancelled.is_set():  # the caller is gone: nothing more to send
+        if refused:  # ended where an item could not be sent
+            refusal = refused[0][1]
+            log.warning("stream %s of %s ended: %s", request_id, self.agent_id, refusal.data)
+            outcome = Outcome(error=refusal)
+        elif cancelled.is_set():  # the caller is gone: nothing more to send
             self.bus.metrics.inc("handled")
             await self._answer_stream_failure(delivery, outcome)
             return
@@ -320,7 +335,7 @@ class AgentHost:
             count = outcome.result
             response = result_response({"chunks": count}, id)
         else:
-            count = 0
+            count = refused[0][0] if refused else 0
             await self._answer_stream_failure(delivery, outcome)
             error = outcome.error or JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error")
             response = error_response(error.code, error.message, id, error.data)
@@ -457,6 +472,17 @@ class AgentHost:
         )
         self.bus.metrics.inc("dead_letters")
         log.warning("dead letter from %s: %s", self.agent_id, reason)
+
+
+def _carried(outcome: Outcome) -> Outcome:
+    """``outcome``, or the error the caller gets when its result is something no
+    transport carries (see :mod:`a2a_bus.payload`)."""
+    if outcome.error is None and outcome.crash is None:
+        refusal = response_refusal(outcome.result, "the result")
+        if refusal is not None:
+            log.warning("a result was not sent: %s", refusal.data)
+            return Outcome(error=refusal, attempts=outcome.attempts)
+    return outcome
 
 
 def stream_session(delivery: Delivery) -> str:
