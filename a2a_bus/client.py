@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.payload import request_refusal
+from a2a_bus.payload import refusal
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,
@@ -67,9 +67,9 @@ class EventPage(NamedTuple):
 def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
     """Refuse ``value`` unless every transport carries it (see :mod:`a2a_bus.payload`):
     -32602 when it is not JSON, -32005 when it is too large; nothing is sent."""
-    refusal = request_refusal(value, what, binary=binary)
-    if refusal is not None:
-        raise refusal
+    error = refusal(value, what, binary=binary)
+    if error is not None:
+        raise error
 
 
 def _unwrap(response: dict[str, Any] | None) -> Any:
@@ -195,9 +195,7 @@ class AsyncClient:
             return error_response(exc.code, exc.message, id, exc.data)
         return await self._send(event, timeout)
 
-    async def _send(
-        self, event: CloudEvent, timeout: float | None = None
-    ) -> dict[str, Any] | None:
+    async def _send(self, event: CloudEvent, timeout: float | None = None) -> dict[str, Any] | None:
         return await self.bus._on_loop(self.bus.send(event, timeout=timeout))
 
     async def call(

@@ -24,7 +24,7 @@ import orjson
 from a2a_bus.actor import Job, Outcome
 from a2a_bus.agent import Agent, MethodSpec, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.payload import response_refusal
+from a2a_bus.payload import refusal
 from a2a_bus.protocol import ErrorCode, error_response, ext, record_key, result_response, to_kafka
 from a2a_bus.streams import (
     ABORT_PARAM,
@@ -304,9 +304,9 @@ class AgentHost:
             adaptor, transport = self.bus.adaptor, self.bus.transport
             while (entry := await queue.get()) is not None:
                 if isinstance(reply_to, str) and not cancelled.is_set():
-                    refusal = response_refusal(entry[1], f"chunk {entry[0]}")
-                    if refusal is not None:
-                        refused.append((entry[0], refusal))
+                    error = refusal(entry[1], f"chunk {entry[0]}", result=True)
+                    if error is not None:
+                        refused.append((entry[0], error))
                         cancel()  # the generator is closed at its next item
                     else:
                         chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to, control)
@@ -323,9 +323,9 @@ class AgentHost:
             await pumping
             self.bus.running_streams.pop(request_id, None)
         if refused:  # ended where an item could not be sent
-            refusal = refused[0][1]
-            log.warning("stream %s of %s ended: %s", request_id, self.agent_id, refusal.data)
-            outcome = Outcome(error=refusal)
+            error = refused[0][1]
+            log.warning("stream %s of %s ended: %s", request_id, self.agent_id, error.data)
+            outcome = Outcome(error=error)
         elif cancelled.is_set():  # the caller is gone: nothing more to send
             self.bus.metrics.inc("handled")
             await self._answer_stream_failure(delivery, outcome)
@@ -478,10 +478,10 @@ def _carried(outcome: Outcome) -> Outcome:
     """``outcome``, or the error the caller gets when its result is something no
     transport carries (see :mod:`a2a_bus.payload`)."""
     if outcome.error is None and outcome.crash is None:
-        refusal = response_refusal(outcome.result, "the result")
-        if refusal is not None:
-            log.warning("a result was not sent: %s", refusal.data)
-            return Outcome(error=refusal, attempts=outcome.attempts)
+        error = refusal(outcome.result, "the result", result=True)
+        if error is not None:
+            log.warning("a result was not sent: %s", error.data)
+            return Outcome(error=error, attempts=outcome.attempts)
     return outcome
 
 

@@ -54,28 +54,24 @@ def check_payload(
         raise PayloadError(detail, too_large=True)
 
 
-def request_refusal(value: Any, what: str, *, binary: bool = False) -> JsonRpcError | None:
-    """The error for a sender whose ``value`` no transport carries: -32602 when
-    it is not JSON, -32005 ``Request too large``; None when it travels."""
+def refusal(
+    value: Any, what: str, *, result: bool = False, binary: bool = False
+) -> JsonRpcError | None:
+    """The error for ``value`` that no transport carries, or None when it travels.
+
+    For a sender: -32602 when it is not JSON, -32005 ``Request too large``. For a
+    handler's ``result`` (or stream item), the caller's answer in its place:
+    -32603 when it is not JSON (the handler's fault), -32005 ``Response too large``.
+    """
     try:
         check_payload(value, what, binary=binary)
     except PayloadError as exc:
         if exc.too_large:
-            return JsonRpcError(ErrorCode.TOO_LARGE, "Request too large", exc.detail)
+            message = "Response too large" if result else "Request too large"
+            return JsonRpcError(ErrorCode.TOO_LARGE, message, exc.detail)
+        if result:
+            return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", exc.detail)
         return JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", exc.detail)
-    return None
-
-
-def response_refusal(value: Any, what: str) -> JsonRpcError | None:
-    """The error a caller gets in place of a handler's ``value`` that no transport
-    carries: -32603 when it is not JSON (the handler's fault, not the caller's),
-    -32005 ``Response too large``; None when it travels."""
-    try:
-        check_payload(value, what)
-    except PayloadError as exc:
-        if exc.too_large:
-            return JsonRpcError(ErrorCode.TOO_LARGE, "Response too large", exc.detail)
-        return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", exc.detail)
     return None
 
 
@@ -100,6 +96,5 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "PayloadError",
     "check_payload",
-    "request_refusal",
-    "response_refusal",
+    "refusal",
 ]
