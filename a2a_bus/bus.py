@@ -41,13 +41,11 @@ from a2a_bus.protocol import (
     new_event,
     new_id,
     result_response,
-    to_kafka,
 )
 from a2a_bus.routing import Route, RouteKind, RoutingError, Topics, decide
 from a2a_bus.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.supervisor import RestartPolicy
 from a2a_bus.transport.base import Delivery, Subscription, Transport
-from a2a_bus.transport.kafka_records import dead_letter_headers
 from a2a_bus.transport.memory import MemoryTransport
 
 log = logging.getLogger(__name__)
@@ -394,16 +392,13 @@ class Bus:
         try:
             route = self.route(event)
         except RoutingError as exc:
+            error = exc.json_rpc_error()
             if is_request:
                 self.metrics.inc("errors")
-                error = exc.json_rpc_error()
                 return error_response(error.code, error.message, caller_id, error.data)
-            if exc.code == ErrorCode.AGENT_UNAVAILABLE:
-                # Nothing is written (no topic made for a typo); the caller is told.
-                raise exc.json_rpc_error() from None
-            detail = f"{exc.message}: {exc.data}" if exc.data is not None else exc.message
-            await self.dead_letter(event, f"unroutable: {detail}")
-            return None
+            # Nothing is written (no topic made for a typo); the sender is told, as
+            # for a request (a gateway or the ingress counts or dead-letters it).
+            raise error from None
         if not is_request or route.kind is RouteKind.PUBSUB:
             await self.transport.publish(route.topic, event, key=route.key)
             if is_request:
@@ -495,12 +490,3 @@ class Bus:
             await self.transport.publish(control, event)
         except Exception as exc:  # the generator then runs to its end, unread
             log.warning("could not send stream/cancel to %s: %s", control, exc)
-
-    async def dead_letter(self, event: CloudEvent, reason: str) -> None:
-        """Write an event the bus could not route to the dead-letter topic."""
-        record = to_kafka(event, "structured")
-        headers = dead_letter_headers((), reason, "", -1, -1) + record.headers
-        await self.transport.publish_raw(
-            self.topics.dlq, record.value, key=record.key, headers=headers
-        )
-        self.metrics.inc("dead_letters")

@@ -153,6 +153,12 @@ async def test_route_by_method_and_unknown_method(make_bus: Callable[..., Awaita
     # The JSON-RPC spec's wording, the method in data, whichever side answers.
     for error in (by_method.value, p2p.value):
         assert (error.code, error.message, error.data) == (-32601, "Method not found", "no/such")
+    # A notification no agent declares is refused to its sender too, nothing written
+    # (it was dead-lettered, and the sender could not tell).
+    with pytest.raises(JsonRpcError) as notified:
+        await client.notify(None, "no/such", {})
+    assert (notified.value.code, notified.value.data) == (-32601, "no/such")
+    assert bus.transport.dead_lettered == 0
 
 
 @pytest.mark.parametrize(
