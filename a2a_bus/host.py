@@ -22,19 +22,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from a2a_bus.actor import Job, Outcome
-from a2a_bus.agent import Agent, MethodSpec, SubscriptionSpec
+from a2a_bus.agent import Agent, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
+from a2a_bus.inbound import InboundStreams
 from a2a_bus.payload import refusal
 from a2a_bus.protocol import ErrorCode, error_response, ext, record_key, result_response, to_kafka
-from a2a_bus.streams import (
-    ABORT_PARAM,
-    CHUNK_PARAM,
-    END_PARAM,
-    STREAM_PARAMS,
-    InboundStream,
-    chunk_event,
-    end_event,
-)
+from a2a_bus.streams import chunk_event, end_event
 from a2a_bus.supervisor import Replica
 from a2a_bus.transport.base import Delivery, Subscription
 from a2a_bus.transport.kafka_records import dead_letter_headers
@@ -52,9 +45,6 @@ ATTEMPTS_HEADER = "a2a-dlq-attempts"
 
 class AgentHost:
     """Runs ``replicas`` supervised actors of one agent class on a bus."""
-
-    #: Seconds a caller -> agent stream is remembered after its handler ended.
-    stream_linger: float = 600.0
 
     def __init__(
         self,
@@ -76,9 +66,7 @@ class AgentHost:
         self._kwargs = dict(kwargs or {})
         self.replicas: list[Replica] = []
         self._subscriptions: dict[Replica, list[Subscription]] = {}
-        self._inbound: dict[str, tuple[InboundStream, asyncio.Future[Outcome]]] = {}
-        #: Caller -> agent streams whose handler has not ended, per replica.
-        self._open_streams: dict[Replica, int] = {}
+        self.inbound = InboundStreams(agent_cls, self._answer)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -142,8 +130,7 @@ class AgentHost:
         stopped = JsonRpcError(
             ErrorCode.STREAM_BROKEN, "Stream broken", "the agent stopped before the stream ended"
         )
-        for stream, _ in self._inbound.values():
-            stream.fail(stopped)
+        self.inbound.fail_all(stopped)
         for replica in self.replicas:
             await replica.stop()
         self._subscriptions.clear()
@@ -171,7 +158,7 @@ class AgentHost:
             await self._builtin_or_unknown(delivery, message, method)
             return
         if spec.stream_param is not None and event.get_extension(ext.SESSION) is not None:
-            await self._on_stream_chunk(replica, delivery, spec, message)
+            await self.inbound.on_chunk(replica, delivery, spec, message)
             return
         try:
             bound = spec.binder.bind(message.get("params"))
@@ -348,89 +335,6 @@ class AgentHost:
         if outcome.crash is not None:
             await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
 
-    async def _on_stream_chunk(
-        self, replica: Replica, delivery: Delivery, spec: MethodSpec, message: dict[str, Any]
-    ) -> None:
-        """One chunk (or the end marker) of a caller -> agent stream."""
-        event = delivery.event
-        session = stream_session(delivery)
-        params = message.get("params")
-        params = params if isinstance(params, dict) else {}
-        entry = self._inbound.get(session)
-        seq = event.get_extension(ext.SEQ)
-        if params.get(ABORT_PARAM):
-            if entry is not None:  # else it never started here: nothing to end
-                gone = f"the caller abandoned the stream after {seq} chunks"
-                entry[0].fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
-                await entry[1]
-                self._inbound.pop(session, None)
-            return
-        if entry is None:
-            entry = self._inbound[session] = self._open_stream(replica, spec, delivery, params)
-            entry[1].add_done_callback(functools.partial(self._linger, session, entry))
-        stream, running = entry
-        if params.get(END_PARAM):
-            stream.close(seq)
-            outcome = await running
-            self._inbound.pop(session, None)
-            await self._answer(delivery, message, outcome)
-        elif not running.done():
-            await stream.put(seq, params.get(CHUNK_PARAM))
-
-    def _linger(self, session: str, entry: object, _: object) -> None:
-        """A stream whose handler ended is remembered until its end comes (later
-        chunks are dropped, the end is answered), or for ``stream_linger``
-        seconds when the caller never sends it."""
-
-        def forget() -> None:
-            if self._inbound.get(session) is entry:
-                del self._inbound[session]
-
-        asyncio.get_running_loop().call_later(self.stream_linger, forget)
-
-    def _open_stream(
-        self, replica: Replica, spec: MethodSpec, delivery: Delivery, params: dict[str, Any]
-    ) -> tuple[InboundStream, asyncio.Future[Outcome]]:
-        """Start the handler of a new caller -> agent stream (or its refusal)."""
-        loop = asyncio.get_running_loop()
-        stream = InboundStream(loop)
-        others = {k: v for k, v in params.items() if k not in STREAM_PARAMS}
-        open_here = self._open_streams.get(replica, 0)
-        try:
-            if open_here >= self.agent_cls.max_open_streams:
-                # Held back, its chunks would wait for room behind streams that
-                # wait for their own chunks: refused at once instead.
-                detail = (
-                    f"{replica.name} has {open_here} open streams (max_open_streams); "
-                    "send the stream again later"
-                )
-                raise JsonRpcError(ErrorCode.BUSY, "Agent busy", detail)
-            bound = spec.binder.bind(others, stream=stream)
-        except JsonRpcError as exc:
-            refused: asyncio.Future[Outcome] = loop.create_future()
-            refused.set_result(Outcome(error=exc))
-            return stream, refused
-        # Chunks are not kept once read (the stream is bounded), so a crash
-        # after the handler read any is final rather than retried.
-        job = Job(
-            spec.binder.call(spec.attribute, bound),
-            label=f"{spec.name} stream {stream_session(delivery)}",
-            event=delivery.event,
-            redelivered=delivery.redelivered,
-            unretryable=stream.unreplayable,
-            parks=True,
-        )
-        self._open_streams[replica] = open_here + 1
-        task = asyncio.ensure_future(replica.submit(job))
-
-        def ended(_: object) -> None:
-            # A handler that finished (or died) takes no more chunks: nothing waits for room.
-            stream.abandon()
-            self._open_streams[replica] -= 1
-
-        task.add_done_callback(ended)
-        return stream, task
-
     # -- pub/sub --------------------------------------------------------------------
 
     async def _on_event(self, replica: Replica, spec: SubscriptionSpec, delivery: Delivery) -> None:
@@ -483,11 +387,6 @@ def _carried(outcome: Outcome) -> Outcome:
             log.warning("a result was not sent: %s", error.data)
             return Outcome(error=error, attempts=outcome.attempts)
     return outcome
-
-
-def stream_session(delivery: Delivery) -> str:
-    """The caller -> agent stream a delivered chunk belongs to."""
-    return str(delivery.event.get_extension(ext.SESSION))
 
 
 __all__ = ["AgentHost"]

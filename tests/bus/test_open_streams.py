@@ -15,7 +15,7 @@ from typing import ClassVar
 import pytest
 
 from a2a_bus import Agent, AsyncClient, Bus, JsonRpcError, method
-from a2a_bus.host import AgentHost
+from a2a_bus.inbound import InboundStreams
 from a2a_bus.protocol import ErrorCode
 from a2a_bus.transport.kafka_records import DLQ_REASON
 from tests.bus.test_behaviour import WAIT, eventually, header, make_bus, read_dlq
@@ -211,12 +211,12 @@ async def test_a_cancelled_caller_ends_the_handlers_stream(make_bus: MakeBus) ->
 async def test_a_stream_whose_end_never_comes_is_forgotten(
     make_bus: MakeBus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(AgentHost, "stream_linger", 0.05)
+    monkeypatch.setattr(InboundStreams, "linger", 0.05)
     bus = await make_bus(Tally)
     [host] = bus.hosts
     session = uuid.uuid4().hex
     chunk = {"_sessionId": session, "_seq": 0, "chunk": 5}
     await asyncio.wait_for(bus.async_client().notify("tally", "head", chunk), WAIT)
-    await eventually(lambda: session in host._inbound)
+    await eventually(lambda: session in host.inbound)
     # The handler answered after one chunk; the caller died before sending the end.
-    await eventually(lambda: session not in host._inbound)
+    await eventually(lambda: session not in host.inbound)

@@ -1,0 +1,137 @@
+"""The caller -> agent streams open on one agent host, by session.
+
+The first chunk of a session starts the handler (a job that parks while it
+waits for chunks, see :mod:`a2a_bus.fiber`), or refuses the stream: params
+that do not bind, or a replica that already has ``max_open_streams`` open.
+Later chunks feed the handler's :class:`~a2a_bus.streams.InboundStream`; the
+end marker closes it and is answered with the handler's outcome; an abort
+breaks it. A session whose handler ended is remembered until its end arrives,
+or for :attr:`InboundStreams.linger` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a_bus.actor import Job, Outcome
+from a2a_bus.agent import Agent, MethodSpec
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.protocol import ErrorCode, ext
+from a2a_bus.streams import ABORT_PARAM, CHUNK_PARAM, END_PARAM, STREAM_PARAMS, InboundStream
+from a2a_bus.supervisor import Replica
+from a2a_bus.transport.base import Delivery
+
+#: Answers the end marker (a request) with the handler's outcome.
+Answer = Callable[[Delivery, dict[str, Any], Outcome], Awaitable[None]]
+_Session = tuple[InboundStream, "asyncio.Future[Outcome]"]
+
+
+class InboundStreams:
+    """Sessions of one agent class's caller -> agent streams."""
+
+    #: Seconds a stream is remembered after its handler ended, for its end.
+    linger: float = 600.0
+
+    def __init__(self, agent_cls: type[Agent], answer: Answer) -> None:
+        self._agent_cls = agent_cls
+        self._answer = answer
+        self._sessions: dict[str, _Session] = {}
+        #: Streams whose handler has not ended, per replica.
+        self._open: dict[Replica, int] = {}
+
+    def __contains__(self, session: object) -> bool:
+        return session in self._sessions
+
+    def fail_all(self, error: JsonRpcError) -> None:
+        """Break every open stream (the agent stops: no more chunks come here)."""
+        for stream, _ in self._sessions.values():
+            stream.fail(error)
+
+    async def on_chunk(
+        self, replica: Replica, delivery: Delivery, spec: MethodSpec, message: dict[str, Any]
+    ) -> None:
+        """One chunk, the end marker, or an abort of a caller -> agent stream."""
+        session = session_of(delivery)
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        entry = self._sessions.get(session)
+        seq = delivery.event.get_extension(ext.SEQ)
+        if params.get(ABORT_PARAM):
+            if entry is not None:  # else it never started here: nothing to end
+                gone = f"the caller abandoned the stream after {seq} chunks"
+                entry[0].fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
+                await entry[1]
+                self._sessions.pop(session, None)
+            return
+        if entry is None:
+            entry = self._sessions[session] = self._open_session(replica, spec, delivery, params)
+            entry[1].add_done_callback(functools.partial(self._linger, session, entry))
+        stream, running = entry
+        if params.get(END_PARAM):
+            stream.close(seq)
+            outcome = await running
+            self._sessions.pop(session, None)
+            await self._answer(delivery, message, outcome)
+        elif not running.done():
+            await stream.put(seq, params.get(CHUNK_PARAM))
+
+    def _linger(self, session: str, entry: _Session, _: object) -> None:
+        def forget() -> None:
+            if self._sessions.get(session) is entry:
+                del self._sessions[session]
+
+        asyncio.get_running_loop().call_later(self.linger, forget)
+
+    def _open_session(
+        self, replica: Replica, spec: MethodSpec, delivery: Delivery, params: dict[str, Any]
+    ) -> _Session:
+        """Start the handler of a new stream (or its refusal)."""
+        loop = asyncio.get_running_loop()
+        stream = InboundStream(loop)
+        others = {k: v for k, v in params.items() if k not in STREAM_PARAMS}
+        open_here = self._open.get(replica, 0)
+        try:
+            if open_here >= self._agent_cls.max_open_streams:
+                # Held back, its chunks would wait for room behind streams that
+                # wait for their own chunks: refused at once instead.
+                detail = (
+                    f"{replica.name} has {open_here} open streams (max_open_streams); "
+                    "send the stream again later"
+                )
+                raise JsonRpcError(ErrorCode.BUSY, "Agent busy", detail)
+            bound = spec.binder.bind(others, stream=stream)
+        except JsonRpcError as exc:
+            refused: asyncio.Future[Outcome] = loop.create_future()
+            refused.set_result(Outcome(error=exc))
+            return stream, refused
+        # Chunks are not kept once read (the stream is bounded), so a crash
+        # after the handler read any is final rather than retried.
+        job = Job(
+            spec.binder.call(spec.attribute, bound),
+            label=f"{spec.name} stream {session_of(delivery)}",
+            event=delivery.event,
+            redelivered=delivery.redelivered,
+            unretryable=stream.unreplayable,
+            parks=True,
+        )
+        self._open[replica] = open_here + 1
+        task = asyncio.ensure_future(replica.submit(job))
+
+        def ended(_: object) -> None:
+            # A handler that finished (or died) takes no more chunks: nothing waits for room.
+            stream.abandon()
+            self._open[replica] -= 1
+
+        task.add_done_callback(ended)
+        return stream, task
+
+
+def session_of(delivery: Delivery) -> str:
+    """The caller -> agent stream a delivered chunk belongs to."""
+    return str(delivery.event.get_extension(ext.SESSION))
+
+
+__all__ = ["InboundStreams"]
