@@ -37,6 +37,7 @@ from a2a_bus.protocol import (
     ErrorCode,
     error_response,
     ext,
+    jsonrpc_of,
     mcptype,
     new_event,
     new_id,
@@ -379,7 +380,7 @@ class Bus:
             attributes = event.get_attributes()
         is_request = attributes.get(ext.MCPTYPE) == mcptype.REQUEST
         data = event.get_data()
-        message = data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
+        message = jsonrpc_of(data)
         caller_id = message.get("id") if message is not None else attributes["id"]
         method = attributes.get(ext.METHOD)
         if (

@@ -32,6 +32,7 @@ from a2a_bus.protocol import (
     classify,
     error_response,
     ext,
+    jsonrpc_of,
     mcptype,
     new_event,
     new_id,
@@ -190,8 +191,8 @@ class AsyncClient:
         except JsonRpcError as exc:
             if event.get_attributes().get(ext.MCPTYPE) != mcptype.REQUEST:
                 raise
-            message = event.get_data()
-            id = message.get("id") if isinstance(message, dict) else event.get_id()
+            message = jsonrpc_of(event.get_data())
+            id = message.get("id") if message is not None else event.get_id()
             return error_response(exc.code, exc.message, id, exc.data)
         return await self._send(event, timeout)
 
@@ -204,18 +205,26 @@ class AsyncClient:
         """A parsed JSON-RPC message or batch in, the JSON-RPC response(s) out
         (None when nothing is to be answered, as for notifications)."""
         items = self.bus.adaptor.from_jsonrpc(message)
-        answers = await asyncio.gather(*(self._one(item, timeout) for item in items))
-        if isinstance(message, list):
+        batch = isinstance(message, list)
+        answers = await asyncio.gather(*(self._one(item, timeout, batch) for item in items))
+        if batch:
             responses = [a for a in answers if a is not None]
             return responses or None
         return answers[0]
 
     async def _one(
-        self, item: CloudEvent | Failure, timeout: float | None
+        self, item: CloudEvent | Failure, timeout: float | None, batch: bool
     ) -> dict[str, Any] | None:
         if isinstance(item, Failure):
             return item.response()
-        return await self.call_event(item, timeout=timeout)
+        try:
+            return await self.call_event(item, timeout=timeout)
+        except JsonRpcError as exc:  # only a notification is refused by raising
+            if not batch:
+                raise
+            # Nobody to answer in a batch, and the neighbours' answers must not be lost.
+            log.warning("notification %s refused: %s: %s", item.get_id(), exc.message, exc.data)
+            return None
 
     async def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Send several requests at once; each result, or the :class:`JsonRpcError`."""
@@ -290,17 +299,20 @@ class AsyncClient:
         session = new_id()
         base = {**(params or {}), "_sessionId": session}
         seq = 0
+        sending = False
         try:
             if isinstance(chunks, AsyncIterable):
                 async for chunk in chunks:
+                    sending = True
                     await self._send_chunk(agent, method, base, seq, chunk)
                     seq += 1
             else:
                 for chunk in chunks:
+                    sending = True
                     await self._send_chunk(agent, method, base, seq, chunk)
                     seq += 1
         except BaseException:
-            if seq:  # the handler has started: end its stream now, not after its idle time
+            if sending:  # the handler may have started: end its stream now, not after its idle time
                 abort = {**base, "_seq": seq, END_PARAM: True, ABORT_PARAM: True}
                 await _quietly(self.notify(agent, method, abort))
             raise

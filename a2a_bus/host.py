@@ -26,7 +26,15 @@ from a2a_bus.agent import Agent, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.inbound import InboundStreams
 from a2a_bus.payload import refusal
-from a2a_bus.protocol import ErrorCode, error_response, ext, record_key, result_response, to_kafka
+from a2a_bus.protocol import (
+    ErrorCode,
+    error_response,
+    ext,
+    jsonrpc_of,
+    record_key,
+    result_response,
+    to_kafka,
+)
 from a2a_bus.streams import chunk_event, end_event
 from a2a_bus.supervisor import Replica
 from a2a_bus.transport.base import Delivery, Subscription
@@ -144,11 +152,7 @@ class AgentHost:
 
     async def _on_inbox(self, replica: Replica, delivery: Delivery) -> None:
         event = delivery.event
-        data = event.get_data()
-        if type(data) is dict and data.get("jsonrpc") == "2.0":
-            message: dict[str, Any] = data
-        else:
-            message = self.bus.adaptor.to_jsonrpc(event)
+        message = jsonrpc_of(event.get_data()) or self.bus.adaptor.to_jsonrpc(event)
         method = message.get("method")
         if not isinstance(method, str):
             await self.dead_letter(delivery, "not a request: the message has no method")

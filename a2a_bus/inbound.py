@@ -39,6 +39,8 @@ class InboundStreams:
         self._agent_cls = agent_cls
         self._answer = answer
         self._sessions: dict[str, _Session] = {}
+        #: When a session whose handler ended is forgotten, if its end never comes.
+        self._forget: dict[str, asyncio.TimerHandle] = {}
         #: Streams whose handler has not ended, per replica.
         self._open: dict[Replica, int] = {}
 
@@ -64,7 +66,7 @@ class InboundStreams:
                 gone = f"the caller abandoned the stream after {seq} chunks"
                 entry[0].fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
                 await entry[1]
-                self._sessions.pop(session, None)
+                self._drop(session)
             return
         if entry is None:
             entry = self._sessions[session] = self._open_session(replica, spec, delivery, params)
@@ -73,17 +75,22 @@ class InboundStreams:
         if params.get(END_PARAM):
             stream.close(seq)
             outcome = await running
-            self._sessions.pop(session, None)
+            self._drop(session)
             await self._answer(delivery, message, outcome)
         elif not running.done():
             await stream.put(seq, params.get(CHUNK_PARAM))
 
     def _linger(self, session: str, entry: _Session, _: object) -> None:
-        def forget() -> None:
-            if self._sessions.get(session) is entry:
-                del self._sessions[session]
+        if self._sessions.get(session) is entry:
+            loop = asyncio.get_running_loop()
+            self._forget[session] = loop.call_later(self.linger, self._drop, session)
 
-        asyncio.get_running_loop().call_later(self.linger, forget)
+    def _drop(self, session: str) -> None:
+        """Forget ``session``: its end was answered, or never came."""
+        self._sessions.pop(session, None)
+        timer = self._forget.pop(session, None)
+        if timer is not None:
+            timer.cancel()
 
     def _open_session(
         self, replica: Replica, spec: MethodSpec, delivery: Delivery, params: dict[str, Any]

@@ -37,9 +37,14 @@ def check_payload(
     value: Any, what: str, *, binary: bool = False, limit: int = MAX_PAYLOAD_BYTES
 ) -> None:
     """Raise :class:`PayloadError` unless ``value`` travels as JSON (with ``binary``,
-    bytes as they are) in at most ``limit`` bytes; ``what`` names it in the detail."""
-    if binary and isinstance(value, bytes | bytearray):
-        size = len(value)
+    bytes) in at most ``limit`` bytes; ``what`` names it in the detail.
+
+    Bytes are measured as base64, the form JSON (and so Kafka's structured
+    content mode, the default) carries them in.
+    """
+    binary = binary and isinstance(value, bytes | bytearray)
+    if binary:
+        size = (len(value) + 2) // 3 * 4
     else:
         try:
             raw = orjson.dumps(value)
@@ -50,7 +55,8 @@ def check_payload(
             raise PayloadError(f"{where} is not JSON: NaN and infinities have no JSON form")
         size = len(raw)
     if size > limit:
-        detail = f"{what} is {size} bytes, more than the {limit} one message may carry"
+        form = " as base64" if binary else ""
+        detail = f"{what} is {size} bytes{form}, more than the {limit} one message may carry"
         raise PayloadError(detail, too_large=True)
 
 

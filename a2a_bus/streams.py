@@ -216,6 +216,7 @@ class InboundStream:
                 return
             with self._ready:
                 self._items.extend(ready)
+                self._idle = False  # the idle timer fired while the reader waited for its turn
                 if len(self._items) >= self._limit:
                     self._space.clear()
                 self._wake_reader()

@@ -15,12 +15,14 @@ from a2a_bus.cli.common import (
     PrefixOption,
     TokenOption,
     UrlOption,
+    fail,
     parse_json,
     print_json,
     run_on_kafka,
     run_remote,
 )
 from a2a_bus.correlation import timeout_response
+from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.remote import GatewayClient
 
 if TYPE_CHECKING:
@@ -74,7 +76,11 @@ def call(
     if kafka:
 
         async def on_bus(bus: Bus) -> Any:
-            return await bus.async_client().call(message, timeout=timeout)
+            try:
+                return await bus.async_client().call(message, timeout=timeout)
+            except JsonRpcError as exc:  # a notification the bus refused to send
+                detail = "" if exc.data is None else f": {exc.data}"
+                raise fail(f"not sent: {exc.code} {exc.message}{detail}") from None
 
         response = run_on_kafka(kafka, prefix, on_bus)
     else:

@@ -1,8 +1,8 @@
 """``POST /events``: the CloudEvents HTTP binding (binary, structured, batch) onto the bus.
 
 A request is all or nothing: every event is decoded, checked against the
-caller's allow-lists and routed before any is published, so a 400 or 403
-means nothing was published. Accepted events are answered with 202.
+payload bound and the caller's allow-lists, and routed before any is
+published, so a 400, 403 or 413 means nothing was published. Accepted events are answered with 202.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from a2a_bus.gateway.context import context, require_access
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
 from a2a_bus.gateway.responses import JSONResponse, problem
+from a2a_bus.payload import refusal
 from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
 from a2a_bus.routing import RoutingError
 
@@ -39,6 +40,10 @@ async def events(request: Request) -> Response:
         return problem(400, f"the batch has {len(decoded)} events; the limit is {limit}")
     routes = []
     for event in decoded:
+        # The bound every transport applies (a2a_bus.payload): 413, as for the body.
+        too_large = refusal(event.get_data(), f"event {event.get_id()!r} data", binary=True)
+        if too_large is not None:
+            return problem(413, str(too_large.data))
         # Without a2amethod the method comes from the type (PROTOCOL.md section 3), for
         # routing and the methods allow-list alike; the event is published as sent.
         routable = ctx.adaptor.with_method(event)

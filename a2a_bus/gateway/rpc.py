@@ -13,7 +13,6 @@ import logging
 from typing import Any
 
 import orjson
-from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -25,7 +24,15 @@ from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
 from a2a_bus.gateway.sse import collect, sse_response, wants_sse
-from a2a_bus.protocol import Converted, ErrorCode, Failure, error_response, ext, mcptype
+from a2a_bus.protocol import (
+    Converted,
+    ErrorCode,
+    Failure,
+    error_response,
+    ext,
+    jsonrpc_of,
+    mcptype,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +54,6 @@ def parse(ctx: GatewayContext, body: bytes) -> tuple[list[Converted], bool]:
     return items, type(message) is list and len(items) == len(message)
 
 
-def _jsonrpc(event: CloudEvent) -> dict[str, Any] | None:
-    data = event.get_data()
-    return data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
-
-
 async def answer(
     ctx: GatewayContext, access: Access, item: Converted, watch: DisconnectWatch
 ) -> dict[str, Any] | None:
@@ -62,7 +64,7 @@ async def answer(
     """
     if isinstance(item, Failure):
         return item.response()
-    message = _jsonrpc(item)
+    message = jsonrpc_of(item.get_data())
     kind = item.get_extension(ext.MCPTYPE)
     if message is None or kind not in (mcptype.REQUEST, mcptype.NOTIFICATION):
         detail = "only JSON-RPC requests and notifications are accepted here"
@@ -137,7 +139,7 @@ def _stream(ctx: GatewayContext, access: Access, item: Converted) -> Response | 
     """An SSE response when ``item`` is an allowed request of a streaming method."""
     if isinstance(item, Failure) or item.get_extension(ext.MCPTYPE) != mcptype.REQUEST:
         return None
-    message = _jsonrpc(item)
+    message = jsonrpc_of(item.get_data())
     agent = ctx.bridge.agent_for(item)
     if message is None or not ctx.bridge.streams(item, agent) or access.denies(item, agent):
         return None  # answered as plain JSON, with the error if any

@@ -43,7 +43,7 @@ async def publish(topic: str, data: Any, context: ToolContext) -> dict[str, str]
         data: the event payload (any JSON value)
     """
     client = _client(context)
-    # The bus dead-letters an unroutable publish without telling the caller: check first.
+    # Checked here too, so the model gets the routing error's own wording.
     validate_subject(topic)
     event_id = await client.aio.publish(topic, data)
     return {"published": event_id, "topic": topic}

@@ -32,7 +32,7 @@ from a2a_bus.protocol.formats import (
     to_structured,
 )
 from a2a_bus.protocol.http_codec import from_http, to_http, to_http_batch
-from a2a_bus.protocol.jsonrpc import Kind, classify
+from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, record_key, to_kafka
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "from_http",
     "from_kafka",
     "from_structured",
+    "jsonrpc_of",
     "load_structured",
     "mcptype",
     "new_event",

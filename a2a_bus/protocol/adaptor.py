@@ -35,7 +35,7 @@ from a2a_bus.protocol.constants import content_type as media_types
 from a2a_bus.protocol.errors import ErrorCode, Failure, JsonRpcId, ProtocolError
 from a2a_bus.protocol.events import adopt_event, new_event, new_id
 from a2a_bus.protocol.formats import from_structured
-from a2a_bus.protocol.jsonrpc import Kind, classify
+from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 
 Converted = CloudEvent | Failure
 Headers = Mapping[str, str | bytes] | Sequence[tuple[str, str | bytes]]
@@ -275,7 +275,7 @@ class Adaptor:
         """
         attributes = event.get_attributes()
         data = event.get_data()
-        message = data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
+        message = jsonrpc_of(data)
         kind = attributes.get(ext.MCPTYPE) or self._kind_from_type(attributes.get("type", ""))
         if kind == mcptype.RESPONSE:
             return self._response_to_jsonrpc(attributes, data, message)

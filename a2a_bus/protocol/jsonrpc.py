@@ -29,6 +29,12 @@ def _invalid(detail: str) -> Failure:
 _ID_TYPES = frozenset({str, int, float, type(None)})
 
 
+def jsonrpc_of(data: Any) -> dict[str, Any] | None:
+    """``data`` when it is a JSON-RPC 2.0 message object (an event made from
+    JSON-RPC carries one), else None."""
+    return data if type(data) is dict and data.get("jsonrpc") == "2.0" else None
+
+
 def classify(message: Any) -> Kind | Failure:
     """Classify one (non-batch) JSON-RPC message, or say why it is invalid."""
     if type(message) is not dict:

@@ -229,6 +229,22 @@ async def test_batch(make_bus: Callable[..., Awaitable[Bus]]) -> None:
     assert len(responses) == 3
 
 
+async def test_a_refused_notification_does_not_sink_its_batch(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Calc)
+    batch = [
+        {"jsonrpc": "2.0", "method": "subtract", "params": [5, 3], "id": 1},
+        {"jsonrpc": "2.0", "method": "no.such.method", "params": {}},  # refused, not sent
+    ]
+    responses = await asyncio.wait_for(bus.async_client().call(batch), WAIT)
+    assert responses == [{"jsonrpc": "2.0", "result": 2, "id": 1}]
+    # Alone, the same notification is refused to its sender.
+    with pytest.raises(JsonRpcError) as refused:
+        await asyncio.wait_for(bus.async_client().call(batch[1]), WAIT)
+    assert refused.value.code == -32601
+
+
 # -- deadlines -------------------------------------------------------------------------
 
 

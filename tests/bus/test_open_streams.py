@@ -8,7 +8,9 @@ never stuck behind work that waits for the stream to end. Both transports.
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import ClassVar
 
@@ -220,3 +222,25 @@ async def test_a_stream_whose_end_never_comes_is_forgotten(
     await eventually(lambda: session in host.inbound)
     # The handler answered after one chunk; the caller died before sending the end.
     await eventually(lambda: session not in host.inbound)
+
+
+async def test_an_answered_stream_is_not_kept(make_bus: MakeBus) -> None:
+    # Only a stream whose end never came lingers; one answered is let go at once.
+    bus = await make_bus(Tally)
+    [host] = bus.hosts
+    client = bus.async_client()
+    streaming, gate = await _open_stream(client, [1, 2, 3])
+    [(stream, _)] = list(host.inbound._sessions.values())
+    alive = weakref.ref(stream)
+    del stream
+    gate.set()
+    assert await asyncio.wait_for(streaming, WAIT) == 6
+    # The actor thread holds the last message it handled until the next one.
+    assert await asyncio.wait_for(client.request("tally", "bump"), WAIT) == 1
+
+    def released() -> bool:
+        gc.collect()
+        return alive() is None
+
+    await eventually(released)
+    assert host.inbound._forget == {}

@@ -13,7 +13,7 @@ import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.payload import MAX_PAYLOAD_BYTES
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, new_event
 from tests.bus.test_behaviour import WAIT, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
@@ -135,3 +135,37 @@ async def test_a_gateway_event_over_the_limit_is_answered(make_bus: MakeBus) -> 
     assert isinstance(response, dict)
     assert response["id"] == 7
     assert response["error"]["code"] == ErrorCode.TOO_LARGE
+
+
+async def test_bytes_are_measured_as_the_base64_json_carries(make_bus: MakeBus) -> None:
+    # 800,000 bytes are 1,066,668 as base64, the form Kafka's structured mode carries:
+    # refused on both transports rather than by the Kafka producer alone.
+    bus = await make_bus()
+    client = bus.async_client()
+    error = await _refused(client.publish("news.big", b"\x01" * 800_000))
+    assert error.code == ErrorCode.TOO_LARGE
+    assert str(error.data) == (
+        "data is 1066668 bytes as base64, more than the 1000000 one message may carry"
+    )
+    fits = b"\x01" * (MAX_PAYLOAD_BYTES // 4 * 3)
+    await asyncio.wait_for(client.publish("news.fits", fits), WAIT)
+    page = await asyncio.wait_for(client.read("news.fits"), WAIT)
+    assert [event.get_data() for event in page.events] == [fits]
+
+
+async def test_a_native_request_refused_for_size_is_answered_with_its_id(
+    make_bus: MakeBus,
+) -> None:
+    bus = await make_bus(Maker)
+    event = new_event(
+        {
+            "source": "https://example.com/producer",
+            "type": f"{DEFAULT_TYPE_PREFIX}.length.req",
+            "mcptype": "request",
+        },
+        {"text": OVER},
+    )
+    answer = await asyncio.wait_for(bus.async_client().call_event(event), WAIT)
+    assert answer is not None
+    assert answer["error"]["code"] == ErrorCode.TOO_LARGE
+    assert answer["id"] == event.get_id()  # as any answer to a native request

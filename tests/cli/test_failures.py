@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,13 @@ def test_kafka_security_settings_come_from_the_environment(kafka_bootstrap: str)
     done = run("call", "add", "[1, 2]", "--kafka", kafka_bootstrap, extra=extra)
     line = one_error_line(done, 1)
     assert line.startswith(f"error: cannot reach Kafka at {kafka_bootstrap} (SSL): "), line
+
+
+@pytest.mark.kafka
+def test_a_notification_the_bus_refuses_is_one_line(kafka_bootstrap: str) -> None:
+    prefix = f"cli{uuid.uuid4().hex[:8]}"
+    done = run(
+        "call", "no.such.method", "{}", "--notify", "--kafka", kafka_bootstrap, "--prefix", prefix
+    )
+    line = one_error_line(done, 1)
+    assert line == "error: not sent: -32601 Method not found: no.such.method", line

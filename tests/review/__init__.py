@@ -1,1 +1,0 @@
-"""Tests written in a review: each shows a suspected bug (see its docstring)."""
