@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from a2a_bus.actor import Job, Outcome
 from a2a_bus.agent import Agent, MethodSpec
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ErrorCode, ext
-from a2a_bus.streams import ABORT_PARAM, CHUNK_PARAM, END_PARAM, STREAM_PARAMS, InboundStream
+from a2a_bus.streams import (
+    ABORT_PARAM,
+    CHUNK_PARAM,
+    END_PARAM,
+    STREAM_PARAMS,
+    Collected,
+    InboundStream,
+)
 from a2a_bus.supervisor import Replica
 from a2a_bus.transport.base import Delivery
 
@@ -114,10 +121,13 @@ class InboundStreams:
             refused: asyncio.Future[Outcome] = loop.create_future()
             refused.set_result(Outcome(error=exc))
             return stream, refused
+        call = spec.binder.call(spec.attribute, bound)
+        if spec.streams_out:  # a generator answers the end with its items, as a request does
+            call = functools.partial(_collected, call)
         # Chunks are not kept once read (the stream is bounded), so a crash
         # after the handler read any is final rather than retried.
         job = Job(
-            spec.binder.call(spec.attribute, bound),
+            call,
             label=f"{spec.name} stream {session_of(delivery)}",
             event=delivery.event,
             redelivered=delivery.redelivered,
@@ -134,6 +144,14 @@ class InboundStreams:
 
         task.add_done_callback(ended)
         return stream, task
+
+
+def _collected(call: Callable[[Agent], Iterator[Any]], agent: Agent) -> list[Any]:
+    """The items of a generator handler, gathered (at most 1 MiB of JSON, else -32005)."""
+    items = Collected()
+    for item in call(agent):
+        items.add(item)
+    return items.items
 
 
 def session_of(delivery: Delivery) -> str:

@@ -62,6 +62,12 @@ class Tally(Agent):
         return next(numbers)
 
     @method
+    def doubled(self, numbers: Iterator[int]) -> Iterator[int]:
+        """A stream in, a stream out."""
+        for n in numbers:
+            yield 2 * n
+
+    @method
     def bump(self) -> int:
         self.bumps += 1
         return self.bumps
@@ -244,3 +250,12 @@ async def test_an_answered_stream_is_not_kept(make_bus: MakeBus) -> None:
 
     await eventually(released)
     assert host.inbound._forget == {}
+
+
+async def test_a_generator_reading_a_stream_answers_with_its_items(make_bus: MakeBus) -> None:
+    # As request() on a streaming method: the items gathered into one list.
+    bus = await make_bus(Tally)
+    result = await asyncio.wait_for(
+        bus.async_client().stream_to("tally", "doubled", range(5)), WAIT
+    )
+    assert result == [0, 2, 4, 6, 8]
