@@ -153,8 +153,9 @@ class Ingress:
         try:
             response = await self._bridge.send(event, self.timeout)
         except JsonRpcError as exc:  # refused before it was sent: nobody else to tell
-            INGRESS_RECORDS.labels("unroutable").inc()
-            await self._dead_letter(delivery, f"unroutable: {exc.message}: {exc.data}")
+            why = "too-large" if exc.code == ErrorCode.TOO_LARGE else "unroutable"
+            INGRESS_RECORDS.labels(why).inc()
+            await self._dead_letter(delivery, f"{why}: {exc.message}: {exc.data}")
             return
         except Exception:
             log.exception("ingress request %s failed", event.get_id())

@@ -16,6 +16,7 @@ from a2a_bus.bus import Bus
 from a2a_bus.ingress import Ingress
 from a2a_bus.protocol import new_event
 from a2a_bus.transport.base import Delivery, Transport, Undecodable
+from a2a_bus.transport.kafka_records import DLQ_REASON
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -111,3 +112,19 @@ async def test_the_ingress_answers_bad_input_and_dead_letters_it(bus: Bus) -> No
     )
     assert answers == [("None", -32700), ("None", -32600), ("good", 2)]
     assert bus.transport.dead_lettered == 2
+
+
+async def test_a_notification_over_the_payload_bound_is_dead_lettered_as_too_large(
+    bus: Bus,
+) -> None:
+    # Under Kafka's record limit as raw JSON-RPC, over the bus's payload bound as data.
+    text = "x" * 1_010_000
+    message = {"jsonrpc": "2.0", "method": "subtract", "params": {"text": text}}
+    letters = Inbox()
+    await bus.transport.subscribe([bus.topics.dlq], "letters", letters.deliver, from_beginning=True)
+    async with Ingress(bus, timeout=WAIT) as ingress:
+        await bus.transport.publish_raw(ingress.topic, orjson.dumps(message))
+        await letters.until(lambda: len(letters.deliveries) == 1)
+    [letter] = letters.deliveries
+    reason = dict(letter.headers)[DLQ_REASON].decode()
+    assert reason.startswith("too-large: Request too large: data is "), reason
