@@ -24,6 +24,10 @@ from a2a_bus.protocol import ErrorCode
 MAX_PAYLOAD_BYTES = 1_000_000
 
 
+#: The integers orjson writes (64 bits, signed or not); larger ones it refuses.
+_INT_MIN, _INT_END = -(1 << 63), 1 << 64
+
+
 class PayloadError(ValueError):
     """A payload no transport may carry: not JSON, or too large (``too_large``)."""
 
@@ -42,6 +46,11 @@ def check_payload(
     Bytes are measured as base64, the form JSON (and so Kafka's structured
     content mode, the default) carries them in.
     """
+    kind = type(value)
+    if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
+        return  # the common small results: nothing to serialise to know
+    if kind is str and len(value) * 6 <= limit:
+        return  # JSON spends at most 6 bytes on a character (a \uXXXX escape)
     binary = binary and isinstance(value, bytes | bytearray)
     if binary:
         size = (len(value) + 2) // 3 * 4
