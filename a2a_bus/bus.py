@@ -392,6 +392,15 @@ class Bus:
             return self.directory.answer(method, params, caller_id) if is_request else None
         try:
             route = self.route(event)
+            if (
+                not is_request
+                and route.kind is RouteKind.P2P
+                and isinstance(method, str)
+                and self.directory.lacks(route.agent_id or "", method)
+            ):
+                # A request is answered -32601 by the agent; a notification would
+                # only be dead-lettered there, out of its sender's sight.
+                raise RoutingError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
         except RoutingError as exc:
             error = exc.json_rpc_error()
             if is_request:

@@ -186,12 +186,15 @@ class AsyncClient:
         Data that no transport carries (see :mod:`a2a_bus.payload`) is refused:
         a request is answered with the error, anything else raises it.
         """
+        message = jsonrpc_of(event.get_data())
         try:
-            _check_json(event.get_data(), "data", binary=True)
+            if message is None:
+                _check_json(event.get_data(), "data", binary=True)
+            else:  # bounded as the client bounds the params it sends
+                _check_json(message.get("params"), "params")
         except JsonRpcError as exc:
             if event.get_attributes().get(ext.MCPTYPE) != mcptype.REQUEST:
                 raise
-            message = jsonrpc_of(event.get_data())
             id = message.get("id") if message is not None else event.get_id()
             return error_response(exc.code, exc.message, id, exc.data)
         return await self._send(event, timeout)

@@ -192,6 +192,14 @@ class Directory:
         seen = self._seen.get(agent_id)
         return seen is not None and self._clock() - seen <= 2 * self.ttl
 
+    def lacks(self, agent_id: str, method: str) -> bool:
+        """True when the live card of ``agent_id`` says it has no ``method`` (the
+        built-in methods every agent answers aside); False when no card says so."""
+        card = self.card(agent_id)
+        if card is None or method in BUILTIN_METHODS:
+            return False
+        return all(entry.get("name") != method for entry in card.get("methods", ()))
+
     def card(self, agent_id: str) -> dict[str, Any] | None:
         """The card of a live agent, or None (unknown or expired)."""
         local = self._local.get(agent_id)

@@ -24,7 +24,7 @@ import orjson
 from a2a_bus.actor import Job, Outcome
 from a2a_bus.agent import Agent, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.inbound import InboundStreams
+from a2a_bus.inbound import InboundStreams, is_stream_part
 from a2a_bus.payload import refusal
 from a2a_bus.protocol import (
     ErrorCode,
@@ -161,8 +161,14 @@ class AgentHost:
         if spec is None:
             await self._builtin_or_unknown(delivery, message, method)
             return
-        if spec.stream_param is not None and event.get_extension(ext.SESSION) is not None:
-            await self.inbound.on_chunk(replica, delivery, spec, message)
+        # A session id alone is a conversation's; a chunk, end or abort names its part.
+        if event.get_extension(ext.SESSION) is not None and is_stream_part(message):
+            if spec.stream_param is None:
+                detail = f"{method} takes no stream (it has no Iterator parameter)"
+                error = JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
+                await self._answer(delivery, message, Outcome(error=error))
+            else:
+                await self.inbound.on_chunk(replica, delivery, spec, message)
             return
         try:
             bound = spec.binder.bind(message.get("params"))
@@ -224,7 +230,8 @@ class AgentHost:
             await self.dead_letter(delivery, f"unknown method {method!r} on {self.agent_id}")
 
     async def _answer(self, delivery: Delivery, message: dict[str, Any], outcome: Outcome) -> None:
-        """Count the outcome, dead-letter a dead message, and reply to a request."""
+        """Count the outcome, dead-letter a dead message (or a notification that
+        failed: nobody else hears of it), and reply to a request."""
         self.bus.metrics.inc("handled")
         id = message.get("id")
         if "id" in message:
@@ -235,6 +242,9 @@ class AgentHost:
             response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
         elif outcome.error is not None:
             error = outcome.error
+            if "id" not in message:
+                await self.dead_letter(delivery, handler_error(error), outcome.attempts)
+                return
             response = error_response(error.code, error.message, id, error.data)
         else:
             response = result_response(outcome.result, id)
@@ -354,8 +364,7 @@ class AgentHost:
         if outcome.crash is not None:
             await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
         elif outcome.error is not None:
-            reason = f"handler-error: {outcome.error.code} {outcome.error.message}"
-            await self.dead_letter(delivery, reason, outcome.attempts)
+            await self.dead_letter(delivery, handler_error(outcome.error), outcome.attempts)
 
     # -- dead letters ---------------------------------------------------------------
 
@@ -380,6 +389,12 @@ class AgentHost:
         )
         self.bus.metrics.inc("dead_letters")
         log.warning("dead letter from %s: %s", self.agent_id, reason)
+
+
+def handler_error(error: JsonRpcError) -> str:
+    """The dead-letter reason for a message whose handling ended in ``error``."""
+    detail = f": {error.data}" if isinstance(error.data, str) else ""
+    return f"handler-error: {error.code} {error.message}{detail}"
 
 
 def _carried(outcome: Outcome) -> Outcome:

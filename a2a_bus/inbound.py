@@ -69,11 +69,22 @@ class InboundStreams:
         entry = self._sessions.get(session)
         seq = delivery.event.get_extension(ext.SEQ)
         if params.get(ABORT_PARAM):
-            if entry is not None:  # else it never started here: nothing to end
+            if entry is not None:
                 gone = f"the caller abandoned the stream after {seq} chunks"
                 entry[0].fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
-                await entry[1]
+                outcome = await entry[1]
                 self._drop(session)
+            else:  # it never started here: nothing to end
+                nothing = JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", "no such stream")
+                outcome = Outcome(error=nothing)
+            if "id" in message:  # an abort sent as a request is answered all the same
+                await self._answer(delivery, message, outcome)
+            return
+        if "id" in message and not params.get(END_PARAM):
+            # Answered, not fed: the stream then breaks at its end with the gap.
+            detail = "a chunk of a stream is a notification: send it without an id"
+            refused = JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", detail)
+            await self._answer(delivery, message, Outcome(error=refused))
             return
         if entry is None:
             entry = self._sessions[session] = self._open_session(replica, spec, delivery, params)
@@ -154,9 +165,15 @@ def _collected(call: Callable[[Agent], Iterator[Any]], agent: Agent) -> list[Any
     return items.items
 
 
+def is_stream_part(message: dict[str, Any]) -> bool:
+    """True for a chunk, end or abort of a caller -> agent stream (by its params)."""
+    params = message.get("params")
+    return isinstance(params, dict) and any(name in params for name in STREAM_PARAMS)
+
+
 def session_of(delivery: Delivery) -> str:
     """The caller -> agent stream a delivered chunk belongs to."""
     return str(delivery.event.get_extension(ext.SESSION))
 
 
-__all__ = ["InboundStreams"]
+__all__ = ["InboundStreams", "is_stream_part"]

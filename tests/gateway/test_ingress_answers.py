@@ -127,4 +127,4 @@ async def test_a_notification_over_the_payload_bound_is_dead_lettered_as_too_lar
         await letters.until(lambda: len(letters.deliveries) == 1)
     [letter] = letters.deliveries
     reason = dict(letter.headers)[DLQ_REASON].decode()
-    assert reason.startswith("too-large: Request too large: data is "), reason
+    assert reason.startswith("too-large: Request too large: params is "), reason

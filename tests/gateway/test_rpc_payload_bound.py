@@ -1,4 +1,4 @@
-"""Review: POST /rpc bounds the whole JSON-RPC message, not its params.
+"""POST /rpc bounds a request's params, as the client does (not the whole message).
 
 Both transports (Kafka: the real broker), the gateway app reached in-process.
 """
@@ -25,13 +25,9 @@ MakeBus = Callable[..., Awaitable[Bus]]
 async def test_params_within_the_bound_pass_the_gateway_as_they_pass_the_client(
     make_bus: MakeBus,
 ) -> None:
-    """Bug (gateway, low): the bound is documented as 1,000,000 bytes of JSON "per
-    params" and `client.request` accepts params of that size, but POST /rpc (through
-    AsyncClient.call, which checks the event data, i.e. the whole JSON-RPC message)
-    answers -32005 "data is N bytes ..." for the same request: a few dozen bytes of
-    envelope (jsonrpc, method, id) push it over, and the detail speaks of a "data"
-    the JSON-RPC caller never sent. Correct: the same params pass both ways in, and
-    the request is answered with its result."""
+    """Params at the bound pass POST /rpc as they pass ``client.request`` (the
+    gateway measured the whole message, so a few dozen bytes of envelope pushed
+    them over, and its -32005 spoke of a "data" the caller never sent)."""
     bus = await make_bus(Echo)
     value = "x" * (MAX_PAYLOAD_BYTES - len(b'{"value":""}'))
     params = {"value": value}

@@ -1,4 +1,5 @@
-"""Review: notifications that reach an agent and fail are lost without a trace.
+"""Notifications that fail: nobody is answered, so they are refused to the sender
+when the bus can tell, and dead-lettered with the reason when only the agent can.
 
 Both transports (Kafka: the real broker).
 """
@@ -40,12 +41,9 @@ class Keeper(Agent):
 async def test_a_failed_notification_is_dead_lettered(
     make_bus: MakeBus, name: str, params: dict[str, int], reason: str
 ) -> None:
-    """Bug: host.py AgentHost._answer drops the error of a notification (no id) on the
-    floor: a notification whose params do not bind (-32602) or whose handler raises
-    JsonRpcError is neither answered (right: it is a notification), nor dead-lettered,
-    nor logged; `notify` returned normally, so the message is silently lost.
-    Unknown-method notifications and failing @subscribe handlers are dead-lettered
-    with the reason ("handler-error: <code> <message>"); these should be too."""
+    """A notification whose params do not bind (-32602) or whose handler raises
+    JsonRpcError is dead-lettered with the reason ("handler-error: <code> <message>"),
+    as a failing @subscribe handler is (it was dropped without a trace)."""
     bus = await make_bus(Keeper)
     await bus.async_client().notify("keeper", name, params)
     letters = await read_dlq(bus, 1)
@@ -55,12 +53,9 @@ async def test_a_failed_notification_is_dead_lettered(
 async def test_a_notification_of_a_method_the_named_agent_lacks_is_refused(
     make_bus: MakeBus,
 ) -> None:
-    """Inconsistency (notifications refused to the sender): `notify(None, "nosuch")`
-    raises -32601, but `notify("keeper", "nosuch")` returns normally although the
-    bus knows keeper's card and that it has no such method; the message is only
-    dead-lettered where the sender never looks (stream_to dead-letters every chunk
-    before its end is answered -32601). Correct: refused to the sender with -32601
-    (the method in data), nothing written, as for a method no agent declares."""
+    """A notification of a method the named agent's card does not list is refused to
+    the sender with -32601 (the method in data), nothing written, as for a method no
+    agent declares (it was dead-lettered where the sender never looks)."""
     bus = await make_bus(Keeper)
     with pytest.raises(JsonRpcError) as raised:
         await asyncio.wait_for(bus.async_client().notify("keeper", "nosuch", {}), WAIT)

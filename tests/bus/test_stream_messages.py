@@ -1,9 +1,8 @@
-"""Review: requests that reach the caller -> agent stream path are never answered.
+"""Messages on the caller -> agent stream path that are requests are answered.
 
-A message of a method with an ``Iterator`` parameter that carries ``_sessionId``
-is taken as a stream chunk, an end or an abort. When such a message is a request
-(it has an ``id``) but is not the ``_end`` request, nothing ever answers it: the
-caller waits for its whole timeout. Both transports (Kafka: the real broker).
+A session id alone names a conversation: only a chunk, end or abort (by its
+params) takes the stream path, and a request there is always answered. Both
+transports (Kafka: the real broker).
 """
 
 from __future__ import annotations
@@ -46,13 +45,9 @@ def _message(params: dict[str, Any], id: Any = None) -> dict[str, Any]:
 async def test_a_request_with_a_session_id_is_answered(
     make_bus: MakeBus, params: dict[str, Any]
 ) -> None:
-    """Bug: inbound.py InboundStreams.on_chunk treats every message with _sessionId as
-    a chunk unless it has _end, so a *request* (it has an id) that is not the end
-    (`{"numbers": [1, 2, 3], "_sessionId": "conv-1"}`, or a chunk sent with an id) is
-    put into a stream and never answered: the caller waits out its whole timeout
-    (-32001), the same over POST /rpc (the HTTP request hangs 30 s). A request must
-    always be answered: with its result (the array is a whole stream) or an error
-    saying what is wrong (e.g. -32600/-32602: a chunk must be a notification)."""
+    """A request with a session id is answered: a whole array is a plain call, a chunk
+    sent with an id gets -32600 (a chunk is a notification); it used to wait out the
+    caller's timeout."""
     bus = await make_bus(Calc)
     client = bus.async_client()
     session = f"conv-{uuid.uuid4().hex[:8]}"
@@ -64,11 +59,8 @@ async def test_a_request_with_a_session_id_is_answered(
 
 
 async def test_an_abort_sent_as_a_request_is_answered(make_bus: MakeBus) -> None:
-    """Bug: inbound.py on_chunk returns from the `_abort` branch without answering, so
-    an abort sent by hand as a request (`{"_end": true, "_abort": true}` with an id,
-    e.g. through POST /rpc) is never answered and the caller times out (-32001).
-    Correct: a request is always answered; here the stream's -32006 (or an error
-    saying the abort must be a notification)."""
+    """An abort sent as a request is answered with the stream's -32006 (it was never
+    answered)."""
     bus = await make_bus(Calc)
     client = bus.async_client()
     session = f"s-{uuid.uuid4().hex[:8]}"
@@ -84,11 +76,8 @@ async def test_an_abort_sent_as_a_request_is_answered(make_bus: MakeBus) -> None
 async def test_stream_to_a_method_that_takes_no_stream_names_the_problem(
     make_bus: MakeBus,
 ) -> None:
-    """Bug (error message): stream_to to a method without an Iterator parameter sends
-    its chunks as notifications that fail to bind and vanish without a trace, and the
-    end is answered -32602 "got an unexpected keyword argument '_end'", naming a
-    member the caller never wrote (stream_to adds it). Correct: -32602 saying the
-    method takes no stream (no internal member names in the detail)."""
+    """stream_to to a method without an Iterator parameter is answered -32602 saying
+    the method takes no stream (it named '_end', a member the caller never wrote)."""
     bus = await make_bus(Calc)
     client = bus.async_client()
     with pytest.raises(JsonRpcError) as raised:
