@@ -338,7 +338,9 @@ class AgentHost:
         else:
             count = refused[0][0] if refused else 0
             await self._answer_stream_failure(delivery, outcome)
-            error = outcome.error or JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error")
+            error = _carried(outcome).error or JsonRpcError(
+                ErrorCode.INTERNAL_ERROR, "Internal error"
+            )
             response = error_response(error.code, error.message, id, error.data)
         self.bus.metrics.inc("handled")
         if isinstance(reply_to, str):
@@ -393,18 +395,28 @@ class AgentHost:
 
 def handler_error(error: JsonRpcError) -> str:
     """The dead-letter reason for a message whose handling ended in ``error``."""
-    detail = f": {error.data}" if isinstance(error.data, str) else ""
+    # A header of the dead letter: its detail is kept short.
+    detail = f": {error.data[:500]}" if isinstance(error.data, str) else ""
     return f"handler-error: {error.code} {error.message}{detail}"
 
 
 def _carried(outcome: Outcome) -> Outcome:
-    """``outcome``, or the error the caller gets when its result is something no
-    transport carries (see :mod:`a2a_bus.payload`)."""
-    if outcome.error is None and outcome.crash is None:
+    """``outcome`` as it can travel (see :mod:`a2a_bus.payload`): a result no
+    transport carries becomes the error the caller gets; an error's ``data`` that
+    none carries is replaced by why (its code and message are kept)."""
+    if outcome.crash is not None:
+        return outcome
+    if outcome.error is None:
         error = refusal(outcome.result, "the result", result=True)
         if error is not None:
             log.warning("a result was not sent: %s", error.data)
             return Outcome(error=error, attempts=outcome.attempts)
+        return outcome
+    error = outcome.error
+    if error.data is not None and (left_out := refusal(error.data, "the error's data")):
+        log.warning("an error's data was not sent: %s", left_out.data)
+        error = JsonRpcError(error.code, error.message, f"left out: {left_out.data}")
+        return Outcome(error=error, attempts=outcome.attempts)
     return outcome
 
 

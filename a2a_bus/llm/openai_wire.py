@@ -55,7 +55,10 @@ def build_body(
 def parse_usage(data: Any) -> Usage:
     if not isinstance(data, Mapping):
         return Usage()
-    return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+    try:
+        return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+    except (TypeError, ValueError) as exc:
+        raise LlmError(f"malformed usage from the server: {str(data)[:200]!r}") from exc
 
 
 def parse_completion(data: Any) -> ChatResponse:
@@ -146,6 +149,13 @@ class StreamAssembler:
             raise LlmError(f"malformed stream chunk from the server: {payload[:200]!r}")
         if "error" in chunk:
             raise LlmError(f"server error in stream: {describe_error(chunk)}")
+        try:
+            return self._take(chunk)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            detail = f"{payload[:200]!r} ({type(exc).__name__}: {exc})"
+            raise LlmError(f"malformed stream chunk from the server: {detail}") from exc
+
+    def _take(self, chunk: dict[str, Any]) -> str | None:
         self._model = str(chunk.get("model") or self._model)
         if chunk.get("usage"):
             self._usage = parse_usage(chunk["usage"])

@@ -1,8 +1,5 @@
-"""A user's review of the LLM agent runtime: bugs proven against the real code.
-
-Each test fails on the code it was written against and passes once the bug is
-fixed. The only fake is the scripted OpenAI-compatible HTTP server of tests/llm.
-"""
+"""LLM agents at the edges: a max-turns error too large to travel, and a server's
+answer that does not parse. The only fake is the scripted OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -11,13 +8,16 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from llm.conftest import Completion, ScriptedOpenAI
 
 from a2a_bus import Bus, JsonRpcError
 from a2a_bus.llm import AgentBuilder, AgentLoop, llm_agent_class
 from a2a_bus.llm.bus_agent import LLM_FAILED, MAX_TURNS_EXCEEDED
+from a2a_bus.llm.errors import LlmError
+from a2a_bus.llm.openai_wire import StreamAssembler
 from a2a_bus.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.protocol import ErrorCode
+
+from .conftest import Completion, ScriptedOpenAI
 
 WAIT = 20.0  # upper bound on any wait; never a performance assertion
 
@@ -53,12 +53,9 @@ def _assert_carried(error: JsonRpcError) -> None:
 def test_max_turns_error_data_stays_within_the_payload_bound(
     bus: Bus, llm_server: ScriptedOpenAI
 ) -> None:
-    """Bug: -32020 "Max turns exceeded" carries the whole conversation as
-    ``data.checkpoint`` and nothing bounds it. Two 600 kB tool results make a 1.8 MB
-    error on the in-memory bus, although the README says data is JSON of at most
-    1,000,000 bytes on every transport (-32005 beyond) - so the program that works
-    embedded breaks on Kafka (next test). Correct: the caller gets -32020 with data
-    within the bound (e.g. a checkpoint trimmed or left out) or -32005."""
+    """-32020 carries the conversation as ``data.checkpoint``: two 600 kB tool
+    results made a 1.8 MB error, over the bound of every transport. The caller gets
+    -32020 with its data left out (and why) instead."""
     bus.spawn(llm_agent_class(_big_tool_loop(llm_server), "helper"))
     with pytest.raises(JsonRpcError) as info:
         bus.client().request("helper", "chat", {"message": "summarise the report"})
@@ -68,11 +65,8 @@ def test_max_turns_error_data_stays_within_the_payload_bound(
 def test_max_turns_error_with_a_large_checkpoint_reaches_the_caller_over_kafka(
     kafka_bootstrap: str, llm_server: ScriptedOpenAI
 ) -> None:
-    """Bug: over Kafka the same oversized -32020 answer is never delivered (the record
-    exceeds Kafka's 1 MiB limit; the host checks results against the bound but not
-    error data), so the caller waits out its whole request timeout and gets -32001
-    "Request timed out": the answer is silently lost. Correct: the caller is answered
-    with -32020 (data within the bound) or -32005, as on the in-memory bus."""
+    """Over Kafka the oversized -32020 answer was never delivered (over the 1 MiB
+    record limit): the caller waited out its timeout. It is answered as in memory."""
     loop = _big_tool_loop(llm_server)
     bus = Bus.kafka(
         kafka_bootstrap,
@@ -92,13 +86,9 @@ def test_max_turns_error_with_a_large_checkpoint_reaches_the_caller_over_kafka(
 def test_malformed_usage_from_the_llm_server_is_an_llm_failure(
     bus: Bus, llm_server: ScriptedOpenAI
 ) -> None:
-    """Bug: a completion whose ``usage`` token counts are not numbers (a misbehaving
-    proxy) makes ``parse_usage`` raise ValueError outside ``parse_completion``'s
-    malformed-response handling. The agent crashes: the caller gets -32603 "Internal
-    error" and the supervisor restarts the agent and re-runs the message, calling the
-    (paid) LLM three times. Correct, as docs/llm.md promises for a failing LLM call:
-    -32021 "LLM call failed" with the client's message, after one call (the client
-    has max_retries=0)."""
+    """``usage`` token counts that are not numbers (a misbehaving proxy) are a
+    malformed answer: -32021 after one call. They crashed the agent, which was
+    restarted and re-ran the message, calling the (paid) LLM three times."""
     for _ in range(4):  # enough for every re-run the bug makes
         llm_server.respond_with(lambda body: Completion("Hello.", usage=("many", "few")))  # type: ignore[arg-type]
     loop = AgentBuilder("helper").llm(llm_server.client(max_retries=0)).build()
@@ -107,3 +97,19 @@ def test_malformed_usage_from_the_llm_server_is_an_llm_failure(
         bus.client().request("helper", "chat", {"message": "hi"})
     assert (info.value.code, info.value.message) == (LLM_FAILED, "LLM call failed")
     assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"choices": [{"delta": {"tool_calls": [{"index": None}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 7}}]}}]},
+        {"choices": ["not an object"]},
+        {"usage": {"prompt_tokens": "many"}},
+    ],
+    ids=["index-null", "name-not-text", "choice-not-object", "usage-not-numbers"],
+)
+def test_a_malformed_stream_chunk_is_an_llm_error(chunk: dict[str, object]) -> None:
+    assembler = StreamAssembler()
+    with pytest.raises(LlmError, match="malformed"):
+        assembler.feed(json.dumps(chunk))
