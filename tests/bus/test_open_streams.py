@@ -259,3 +259,19 @@ async def test_a_generator_reading_a_stream_answers_with_its_items(make_bus: Mak
         bus.async_client().stream_to("tally", "doubled", range(5)), WAIT
     )
     assert result == [0, 2, 4, 6, 8]
+
+
+async def test_streams_from_another_node_meet_requests_on_the_way(make_bus: MakeBus) -> None:
+    # The answers go back over the caller node's reply topic, not the local shortcut.
+    hosting = await make_bus(Tally)
+    calling = await make_bus(peer=hosting)
+    client = calling.async_client()
+    streaming, gate = await _open_stream(client, [1, 2, 3])
+    others = [client.stream_to("tally", "total", range(n, n + 20)) for n in range(3)]
+    bumps = [client.request("tally", "bump") for _ in range(20)]
+    answers = await asyncio.wait_for(asyncio.gather(*others, *bumps), WAIT)
+    assert answers[:3] == [sum(range(n, n + 20)) for n in range(3)]
+    assert sorted(answers[3:]) == list(range(1, 21))
+    assert not streaming.done()  # still open: the rest were served meanwhile
+    gate.set()
+    assert await asyncio.wait_for(streaming, WAIT) == 6
