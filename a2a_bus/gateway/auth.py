@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -77,6 +77,9 @@ class Access:
     agents: Patterns = None
     methods: Patterns = None
     topics: Patterns = None
+    #: Who holds the token, unique per token (set by :class:`Authenticator`); what a
+    #: token owns (A2A tasks, conversations) is keyed by it, not by the shared ``name``.
+    owner: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         _check_topic_patterns(self.topics)
@@ -92,6 +95,11 @@ class Access:
             methods=_patterns(entry.get("methods"), "methods"),
             topics=_patterns(entry.get("topics"), "topics"),
         )
+
+    @property
+    def identity(self) -> str:
+        """The owner key of what this token makes: ``owner``, else its ``name``."""
+        return self.owner or self.name
 
     @property
     def unrestricted(self) -> bool:
@@ -134,7 +142,10 @@ class Authenticator:
     """
 
     def __init__(self, tokens: Mapping[str, Access]) -> None:
-        self._by_digest = {_digest(token): access for token, access in tokens.items()}
+        self._by_digest = {
+            digest: replace(access, owner=digest.hex()[:32])
+            for digest, access in ((_digest(token), access) for token, access in tokens.items())
+        }
 
     @property
     def enabled(self) -> bool:

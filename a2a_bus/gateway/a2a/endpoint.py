@@ -167,7 +167,7 @@ class A2ABinding:
     ) -> Response:
         if op is Op.GET or op is Op.CANCEL:
             task_id, history_length = parse_task_query(params)
-            record = self.tasks.find(task_id, agent_id, access.name)
+            record = self.tasks.find(task_id, agent_id, access.identity)
             if record is None:
                 raise task_not_found(task_id)
             if op is Op.CANCEL:
@@ -204,7 +204,7 @@ class A2ABinding:
         """The task a message starts, stored, and its run (not started yet)."""
         ctx = self.gateway
         if message.task_id is not None:
-            earlier = self.tasks.find(message.task_id, agent_id, access.name)
+            earlier = self.tasks.find(message.task_id, agent_id, access.identity)
             if earlier is None:
                 raise task_not_found(message.task_id)
             raise A2AError(
@@ -218,15 +218,25 @@ class A2ABinding:
         if card is None:  # it went away since the request arrived
             raise A2AError(A2ACode.METHOD_NOT_FOUND, f"no live agent {target!r}", status=404)
         context_id = message.context_id or new_id()
-        call = plan(card, message, context_id, stream=stream)
+        # The agent's session is the token's own: another token naming the same
+        # contextId starts a conversation of its own rather than reading this one.
+        session = f"{access.identity}/{context_id}"
+        call = plan(card, message, session, stream=stream)
         task = Task(context_id, [message])
         message.context_id, message.task_id = context_id, task.id
         event = self._event(call, target, task.id)
         reason = access.denies(event, target)
+        if reason is not None and stream and call.streaming:
+            # A stock client streams whenever the card can: a token that may call
+            # the plain method only gets its answer as one artifact instead.
+            plain = plan(card, message, session, stream=False)
+            plain_event = self._event(plain, target, task.id)
+            if access.denies(plain_event, target) is None:
+                call, event, reason = plain, plain_event, None
         if reason is not None:
             raise A2AError(A2ACode.INVALID_REQUEST, f"Forbidden: {reason}", status=403)
         task.set_state(TaskState.WORKING)
-        record = TaskRecord(task, agent_id, access.name)
+        record = TaskRecord(task, agent_id, access.identity)
         self.tasks.add(record)
         limit = ctx.settings.max_body_bytes
         return record, Run(ctx.bridge, task, target, call, event, self.timeout, limit)

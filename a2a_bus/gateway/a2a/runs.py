@@ -85,7 +85,7 @@ class Run:
         self.event = event
         self.timeout = timeout
         #: The bound of a streaming method's chunks gathered for a run nobody watches,
-        #: and of what the task keeps of a stream.
+        #: and of what the task keeps of an answer.
         self.max_bytes = max_bytes
         self._artifact: Artifact | None = None
         # JSON bytes of the kept parts' values as one list: brackets, less the first comma.
@@ -122,10 +122,13 @@ class Run:
         if "error" in response:
             error: dict[str, Any] = response["error"]
             return error
-        artifact = Artifact(answer_parts(response.get("result")))
+        parts = answer_parts(response.get("result"))
+        artifact = Artifact([])
         self.task.artifacts.append(artifact)
+        self._keep(artifact, parts)  # bounded as a stream's parts are
         if emit is not None:
-            await emit(ArtifactChunk(artifact, append=False, last_chunk=True))
+            whole = Artifact(parts, artifact.name, artifact.artifact_id)
+            await emit(ArtifactChunk(whole, append=False, last_chunk=True))
         return None
 
     async def _stream(self, emit: Emit) -> dict[str, Any] | None:

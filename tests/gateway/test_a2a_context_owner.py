@@ -1,13 +1,7 @@
-"""An LLM agent keeps one conversation per A2A ``contextId`` (docs/gateway.md, "What a
-message calls"), and the gateway passes the client's ``contextId`` straight through
-as the agent's ``session_id``, whoever sends it. Tasks are private to a token, but
-contexts are not: another token that sends a message with the same ``contextId``
-continues that conversation, and the model answers with the first caller's history
-in its context. Context ids the gateway makes are ``new_id()`` values, a per-process
-prefix and a counter, so a caller who sees one id of their own can guess the others'.
-
-Correct: a conversation is reachable only by the token that started it (the session
-is scoped per token, or a foreign contextId is refused/starts a fresh conversation)."""
+"""An LLM agent keeps one conversation per A2A ``contextId`` and token: the gateway
+scopes the agent's ``session_id`` by the token, so another token that names the same
+``contextId`` starts a conversation of its own instead of continuing (and reading) the
+first caller's. Context ids are guessable (a per-process prefix and a counter)."""
 
 from __future__ import annotations
 

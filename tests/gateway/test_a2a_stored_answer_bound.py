@@ -1,13 +1,7 @@
-"""What a stored A2A task keeps (what ``GetTask`` returns for the last 1000 tasks) is
-bounded at ``max_body_bytes`` of JSON for a *streamed* answer (runs.py ``_keep``), but
-a plain method's answer is stored whole (runs.py ``_once``): with
-``max_body_bytes=4096`` a 200 kB result stays in the store for every task, so the
-store's memory is set by the bus's payload bound (1 MB) times ``max_tasks``, not by the
-gateway's limit the operator chose. The answer the client gets is not the issue
-(it is sent once); the copy kept for later is.
-
-Correct: the stored artifact of any answer is held to ``max_body_bytes`` of JSON, cut
-with the same ``{"truncated": true, ...}`` metadata as a streamed answer."""
+"""What a stored A2A task keeps of a plain (not streamed) answer is held to
+``max_body_bytes`` of JSON, cut with the same ``{"truncated": true, ...}`` metadata as
+a streamed answer; it was stored whole, so the store's memory was set by the bus's
+payload bound times ``max_tasks`` rather than by the gateway's limit."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A2A tasks are private to the token that created them (docs/gateway.md, "Tasks": kept
-"per endpoint and per token: another agent's endpoint, or another token, gets -32001
-Task not found"). The store keys ownership by ``Access.name``, which is not unique:
-two tokens configured with the default name (``Access()`` is "anonymous") or the same
-``name`` in a tokens file are one owner, so one token reads and cancels the other's
-tasks."""
+"""A2A tasks are private to the token that created them, told apart by the token itself,
+not by its ``name``: two tokens with the default name, or the same ``name`` in a
+tokens file, do not see or cancel each other's tasks."""
 
 from __future__ import annotations
 
@@ -58,9 +55,8 @@ async def call(http: httpx.AsyncClient, token: str, method: str, params: Any) ->
 async def test_another_token_does_not_see_or_cancel_a_task(
     bus: Bus, tokens: dict[str, Access]
 ) -> None:
-    """Correct: Mallory's GetTask/CancelTask of Alice's task answer -32001 (as for any
-    other token). Now: Mallory gets Alice's task, history and answer included (CancelTask
-    looks tasks up the same way, so she could cancel Alice's running tasks too)."""
+    """Mallory's GetTask and CancelTask of Alice's task answer -32001, as for any other
+    token (she used to get the task, history and answer included)."""
     app = create_app(bus, GatewaySettings(request_timeout=WAIT, tokens=tokens))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:

@@ -1,14 +1,7 @@
-"""A token allowed to call an LLM agent's ``chat`` (``methods: ["chat"]``) cannot talk
-to it with a stock A2A client. The agent's card (served to that token) advertises
-``capabilities.streaming``, so the ``a2a-sdk`` client sends ``SendStreamingMessage``;
-the gateway then picks the ``chat/stream`` variant for plain text
-(a2a_bus/gateway/a2a/calls.py ``_conversation``) without regard to the token, and the
-allow-list refuses it: HTTP 403 "method 'chat/stream' is not allowed for this token"
-for every message, though ``SendMessage`` with the same text works.
-
-Correct: the message is answered: the gateway falls back to the method the token may
-call (``chat``, whose answer streams as one artifact update), or the card it serves to
-that token does not advertise streaming (so the client uses ``SendMessage``)."""
+"""A token allowed only an LLM agent's ``chat`` can talk to it with a stock A2A client:
+the card advertises streaming, so the client sends ``SendStreamingMessage``, and the
+gateway falls back to ``chat`` (answered as one artifact update) instead of refusing
+``chat/stream`` with a 403 for every message."""
 
 from __future__ import annotations
 
