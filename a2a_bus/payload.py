@@ -49,8 +49,10 @@ def check_payload(
     kind = type(value)
     if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
         return  # the common small results: nothing to serialise to know
-    if kind is str and len(value) * 6 <= limit:
-        return  # JSON spends at most 6 bytes on a character (a \uXXXX escape)
+    if kind is str and len(value) * 6 <= limit and value.isascii():
+        # JSON spends at most 6 bytes on an ASCII character (a \uXXXX escape); other
+        # text may hold a lone surrogate, which orjson (and so Kafka) refuses.
+        return
     binary = binary and isinstance(value, bytes | bytearray)
     if binary:
         size = (len(value) + 2) // 3 * 4

@@ -64,3 +64,9 @@ def test_refusal_words_the_error_for_each_side() -> None:
     bad = refusal(float("nan"), "params")
     assert bad is not None and bad.code == ErrorCode.INVALID_PARAMS
     assert refusal([1, "a", None], "params") is None
+
+
+def test_a_short_string_orjson_cannot_write_is_not_json() -> None:
+    with pytest.raises(PayloadError) as error:
+        check_payload("a lone surrogate: \ud800", "the result")
+    assert "surrogates not allowed" in error.value.detail
