@@ -24,7 +24,7 @@ from a2a_bus.gateway.a2a.calls import Call, called_method, plan
 from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params, task_not_found
 from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
-from a2a_bus.gateway.a2a.runs import ArtifactChunk, Run, StatusChanged, Update
+from a2a_bus.gateway.a2a.runs import ArtifactChunk, LastChunks, Run, StatusChanged, Update
 from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, TaskRecord, TaskStore
 from a2a_bus.gateway.a2a.wire import (
     Op,
@@ -325,6 +325,7 @@ class A2ABinding:
             )
             return event(chunk)
 
+        chunks = LastChunks()
         getter: asyncio.Future[Update] | None = None
         try:
             yield event(task_result(task, version))
@@ -332,12 +333,16 @@ class A2ABinding:
                 getter = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
-                    yield render(getter.result())
+                    for update in chunks.push(getter.result()):
+                        yield render(update)
                     continue
                 getter.cancel()
                 while not queue.empty():
-                    yield render(queue.get_nowait())
+                    for update in chunks.push(queue.get_nowait()):
+                        yield render(update)
                 break
+            for update in chunks.end():
+                yield render(update)
             yield event(status_update(task, version))
         finally:
             # Also reached when the client went away: the run stops and the bus

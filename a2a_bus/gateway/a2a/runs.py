@@ -18,7 +18,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -45,11 +45,47 @@ class ArtifactChunk:
     #: The parts that arrived, under the artifact's id.
     artifact: Artifact
     append: bool
+    #: True when known to end the artifact; a streamed chunk is not known to until
+    #: the next update (see :class:`LastChunks`).
     last_chunk: bool
 
 
 Update = StatusChanged | ArtifactChunk
 Emit = Callable[[Update], Awaitable[None]]
+
+
+class LastChunks:
+    """Marks the final chunk of each streamed artifact ``last_chunk``, as A2A asks.
+
+    Whether a chunk is its artifact's last is only known when the next update comes
+    or the run ends, so the newest streamed chunk is held back until then (one chunk,
+    not the stream). A closing ``append`` update with no parts would send nothing
+    late, but the spec has an artifact's ``parts`` REQUIRED (non-empty) in 1.0, and an
+    empty text part instead would add a part to what a client assembles. A status
+    update (an LLM tool's progress) releases the held chunk as not last, so progress
+    is neither delayed nor reordered: an artifact that gets no chunk after such an
+    update ends without a chunk marked last.
+    """
+
+    def __init__(self) -> None:
+        self._held: ArtifactChunk | None = None
+
+    def push(self, update: Update) -> list[Update]:
+        """The updates to send now, in order, ``update`` possibly held back."""
+        held = self._held
+        self._held = None
+        if isinstance(update, ArtifactChunk) and not update.last_chunk:
+            self._held = update
+            if held is None:
+                return []
+            ended = held.artifact.artifact_id != update.artifact.artifact_id
+            return [replace(held, last_chunk=ended)]
+        return [update] if held is None else [held, update]
+
+    def end(self) -> list[Update]:
+        """The held chunk, marked last: the run is over, however it ended."""
+        held, self._held = self._held, None
+        return [] if held is None else [replace(held, last_chunk=True)]
 
 
 def status(task: Task) -> StatusChanged:
@@ -182,7 +218,7 @@ class Run:
         self._keep(artifact, parts)
         if emit is not None:
             delta = Artifact(parts, artifact.name, artifact.artifact_id)
-            await emit(ArtifactChunk(delta, append=append, last_chunk=False))
+            await emit(ArtifactChunk(delta, append=append, last_chunk=False))  # not known yet
 
     def _keep(self, artifact: Artifact, parts: list[Part]) -> None:
         """Put parts on the stored artifact while the task stays within ``max_bytes``
