@@ -1,11 +1,9 @@
 """One consumer group membership of the Kafka transport.
 
 The dispatch loop fetches records, decodes them and starts a handler for each
-(at most ``max_in_flight`` records at once). Handlers start eagerly: the first
-step runs at once and later steps from the callbacks of the futures they await,
-without a task per record (``_Handling``, cancellable like a task). Records
-with a key on a partition are queued behind the one of that key that is
-running and start in offset order as it finishes. Commits follow the
+(at most ``max_in_flight`` records at once), concurrently across keys and in
+offset order within a key (:class:`~a2a_bus.transport.kafka_keys.KeyedRuns`).
+Commits follow the
 :class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
 so the committed position never passes an unfinished record; a
 :class:`~a2a_bus.transport.kafka_committer.Committer` writes them. What is known
@@ -19,9 +17,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections import deque
-from collections.abc import Collection, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
@@ -35,11 +32,11 @@ from a2a_bus.transport.base import (
     report_undecodable,
 )
 from a2a_bus.transport.dedup import DedupWindow
-from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka_commits import PartitionTracker
 from a2a_bus.transport.kafka_committer import Committer, Uncommitted
+from a2a_bus.transport.kafka_keys import KeyedRuns, Pending
 from a2a_bus.transport.kafka_ownership import Ownership
-from a2a_bus.transport.kafka_records import DecodedRecord, decode_record, failure_reason
+from a2a_bus.transport.kafka_records import decode_record, failure_reason
 
 if TYPE_CHECKING:
     from a2a_bus.transport.kafka import KafkaTransport
@@ -48,45 +45,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds to wait before fetching again after a failed fetch or lease commit.
 _RETRY_DELAY = 0.5
-
-
-#: Handlers started inside one another's completion (a key's queued records
-#: that finish at once) at most this deep; deeper ones start from the loop.
-_MAX_DEPTH = 4
-
-
-class _Handling(EagerRun):
-    """One record being handled: its ``_handle`` coroutine, run eagerly (no task)."""
-
-    __slots__ = ("_subscription", "done", "queue", "record", "tp")
-
-    def __init__(
-        self,
-        subscription: KafkaSubscription,
-        tp: TopicPartition,
-        record: ConsumerRecord,
-        queue: deque[_Queued] | None,
-        coro: Coroutine[Any, Any, None],
-    ) -> None:
-        super().__init__(coro, subscription._loop)
-        self._subscription = subscription
-        self.tp = tp
-        self.record = record
-        #: The queue of its key (records waiting behind it), None without a key.
-        self.queue = queue
-        self.done = False
-
-    def finished(self, error: BaseException | None) -> None:
-        self._subscription._handled(self, error)
-
-
-class _Queued(NamedTuple):
-    """A record waiting behind the running record of its key."""
-
-    record: ConsumerRecord
-    decoded: DecodedRecord
-    tracker: PartitionTracker
-    redelivered: bool
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -147,12 +105,7 @@ class KafkaSubscription(Subscription):
         self._slot_freed: asyncio.Future[None] | None = None
         self._dedup = DedupWindow(settings.dedup_window)
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
-        #: Records waiting behind the running record of their key, per busy key.
-        self._queues: dict[tuple[TopicPartition, bytes], deque[_Queued]] = {}
-        self._running: set[_Handling] = set()
-        #: Set when a handling finishes while _drain waits.
-        self._finished: asyncio.Future[None] | None = None
-        self._depth = 0
+        self._runs = KeyedRuns(self._loop, self._handle, group)
         self._epoch = 0
         self._paused = False
         self._closing = False
@@ -237,14 +190,14 @@ class KafkaSubscription(Subscription):
             self._run_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._run_task
-        unfinished = await self._drain(None, timeout)
+        unfinished = await self._runs.drain(None, timeout)
         if unfinished:
-            for queue in self._queues.values():
-                queue.clear()  # not handed to a handler: the next owner handles them
+            # Queued records were not handed to a handler: the next owner handles them.
+            self._release(self._runs.drop_queued(None))
             for handling in unfinished:
                 handling.cancel()
             log.warning("group %s: %d handlers cancelled at stop", self.group, len(unfinished))
-            await self._drain(None, None)
+            await self._runs.drain(None, None)
         await self._commits.stop()
         await self._commits.commit(self._trackers, clean=True)
         await self._consumer.stop()
@@ -278,17 +231,13 @@ class KafkaSubscription(Subscription):
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         self._epoch += 1  # the dispatch loop drops the rest of its batch
         self._learned.clear()
-        await self._drain(revoked, self._settings.drain_timeout)
+        await self._runs.drain(revoked, self._settings.drain_timeout)
         await self._commits.commit(revoked, clean=True)
         for tp in revoked:
             self._trackers.pop(tp, None)
         self._ownership.forget(revoked)
-        for key in [k for k in self._queues if k[0] in revoked]:
-            # Not handed to a handler: the next owner handles them. Emptied, since
-            # the running handling of the key still holds the queue (it outlived the drain).
-            queue = self._queues.pop(key)
-            self._release(len(queue))
-            queue.clear()
+        # Queued records were not handed to a handler: the next owner handles them.
+        self._release(self._runs.drop_queued(revoked))
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         if assigned:
@@ -380,7 +329,8 @@ class KafkaSubscription(Subscription):
                 self._consumer.seek(tp, offset)
 
     def _start(self, tp: TopicPartition, record: ConsumerRecord, tracker: PartitionTracker) -> None:
-        """Start handling ``record``, or queue it behind the running record of its key."""
+        """Decode ``record``, count it in flight and start handling it (or queue it
+        behind the running record of its key)."""
         decoded = decode_record(
             self._transport.adaptor,
             tp.topic,
@@ -393,85 +343,12 @@ class KafkaSubscription(Subscription):
         tracker.add(record.offset)
         self._in_flight += 1
         redelivered = record.offset < self._redelivery_bound[tp]
-        queue = None
-        if record.key is not None:
-            key = (tp, record.key)
-            queue = self._queues.get(key)
-            if queue is not None:
-                # strictly after the records of its key before it
-                queue.append(_Queued(record, decoded, tracker, redelivered))
-                return
-            queue = self._queues[key] = deque()
-        self._begin(tp, record, decoded, tracker, redelivered, queue)
+        self._runs.start(Pending(tp, record, decoded, tracker, redelivered))
 
-    def _begin(
-        self,
-        tp: TopicPartition,
-        record: ConsumerRecord,
-        decoded: DecodedRecord,
-        tracker: PartitionTracker,
-        redelivered: bool,
-        queue: deque[_Queued] | None,
-    ) -> None:
-        coro = self._handle(tp, record, decoded, tracker, redelivered)
-        handling = _Handling(self, tp, record, queue, coro)
-        self._running.add(handling)
-        handling.step()
-
-    def _handled(self, handling: _Handling, error: BaseException | None) -> None:
-        """A handling ended: start the next record of its key, wake ``_drain``."""
-        handling.done = True
-        self._running.discard(handling)
-        if error is not None and not isinstance(error, asyncio.CancelledError):
-            log.error("group %s: handling a record failed", self.group, exc_info=error)
-        queue = handling.queue
-        if queue is not None:
-            if queue:  # emptied instead if the partition was revoked meanwhile
-                record, decoded, tracker, redelivered = queue.popleft()
-                if self._depth < _MAX_DEPTH:
-                    self._depth += 1
-                    try:
-                        self._begin(handling.tp, record, decoded, tracker, redelivered, queue)
-                    finally:
-                        self._depth -= 1
-                else:
-                    self._loop.call_soon(
-                        self._begin, handling.tp, record, decoded, tracker, redelivered, queue
-                    )
-            else:
-                key = (handling.tp, handling.record.key)
-                if self._queues.get(key) is queue:  # not a new owner's queue of that key
-                    del self._queues[key]
-        finished = self._finished
-        if finished is not None and not finished.done():
-            finished.set_result(None)
-
-    async def _drain(
-        self, partitions: Collection[TopicPartition] | None, timeout: float | None
-    ) -> list[_Handling]:
-        """Wait up to ``timeout`` seconds (None: no limit) until no record of
-        ``partitions`` (None: all) is being handled, queued records of a key
-        included; the handlings still running then."""
-        deadline = None if timeout is None else self._loop.time() + timeout
-        while True:
-            running = [h for h in self._running if partitions is None or h.tp in partitions]
-            left = None if deadline is None else deadline - self._loop.time()
-            if not running or (left is not None and left <= 0):
-                return running
-            if self._finished is None or self._finished.done():
-                self._finished = self._loop.create_future()
-            await asyncio.wait([self._finished], timeout=left)
-
-    async def _handle(
-        self,
-        tp: TopicPartition,
-        record: ConsumerRecord,
-        decoded: DecodedRecord,
-        tracker: PartitionTracker,
-        redelivered: bool,
-    ) -> None:
+    async def _handle(self, pending: Pending) -> None:
         """Dead-letter what did not decode, hand each event to the handler (once
         per de-duplication key), then count the record finished."""
+        tp, record, decoded, tracker, redelivered = pending
         metrics = self._transport.metrics
         dedup = self._dedup
         finished = False
