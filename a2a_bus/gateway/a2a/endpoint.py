@@ -25,7 +25,12 @@ from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params, task_not_found
 from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.runs import ArtifactChunk, LastChunks, Run, StatusChanged, Update
-from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, TaskRecord, TaskStore
+from a2a_bus.gateway.a2a.tasks import (
+    DEFAULT_MAX_TASKS,
+    DEFAULT_MAX_TASKS_PER_OWNER,
+    TaskRecord,
+    TaskStore,
+)
 from a2a_bus.gateway.a2a.wire import (
     Op,
     Version,
@@ -57,9 +62,17 @@ STREAM_BUFFER = 64
 class A2ABinding:
     """The A2A endpoints of one gateway, with its store of recent tasks."""
 
-    def __init__(self, gateway: GatewayContext, *, max_tasks: int = DEFAULT_MAX_TASKS) -> None:
+    def __init__(
+        self,
+        gateway: GatewayContext,
+        *,
+        max_tasks: int = DEFAULT_MAX_TASKS,
+        max_tasks_per_owner: int | None = DEFAULT_MAX_TASKS_PER_OWNER,
+    ) -> None:
         self.gateway = gateway
-        self.tasks = TaskStore(max_tasks)
+        # Without tokens every caller is the same owner: only the store's bound applies.
+        per_owner = max_tasks_per_owner if gateway.authenticator.enabled else None
+        self.tasks = TaskStore(max_tasks, per_owner)
         # Runs are asyncio tasks: hold them until they finish.
         self._running: set[asyncio.Task[None]] = set()
 

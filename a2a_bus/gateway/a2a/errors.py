@@ -27,6 +27,12 @@ class A2ACode(IntEnum):
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007
     EXTENSION_SUPPORT_REQUIRED = -32008
     VERSION_NOT_SUPPORTED = -32009
+    #: Not A2A's: the protocol has no code for a refusal for capacity (its advice
+    #: stops at "return appropriate errors"), and borrowing one of its codes would
+    #: tell a client something false (-32004: the operation is not offered at all).
+    #: -32000 is JSON-RPC's first implementation-defined server error, which A2A
+    #: leaves unused; the HTTP status 429 says "not now" to any client.
+    TOO_MANY_TASKS = -32000
 
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -72,3 +78,13 @@ def invalid_params(message: str, **metadata: str) -> A2AError:
 
 def task_not_found(task_id: str) -> A2AError:
     return A2AError(A2ACode.TASK_NOT_FOUND, f"Task not found: {task_id!r}", {"taskId": task_id})
+
+
+def too_many_tasks(bound: int) -> A2AError:
+    return A2AError(
+        A2ACode.TOO_MANY_TASKS,
+        f"Too many tasks: this token has {bound} unfinished tasks, its bound; "
+        "wait for one to end (or cancel one) and send again",
+        {"maxTasksPerOwner": str(bound)},
+        status=429,
+    )
