@@ -230,6 +230,8 @@ class Bus:
                 f"{topics.registry}.{self.node}",
                 self.directory,
                 self.registry_timeout,
+                dlq_topic=topics.dlq,
+                announcer=self.announcer,
             ),
         ]
         self._running = True

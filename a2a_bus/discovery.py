@@ -8,6 +8,10 @@ so its first request routed by method already sees every live agent. A card
 not renewed within ``ttl`` seconds is expired (its process died without saying
 so). The bus answers ``methods/list`` and ``agent/card/get`` from that view,
 and refuses messages to agents it does not know (:meth:`Directory.known`).
+
+A record on the registry that is no card (junk from another producer) is
+dead-lettered once, not at every start that reads it again: see
+:class:`RegistryReader`. Tombstones (no value) delete a key and are no junk.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, ErrorCode, error_response, ext, new_event, result_response
 from a2a_bus.transport.base import Delivery, Subscription, Transport, Undecodable
+from a2a_bus.transport.kafka_records import dead_letter_headers, failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,12 @@ class Announcer:
         event = card_event(self._adaptor, card, gone=gone)
         await self._transport.publish(self._topic, event, key=card["id"].encode())
 
+    async def renew(self, agent_id: str) -> None:
+        """Publish the card of ``agent_id`` now (its key was just deleted)."""
+        for card in self._cards():
+            if card["id"] == agent_id:
+                await self.announce(card)
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
@@ -134,6 +145,10 @@ class Directory:
         self._local.pop(agent_id, None)
         self._starting.discard(agent_id)
 
+    def hosts(self, agent_id: str) -> bool:
+        """True when ``agent_id`` runs in this process."""
+        return agent_id in self._local
+
     # -- the registry topic ---------------------------------------------------------
 
     async def on_registry(self, delivery: Delivery) -> None:
@@ -154,7 +169,7 @@ class Directory:
         self._applied_up_to(delivery.partition, delivery.offset)
 
     async def on_undecodable(self, record: Undecodable) -> None:
-        """A registry record that held no card still counts as read."""
+        """A registry record that held no card (or a tombstone) still counts as read."""
         self._applied_up_to(record.partition, record.offset)
 
     def _applied_up_to(self, partition: int, offset: int) -> None:
@@ -251,34 +266,188 @@ class Directory:
         return result_response(card, id)
 
 
+class RegistryReader(Subscription):
+    """Reads the registry into a :class:`Directory` and reports what is no card
+    on it once.
+
+    Every bus reads the whole registry at each start, and a junk record stays in
+    the log until compaction removes it (on Kafka, once its segment is closed), so
+    the transport does not dead-letter registry records (``dead_letter=False``):
+    this reader does, and deletes what it reported.
+
+    * Junk with a key is dead-lettered, then a tombstone for that key is written
+      so that compaction removes it. One read at start (before the registry end
+      as of the start) is held until the end is reached: if the key has a later
+      record by then (a card, a "gone" event, a tombstone: whoever read it live
+      already reported it), it is left alone. An agent of this process whose id
+      is that key publishes its card again at once; elsewhere, at its next
+      heartbeat.
+    * Junk without a key cannot be compacted away: it is dead-lettered by the
+      buses that read it after their start, when it arrives; a start that finds
+      it in the log only logs it.
+    * A tombstone is nothing: it deletes a key, and no card goes with it.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        topic: str,
+        dlq_topic: str,
+        directory: Directory,
+        announcer: Announcer | None = None,
+    ) -> None:
+        self._transport = transport
+        self._topic = topic
+        self._dlq_topic = dlq_topic
+        self._directory = directory
+        self._announcer = announcer
+        self._subscription: Subscription | None = None
+        #: Junk read before the catch-up ended: keyed (by key, the latest), keyless.
+        self._held: dict[bytes, Undecodable] = {}
+        self._keyless: list[Undecodable] = []
+        #: The registry ends as of the start, once they were reached (None before).
+        self._ends: Mapping[int, int] | None = None
+        self._catching_up: asyncio.Task[None] | None = None
+
+    async def start(self, group: str, timeout: float) -> None:
+        """Subscribe from the beginning, and return once the registry is applied up
+        to the ends it has now (or after ``timeout`` seconds, with a warning)."""
+        self._subscription = await self._transport.subscribe(
+            [self._topic],
+            group,
+            self._on_event,
+            from_beginning=True,
+            max_in_flight=1,  # applied in offset order: see Directory.reach
+            on_undecodable=self._on_undecodable,
+            durable=False,  # read whole at each start: nothing to keep
+            dead_letter=False,  # what is junk is decided here
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                # The position after the newest record of each partition is its end.
+                ends = (await self._transport.read(self._topic, limit=1, newest=True)).position
+                self._catching_up = asyncio.create_task(self._catch_up(ends))
+                await asyncio.shield(self._catching_up)
+        except Exception as exc:  # a timeout, or the broker failing the read
+            log.warning(
+                "agent registry %r: %s; starting anyway (agents not seen yet are unknown "
+                "until their next heartbeat)",
+                self._topic,
+                str(exc) or f"not read to its end within {timeout:g}s",
+            )
+            if self._catching_up is None:  # the ends are unknown: from now on, all is live
+                self._catching_up = asyncio.create_task(self._catch_up({}))
+
+    async def _catch_up(self, ends: Mapping[int, int]) -> None:
+        await self._directory.reach(ends)
+        # From here on, junk is reported as it is read.
+        self._ends = ends
+        held, self._held = list(self._held.values()), {}
+        keyless, self._keyless = self._keyless, []
+        for record in held:
+            await self._report(record)
+        for record in keyless:
+            if record.offset >= ends.get(record.partition, 0):
+                await self._report(record)  # it came after the start: not reported yet
+            else:
+                log.warning(
+                    "agent registry %r: record %d/%d (no key) holds no card: %s; left "
+                    "alone (reported when it arrived; only compaction of a key removes "
+                    "a record)",
+                    self._topic,
+                    record.partition,
+                    record.offset,
+                    failure_reason(record.failures),
+                )
+
+    async def _on_event(self, delivery: Delivery) -> None:
+        if delivery.key is not None:
+            self._held.pop(delivery.key, None)  # a later record of its key: left alone
+        await self._directory.on_registry(delivery)
+
+    async def _on_undecodable(self, record: Undecodable) -> None:
+        try:
+            if record.value is None:  # a tombstone: the key is deleted, nothing to apply
+                if record.key is not None:
+                    self._held.pop(record.key, None)
+            elif self._ends is not None:
+                await self._report(record)
+            elif record.key is not None:
+                self._held[record.key] = record
+            else:
+                self._keyless.append(record)
+        finally:
+            await self._directory.on_undecodable(record)
+
+    async def _report(self, record: Undecodable) -> None:
+        """Dead-letter a junk record and delete its key from the registry."""
+        try:
+            reason = failure_reason(record.failures)
+            headers = dead_letter_headers(
+                record.headers,
+                reason,
+                record.topic,
+                record.partition,
+                record.offset,
+                record.failures,
+            )
+            await self._transport.publish_raw(
+                self._dlq_topic, record.value or b"", key=record.key, headers=headers
+            )
+            log.warning(
+                "dead letter %s/%d/%d: %s", record.topic, record.partition, record.offset, reason
+            )
+            if record.key is None:
+                return
+            await self._transport.publish_raw(self._topic, None, key=record.key)
+            agent_id = record.key.decode(errors="replace")
+            if self._announcer is not None and self._directory.hosts(agent_id):
+                await self._announcer.renew(agent_id)
+        except Exception:
+            log.exception(
+                "agent registry %r: reporting record %d/%d failed",
+                self._topic,
+                record.partition,
+                record.offset,
+            )
+
+    # -- Subscription ---------------------------------------------------------------
+
+    def pause(self) -> None:
+        if self._subscription is not None:
+            self._subscription.pause()
+
+    def resume(self) -> None:
+        if self._subscription is not None:
+            self._subscription.resume()
+
+    async def stop(self) -> None:
+        task, self._catching_up = self._catching_up, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._subscription is not None:
+            await self._subscription.stop()
+
+
 async def follow_registry(
-    transport: Transport, topic: str, group: str, directory: Directory, timeout: float
+    transport: Transport,
+    topic: str,
+    group: str,
+    directory: Directory,
+    timeout: float,
+    *,
+    dlq_topic: str,
+    announcer: Announcer | None = None,
 ) -> Subscription:
     """Subscribe ``directory`` to the registry ``topic`` from its beginning, and
     return once it has applied the registry up to the ends it has now (or after
     ``timeout`` seconds, with a warning), so that every agent already running
-    elsewhere is known before the first request."""
-    subscription = await transport.subscribe(
-        [topic],
-        # A group of its own at each start: read from the beginning also when
-        # ``group`` is reused (a fixed node id), since a group resumes at its commit.
-        f"{group}.{uuid.uuid4().hex[:8]}",
-        directory.on_registry,
-        from_beginning=True,
-        max_in_flight=1,  # applied in offset order: see Directory.reach
-        on_undecodable=directory.on_undecodable,
-        durable=False,  # read whole at each start: nothing to keep
-    )
-    try:
-        async with asyncio.timeout(timeout):
-            # The position after the newest record of each partition is its end.
-            ends = (await transport.read(topic, limit=1, newest=True)).position
-            await directory.reach(ends)
-    except Exception as exc:  # a timeout, or the broker failing the read
-        log.warning(
-            "agent registry %r: %s; starting anyway (agents not seen yet are unknown "
-            "until their next heartbeat)",
-            topic,
-            str(exc) or f"not read to its end within {timeout:g}s",
-        )
-    return subscription
+    elsewhere is known before the first request. Junk on it goes to ``dlq_topic``
+    once (see :class:`RegistryReader`)."""
+    reader = RegistryReader(transport, topic, dlq_topic, directory, announcer)
+    # A group of its own at each start: read from the beginning also when
+    # ``group`` is reused (a fixed node id), since a group resumes at its commit.
+    await reader.start(f"{group}.{uuid.uuid4().hex[:8]}", timeout)
+    return reader

@@ -60,7 +60,8 @@ Handler = Callable[[Delivery], Awaitable[None]]
 
 
 class Undecodable(NamedTuple):
-    """A record that held no event a handler could take, after it was dead-lettered."""
+    """A record that held no event a handler could take, after it was dead-lettered
+    (unless its subscription has ``dead_letter=False``)."""
 
     topic: str
     partition: int
@@ -69,6 +70,8 @@ class Undecodable(NamedTuple):
     headers: tuple[tuple[str, bytes], ...]
     #: Why, as JSON-RPC errors (-32700 for bad JSON, -32600 for an invalid message).
     failures: tuple[Failure, ...]
+    #: The record's value (None: a tombstone).
+    value: bytes | None = None
 
 
 UndecodableHandler = Callable[[Undecodable], Awaitable[None]]
@@ -82,11 +85,11 @@ async def report_undecodable(
     key: bytes | None,
     headers: Sequence[tuple[str, bytes]],
     failures: Sequence[Failure],
+    value: bytes | None = None,
 ) -> None:
-    """Give a dead-lettered record to a subscription's ``on_undecodable``. Its
-    failure is logged and the record still counts as handled: it is in the
-    dead-letter topic."""
-    undecodable = Undecodable(topic, partition, offset, key, tuple(headers), tuple(failures))
+    """Give an undecodable record to a subscription's ``on_undecodable``. Its
+    failure is logged and the record still counts as handled."""
+    undecodable = Undecodable(topic, partition, offset, key, tuple(headers), tuple(failures), value)
     try:
         await handler(undecodable)
     except Exception:
@@ -162,12 +165,13 @@ class Transport(abc.ABC):
     async def publish_raw(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
-        """Write raw bytes (raw JSON-RPC replies, dead letters) to ``topic``."""
+        """Write raw bytes (raw JSON-RPC replies, dead letters) to ``topic``; a
+        None value is a tombstone (it deletes ``key`` from a compacted topic)."""
 
     @abc.abstractmethod
     async def subscribe(
@@ -180,6 +184,7 @@ class Transport(abc.ABC):
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
+        dead_letter: bool = True,
     ) -> Subscription:
         """Join consumer ``group`` on ``topics`` and hand each event to ``handler``.
 
@@ -193,6 +198,10 @@ class Transport(abc.ABC):
         progress kept (a live view, a node's reply topic): nothing is committed,
         so a restart starts again as ``from_beginning`` says (no redelivery, no
         redelivery flags), and the group leaves nothing behind once it is empty.
+
+        ``dead_letter=False`` leaves undecodable records (tombstones among them)
+        to ``on_undecodable`` alone, which gets their value: for a reader that
+        decides itself what to report (the agent registry).
         """
 
     @abc.abstractmethod

@@ -253,7 +253,7 @@ class KafkaTransport(Transport):
     async def publish_raw(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
@@ -261,7 +261,7 @@ class KafkaTransport(Transport):
         await self._send(topic, value, key, list(headers))
 
     async def _send(
-        self, topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]
+        self, topic: str, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes]]
     ) -> None:
         batches = self._require(self._batches)
         if topic not in self._known_topics:
@@ -347,6 +347,7 @@ class KafkaTransport(Transport):
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
+        dead_letter: bool = True,
     ) -> Subscription:
         if not self._ready:
             raise RuntimeError("the Kafka transport is not started")
@@ -362,6 +363,7 @@ class KafkaTransport(Transport):
             max_in_flight=max_in_flight,
             on_undecodable=on_undecodable,
             durable=durable,
+            dead_letter=dead_letter,
         )
         self._subscriptions.add(subscription)
         try:

@@ -124,7 +124,7 @@ class Batches:
         topic: str,
         partition: int,
         key: bytes | None,
-        value: bytes,
+        value: bytes | None,
         headers: list[tuple[str, bytes]],
     ) -> asyncio.Future[None]:
         """Append a record; the future is done when the broker acknowledged it."""

@@ -72,6 +72,7 @@ class KafkaSubscription(Subscription):
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
+        dead_letter: bool = True,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -81,6 +82,7 @@ class KafkaSubscription(Subscription):
         self.group = group
         self._handler = handler
         self._on_undecodable = on_undecodable
+        self._dead_letter = dead_letter
         self._from_beginning = from_beginning
         self._is_pattern = isinstance(topics, TopicPattern)
         # A pattern subscription reads topics created after it started from their
@@ -354,8 +356,9 @@ class KafkaSubscription(Subscription):
         finished = False
         try:
             if decoded.failures:
-                reason = failure_reason(decoded.failures)
-                await self._transport.dead_letter(record, reason, failures=decoded.failures)
+                if self._dead_letter:
+                    reason = failure_reason(decoded.failures)
+                    await self._transport.dead_letter(record, reason, failures=decoded.failures)
                 if self._on_undecodable is not None:
                     await report_undecodable(
                         self._on_undecodable,
@@ -365,6 +368,7 @@ class KafkaSubscription(Subscription):
                         record.key,
                         record.headers,
                         decoded.failures,
+                        record.value,
                     )
             for event, dedup_key, raw in decoded.events:
                 original = dedup.claim(dedup_key)

@@ -83,6 +83,8 @@ class MemorySubscription(Subscription):
         self.assigned: list[TP] = []
         #: False: the group's progress is dropped when its last member leaves.
         self.durable = True
+        #: False: undecodable records go to ``on_undecodable`` only.
+        self.dead_letter = True
 
     def wants(self, topic: str) -> bool:
         if self._regex is not None:
@@ -271,12 +273,13 @@ class MemoryTransport(Transport):
     async def publish_raw(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
-        self._append(topic, Record(-1, key, None, bytes(value), tuple(headers)))
+        raw = None if value is None else bytes(value)
+        self._append(topic, Record(-1, key, None, raw, tuple(headers)))
 
     def _append(self, topic: str, record: Record) -> None:
         if not self._started:
@@ -329,6 +332,7 @@ class MemoryTransport(Transport):
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
+        dead_letter: bool = True,
     ) -> Subscription:
         if not self._started:
             raise RuntimeError("transport not started")
@@ -338,6 +342,7 @@ class MemoryTransport(Transport):
             state = self._groups[group] = Group(group)
         member = MemorySubscription(self, state, topics, handler, max_in_flight, on_undecodable)
         member.durable = durable
+        member.dead_letter = dead_letter
         if not isinstance(topics, TopicPattern):
             for topic in topics:
                 self._topic(topic)
@@ -393,7 +398,10 @@ class MemoryTransport(Transport):
                     "dropped an undecodable dead letter %s/%d/%d: %s", *tp, record.offset, reason
                 )
             else:
-                await self._write_dead_letter(topic, partition, record, reason, decoded.failures)
+                if member.dead_letter:
+                    await self._write_dead_letter(
+                        topic, partition, record, reason, decoded.failures
+                    )
                 if member.on_undecodable is not None:
                     await report_undecodable(
                         member.on_undecodable,
@@ -403,6 +411,7 @@ class MemoryTransport(Transport):
                         record.key,
                         record.headers,
                         decoded.failures,
+                        record.value,
                     )
         for item in decoded.events:
             delivery = Delivery(
