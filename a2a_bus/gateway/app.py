@@ -89,7 +89,11 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
-            *A2ABinding(gateway).routes(),
+            *A2ABinding(
+                gateway,
+                max_tasks=settings.a2a_max_tasks,
+                max_tasks_per_owner=settings.a2a_max_tasks_per_owner,
+            ).routes(),
         ],
         middleware=[Middleware(MetricsMiddleware)],
         exception_handlers={HTTPException: _http_error, Exception: _server_error},

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import yaml
 
+from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.auth import Access
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
 
@@ -33,6 +34,10 @@ class GatewaySettings:
     request_timeout: float = 30.0
     #: The ``source`` attribute of events the gateway creates.
     source: str = "a2a-bus-gateway"
+    #: A2A tasks the gateway keeps for ``tasks/get``, all tokens together.
+    a2a_max_tasks: int = DEFAULT_MAX_TASKS
+    #: A2A tasks one token keeps at most (only with tokens: without, all callers are one).
+    a2a_max_tasks_per_owner: int = DEFAULT_MAX_TASKS_PER_OWNER
     #: Bearer token -> what it may reach.
     tokens: Mapping[str, Access] = field(default_factory=dict, repr=False)
 
@@ -41,8 +46,8 @@ class GatewaySettings:
         cls, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
-        ``_SOURCE``, ``_TOKEN`` (one token with full access) and ``_TOKENS_FILE``
-        (YAML or JSON: ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
+        ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``, ``_TOKEN`` (one
+        token with full access) and ``_TOKENS_FILE`` (YAML or JSON: ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for name, kind in (
@@ -50,6 +55,8 @@ class GatewaySettings:
             ("max_batch", int),
             ("request_timeout", float),
             ("source", str),
+            ("a2a_max_tasks", int),
+            ("a2a_max_tasks_per_owner", int),
         ):
             raw = env.get(ENV_PREFIX + name.upper())
             if raw:
@@ -69,6 +76,11 @@ class GatewaySettings:
             values["tokens"] = tokens
         values.update(overrides)
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_batch", "a2a_max_tasks", "a2a_max_tasks_per_owner"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
 
 def load_tokens(path: Path) -> dict[str, Access]:

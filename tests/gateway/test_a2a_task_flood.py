@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import Access, GatewaySettings, create_app
-from a2a_bus.gateway.a2a import DEFAULT_MAX_TASKS, A2ABinding, TaskStore
+from a2a_bus.gateway.a2a import DEFAULT_MAX_TASKS, TaskStore
 from a2a_bus.gateway.a2a.errors import A2AError
 from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.tasks import TaskRecord
@@ -33,17 +33,9 @@ FLOOD, QUIET = "flood-token", "quiet-token"
 MAX_TASKS, PER_OWNER = 8, 3
 
 
-def secured() -> GatewaySettings:
+def secured(**bounds: int) -> GatewaySettings:
     tokens = {FLOOD: Access(name="flood"), QUIET: Access(name="quiet")}
-    return GatewaySettings(request_timeout=WAIT, tokens=tokens)
-
-
-def a2a_app(bus: Bus, **bounds: Any) -> Starlette:
-    """The A2A endpoints of the gateway ``create_app`` makes, with a store of ``bounds``."""
-    gateway = create_app(bus, secured()).state.gateway
-    app = Starlette(routes=A2ABinding(gateway, **bounds).routes())
-    app.state.gateway = gateway
-    return app
+    return GatewaySettings(request_timeout=WAIT, tokens=tokens, **bounds)
 
 
 def clients(app: Starlette) -> tuple[httpx.AsyncClient, httpx.AsyncClient]:
@@ -58,7 +50,8 @@ def clients(app: Starlette) -> tuple[httpx.AsyncClient, httpx.AsyncClient]:
 
 @pytest.fixture
 async def small(bus: Bus) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
-    flood, quiet = clients(a2a_app(bus, max_tasks=MAX_TASKS, max_tasks_per_owner=PER_OWNER))
+    settings = secured(a2a_max_tasks=MAX_TASKS, a2a_max_tasks_per_owner=PER_OWNER)
+    flood, quiet = clients(create_app(bus, settings))
     async with flood, quiet:
         yield flood, quiet
 
@@ -196,6 +189,19 @@ def test_the_store_evicts_the_owners_oldest_finished_task_first() -> None:
     assert store.owned("a") == 3 and len(store) == 4
     assert store.find(other.task.id, "echo", "b") is other
     assert store.find(later.task.id, "echo", "a") is later
+
+
+def test_the_bounds_are_gateway_settings() -> None:
+    environ = {
+        "A2A_GATEWAY_A2A_MAX_TASKS": "40",
+        "A2A_GATEWAY_A2A_MAX_TASKS_PER_OWNER": "7",
+    }
+    settings = GatewaySettings.from_env(environ)
+    assert (settings.a2a_max_tasks, settings.a2a_max_tasks_per_owner) == (40, 7)
+    with pytest.raises(ValueError, match="A2A_GATEWAY_A2A_MAX_TASKS_PER_OWNER='many'"):
+        GatewaySettings.from_env({"A2A_GATEWAY_A2A_MAX_TASKS_PER_OWNER": "many"})
+    with pytest.raises(ValueError, match="a2a_max_tasks_per_owner must be at least 1"):
+        GatewaySettings(a2a_max_tasks_per_owner=0)
 
 
 def test_a_full_store_forgets_its_oldest_finished_task_first() -> None:
