@@ -47,7 +47,8 @@ class GatewaySettings:
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
         ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``, ``_TOKEN`` (one
-        token with full access) and ``_TOKENS_FILE`` (YAML or JSON: ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
+        token with full access) and ``_TOKENS_FILE`` (YAML or JSON:
+        ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for name, kind in (
