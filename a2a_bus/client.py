@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.payload import refusal
+from a2a_bus.payload import envelope_refusal, refusal
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,
@@ -73,6 +73,14 @@ def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
         raise error
 
 
+def _check_envelope(event: CloudEvent) -> None:
+    """Refuse ``event`` unless every transport carries its attributes (see
+    :mod:`a2a_bus.payload`): -32005 when they are too large; nothing is sent."""
+    error = envelope_refusal(event)
+    if error is not None:
+        raise error
+
+
 def _unwrap(response: dict[str, Any] | None) -> Any:
     if response is None:
         return None
@@ -105,6 +113,7 @@ class AsyncClient:
             raise JsonRpcError(item.code, item.message, item.data)
         if agent is not None:
             item.get_attributes()[ext.TARGET_AGENT] = agent
+        _check_envelope(item)
         return item
 
     async def request(
@@ -145,6 +154,7 @@ class AsyncClient:
             **extensions,
         }
         event = new_event(attributes, data)
+        _check_envelope(event)
         await self._send(event)
         return event.get_id()
 
@@ -192,6 +202,7 @@ class AsyncClient:
                 _check_json(event.get_data(), "data", binary=True)
             else:  # bounded as the client bounds the params it sends
                 _check_json(message.get("params"), "params")
+            _check_envelope(event)
         except JsonRpcError as exc:
             if event.get_attributes().get(ext.MCPTYPE) != mcptype.REQUEST:
                 raise

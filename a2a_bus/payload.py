@@ -2,26 +2,38 @@
 
 A message's payload (request params, event data, a handler's result, one
 stream chunk) must be JSON, or bytes for event data, and at most
-:data:`MAX_PAYLOAD_BYTES` of it. Kafka refuses records over 1 MiB; the
-in-memory transport would carry anything. Checking the payload where it is
-made keeps a program that works embedded working on Kafka, and gives the one
-who can fix it a clear error instead of a timeout on the other side.
+:data:`MAX_PAYLOAD_BYTES` of it; its envelope (the event's attributes, and a
+JSON-RPC message's method and id) at most :data:`MAX_ENVELOPE_BYTES`. Kafka
+refuses records over 1 MiB; the in-memory transport would carry anything.
+Checking both where the message is made keeps a program that works embedded
+working on Kafka, and gives the one who can fix it a clear error instead of a
+timeout on the other side.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import orjson
+from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.protocol import ErrorCode, jsonrpc_of, to_structured
+from a2a_bus.protocol.events import adopt_event
 
 #: Bytes of JSON a payload may have: what is left of Kafka's 1 MiB record size
 #: (the producer's ``max_request_size``) after a generous allowance for the envelope.
 MAX_PAYLOAD_BYTES = 1_000_000
+
+#: Bytes of JSON an envelope may have: the attributes as structured mode writes
+#: them, plus a JSON-RPC message's ``method`` and ``id``. A record repeats part
+#: of it (the key is an attribute; the bus adds ``a2amethod`` from ``type``, the
+#: reply topic, a fresh id), so its worst case is about twice this: 1,000,000 +
+#: 2 x 16,384 + ~1 KB of JSON and record framing stay under Kafka's 1,048,576.
+MAX_ENVELOPE_BYTES = 16_384
 
 
 #: The integers orjson writes (64 bits, signed or not); larger ones it refuses.
@@ -92,6 +104,76 @@ def refusal(
     return None
 
 
+def check_envelope(event: CloudEvent, *, limit: int = MAX_ENVELOPE_BYTES) -> None:
+    """Raise :class:`PayloadError` unless ``event``'s envelope travels: at most
+    ``limit`` bytes of JSON (see :data:`MAX_ENVELOPE_BYTES`), and JSON at all
+    (text with a lone surrogate is not)."""
+    attributes = event.get_attributes()
+    message = jsonrpc_of(event.get_data())
+    # Attributes are a few short strings: a bound on their JSON from their lengths
+    # (at most 6 bytes a character, with quotes, colon and comma) settles nearly
+    # every event without serialising anything.
+    chars = _chars(attributes)
+    if message is not None and chars >= 0:
+        more = _chars({"method": message.get("method"), "id": message.get("id")})
+        chars = chars + more if more >= 0 else -1
+    if chars >= 0 and chars * 6 + 2 <= limit:
+        return
+    try:
+        size = len(orjson.dumps(to_structured(adopt_event(attributes))))
+        if message is not None:
+            for member in (message.get("method"), message.get("id")):
+                # The message's own checks judge a number; only its length counts here.
+                size += len(orjson.dumps(member) if type(member) is str else str(member))
+    except TypeError as exc:  # orjson's message says what it refused
+        raise PayloadError(f"the attributes of {_named(event)} are not JSON: {exc}") from None
+    if size > limit:
+        members = {**attributes, **({} if message is None else {"method": message.get("method")})}
+        largest = max(members, key=lambda name: len(str(members[name])))
+        detail = (
+            f"the attributes of {_named(event)} are {size} bytes as JSON (the largest is "
+            f"{largest!r}), more than the {limit} an event's attributes may carry; "
+            "large values belong in its data"
+        )
+        raise PayloadError(detail, too_large=True)
+
+
+def envelope_refusal(event: CloudEvent) -> JsonRpcError | None:
+    """The error for a sender whose event's envelope no transport carries, or None:
+    -32005 ``Request too large``, -32600 when an attribute is not JSON text."""
+    try:
+        check_envelope(event)
+    except PayloadError as exc:
+        if exc.too_large:
+            return JsonRpcError(ErrorCode.TOO_LARGE, "Request too large", exc.detail)
+        return JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", exc.detail)
+    return None
+
+
+def _chars(members: dict[str, Any]) -> int:
+    """Characters of names and values that bound their JSON at 6 bytes each, or
+    -1 when a value needs measuring (not ASCII text, nor a small scalar)."""
+    chars = 0
+    for name, value in members.items():
+        kind = type(value)
+        if kind is str and value.isascii():
+            chars += len(name) + len(value) + 1
+        elif value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
+            chars += len(name) + 21
+        elif kind is datetime:
+            chars += len(name) + 41  # RFC 3339 with microseconds and an offset: 32
+        else:
+            return -1
+    return chars
+
+
+def _named(event: CloudEvent) -> str:
+    id = event.get_attributes().get("id")
+    if type(id) is str and len(id) <= 64:
+        return f"event {id!r}"
+    return "the event"
+
+
 def _non_finite(value: Any, path: str) -> str | None:
     """The path of the first NaN or infinity in ``value``, or None."""
     if type(value) is float:
@@ -110,8 +192,11 @@ def _non_finite(value: Any, path: str) -> str | None:
 
 
 __all__ = [
+    "MAX_ENVELOPE_BYTES",
     "MAX_PAYLOAD_BYTES",
     "PayloadError",
+    "check_envelope",
     "check_payload",
+    "envelope_refusal",
     "refusal",
 ]

@@ -14,7 +14,7 @@ from a2a_bus.gateway.context import context, require_access
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
 from a2a_bus.gateway.responses import JSONResponse, problem
-from a2a_bus.payload import refusal
+from a2a_bus.payload import envelope_refusal, refusal
 from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
 from a2a_bus.routing import RoutingError
 
@@ -42,8 +42,10 @@ async def events(request: Request) -> Response:
     for event in decoded:
         # The bound every transport applies (a2a_bus.payload): 413, as for the body.
         too_large = refusal(event.get_data(), f"event {event.get_id()!r} data", binary=True)
+        too_large = too_large or envelope_refusal(event)
         if too_large is not None:
-            return problem(413, str(too_large.data))
+            status = 413 if too_large.code == ErrorCode.TOO_LARGE else 400
+            return problem(status, str(too_large.data))
         # Without a2amethod the method comes from the type (PROTOCOL.md section 3), for
         # routing and the methods allow-list alike; the event is published as sent.
         routable = ctx.adaptor.with_method(event)

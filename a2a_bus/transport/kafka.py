@@ -27,7 +27,12 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, Failure, to_kafka
@@ -41,7 +46,12 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     checked_topics,
 )
-from a2a_bus.transport.kafka_batches import MAX_REQUEST_SIZE, Batches, pick_partition
+from a2a_bus.transport.kafka_batches import (
+    MAX_REQUEST_SIZE,
+    Batches,
+    RecordTooLarge,
+    pick_partition,
+)
 from a2a_bus.transport.kafka_config import KafkaSettings
 from a2a_bus.transport.kafka_reader import read_topic
 from a2a_bus.transport.kafka_records import dead_letter_headers
@@ -276,7 +286,15 @@ class KafkaTransport(Transport):
                 raise UnknownTopicOrPartitionError(topic)
         sent = batches.add(topic, pick_partition(key, *partitions), key, value, headers)
         self.metrics.produced += 1
-        await sent
+        try:
+            await sent
+        except MessageSizeTooLargeError as exc:
+            if isinstance(exc, RecordTooLarge):
+                raise
+            # The broker's limit (the topic's max.message.bytes) is below the producer's.
+            size = len(value) if value is not None else 0
+            detail = f"the broker refused the record of {size} bytes as too large: {exc}"
+            raise RecordTooLarge(detail) from None
 
     async def dead_letter(
         self,
@@ -324,10 +342,12 @@ class KafkaTransport(Transport):
                 return
             except KafkaError as exc:
                 log.warning("dead letter write failed (attempt %d): %s", attempt, exc)
+                if isinstance(exc, MessageSizeTooLargeError):
+                    break  # with its headers it is over the limit: retrying cannot help
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         log.error(
-            "LOST dead letter %s/%d/%d (%s): the DLQ topic %r is not writable",
+            "LOST dead letter %s/%d/%d (%s): it cannot be written to the DLQ topic %r",
             record.topic,
             record.partition,
             record.offset,

@@ -32,10 +32,25 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from a2a_bus.errors import JsonRpcError
+from a2a_bus.protocol import ErrorCode
 from a2a_bus.transport.eager import run_eagerly
 
 #: The producer's ``max_request_size`` (aiokafka's default, passed explicitly).
+#: The bounds of :mod:`a2a_bus.payload` keep what the bus makes under it.
 MAX_REQUEST_SIZE = 1048576
+
+
+class RecordTooLarge(JsonRpcError, MessageSizeTooLargeError):
+    """A record Kafka does not take: -32005 for whoever published it (what the
+    payload and envelope bounds missed), and still aiokafka's size error."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(ErrorCode.TOO_LARGE, "Request too large", detail)
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.data}"
+
 
 _MASK = 0xFFFFFFFF
 _M = 0x5BD1E995
@@ -130,8 +145,9 @@ class Batches:
         """Append a record; the future is done when the broker acknowledged it."""
         size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
         if size > MAX_REQUEST_SIZE:
-            raise MessageSizeTooLargeError(
-                f"the record is {size} bytes, more than the maximum request size"
+            raise RecordTooLarge(
+                f"the record is {size} bytes, more than the maximum request size "
+                f"({MAX_REQUEST_SIZE}) of the Kafka producer"
             )
         tp = TopicPartition(topic, partition)
         queue = self._queued.get(tp)
