@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,10 @@ class Calc(Agent):
     @method
     def subtract(self, minuend: int, subtrahend: int) -> int:
         return minuend - subtrahend
+
+    @method
+    def identity(self, value: Any) -> Any:
+        return value
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])

@@ -70,3 +70,19 @@ async def test_ingress_answers_a_huge_integer_id_with_the_same_id(kafka_bootstra
                 await asyncio.wait_for(consumer.stop(), WAIT)
     answer = json.loads(record.value)  # the stdlib keeps big integers exact
     assert _right(answer), record.value
+
+
+async def test_rpc_passes_a_huge_integer_param_on_exactly(client: httpx.AsyncClient) -> None:
+    """The same parse turns a params integer above 2**64 - 1 into a float: the agent
+    computes on a different number and answers as if nothing happened (here
+    ``identity(2**64)`` answers ``1.8446744073709552e+19``; a handler typed ``int``
+    refuses it with -32602 "expected integer, got float", which the caller never
+    sent). Correct: the agent gets the integer that was sent, or the request is
+    refused with an error."""
+    body = b'{"jsonrpc": "2.0", "method": "identity", "params": [%d], "id": 1}' % HUGE
+    response = await asyncio.wait_for(
+        client.post("/rpc", content=body, headers={"content-type": "application/json"}), WAIT
+    )
+    answer = json.loads(response.text)
+    if "error" not in answer:
+        assert type(answer["result"]) is int and answer["result"] == HUGE, response.text
