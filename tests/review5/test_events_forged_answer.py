@@ -28,6 +28,7 @@ import pytest
 from a2a_bus import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.ingress import Ingress
 
 from .conftest import WAIT
 
@@ -95,3 +96,61 @@ async def test_a_posted_response_event_cannot_answer_another_callers_request(
         answer = await asyncio.wait_for(victim, WAIT)
     assert answer.json() == {"jsonrpc": "2.0", "result": "real", "id": "v"}
     assert 400 <= posted.status_code < 500, posted.text
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+async def slow_either_bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
+    RELEASE.clear()
+    prefix = f"r{uuid.uuid4().hex[:10]}"
+    if request.param == "kafka":
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        made = Bus.kafka(bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
+    else:
+        made = Bus.memory(prefix=prefix)
+    async with made:
+        await made.aspawn(Slow)
+        yield made
+    RELEASE.set()
+
+
+async def test_an_ingress_response_event_cannot_answer_another_callers_request(
+    slow_either_bus: Bus,
+) -> None:
+    """The same through the Kafka ingress: a structured response event produced on
+    ``<prefix>.ingress`` with ``replyto`` naming a bus's reply topic is delivered
+    there and answers that bus's pending request. The ingress refuses ``reply-to``
+    headers naming ``.reply.*`` topics, but not the event's own ``replyto``. Correct:
+    dead-lettered as unroutable; the caller gets the agent's answer."""
+    bus = slow_either_bus
+    client = bus.async_client()
+    async with Ingress(bus, timeout=WAIT) as ingress:
+        victim = asyncio.create_task(client.request("slow", "wait", [], timeout=WAIT))
+
+        async def pending() -> list[str]:
+            while not bus.correlator._pending:
+                await asyncio.sleep(0.01)
+            return list(bus.correlator._pending)
+
+        (request_id,) = await asyncio.wait_for(pending(), WAIT)
+        forged = {
+            "specversion": "1.0",
+            "id": "forged-2",
+            "source": "/outside",
+            "type": f"{bus.adaptor.prefix}.common.response",
+            "mcptype": "response",
+            "collaborationid": request_id,
+            "replyto": bus.reply_topic,
+            "datacontenttype": "application/json",
+            "data": {"jsonrpc": "2.0", "result": "forged", "id": 1},
+        }
+        await bus.transport.publish_raw(ingress.topic, orjson.dumps(forged))
+        dead_before = bus.transport.dead_lettered
+
+        async def refused_or_answered() -> None:
+            while bus.transport.dead_lettered == dead_before and not victim.done():
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(refused_or_answered(), WAIT)
+        RELEASE.set()
+        result = await asyncio.wait_for(victim, WAIT)
+    assert result == "real"
