@@ -279,10 +279,11 @@ class RegistryReader(Subscription):
       so that compaction removes it. One read at start (before the registry end
       as of the start) is held until the end is reached: if the key has a later
       record by then (a card, a "gone" event, a tombstone: whoever read it live
-      already reported it), it is left alone. An agent of this process whose id
-      is that key publishes its card again at once; elsewhere, at its next
-      heartbeat.
-    * Junk without a key cannot be compacted away: it is dead-lettered by the
+      already reported it), it is left alone. When the key is the id of a live
+      agent, only the agent's own bus reports it, and publishes the agent's card
+      again right after the tombstone.
+    * Junk without a key (Kafka refuses one on a compacted topic; the in-memory
+      transport takes it) cannot be compacted away: it is dead-lettered by the
       buses that read it after their start, when it arrives; a start that finds
       it in the log only logs it.
     * A tombstone is nothing: it deletes a key, and no card goes with it.
@@ -381,6 +382,12 @@ class RegistryReader(Subscription):
 
     async def _report(self, record: Undecodable) -> None:
         """Dead-letter a junk record and delete its key from the registry."""
+        agent_id = None if record.key is None else record.key.decode(errors="replace")
+        directory = self._directory
+        if agent_id and not directory.hosts(agent_id) and directory.card(agent_id) is not None:
+            # The key of a live agent elsewhere: its host reports it (it reads the
+            # registry too) and publishes its card right after the tombstone.
+            return
         try:
             reason = failure_reason(record.failures)
             headers = dead_letter_headers(
@@ -397,10 +404,9 @@ class RegistryReader(Subscription):
             log.warning(
                 "dead letter %s/%d/%d: %s", record.topic, record.partition, record.offset, reason
             )
-            if record.key is None:
+            if agent_id is None:
                 return
             await self._transport.publish_raw(self._topic, None, key=record.key)
-            agent_id = record.key.decode(errors="replace")
             if self._announcer is not None and self._directory.hosts(agent_id):
                 await self._announcer.renew(agent_id)
         except Exception:
