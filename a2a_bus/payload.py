@@ -113,10 +113,7 @@ def check_envelope(event: CloudEvent, *, limit: int = MAX_ENVELOPE_BYTES) -> Non
     # Attributes are a few short strings: a bound on their JSON from their lengths
     # (at most 6 bytes a character, with quotes, colon and comma) settles nearly
     # every event without serialising anything.
-    chars = _chars(attributes)
-    if message is not None and chars >= 0:
-        more = _chars({"method": message.get("method"), "id": message.get("id")})
-        chars = chars + more if more >= 0 else -1
+    chars = _chars(attributes, message)
     if chars >= 0 and chars * 6 + 2 <= limit:
         return
     try:
@@ -150,21 +147,42 @@ def envelope_refusal(event: CloudEvent) -> JsonRpcError | None:
     return None
 
 
-def _chars(members: dict[str, Any]) -> int:
-    """Characters of names and values that bound their JSON at 6 bytes each, or
-    -1 when a value needs measuring (not ASCII text, nor a small scalar)."""
-    chars = 0
-    for name, value in members.items():
-        kind = type(value)
-        if kind is str and value.isascii():
-            chars += len(name) + len(value) + 1
-        elif value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
-            chars += len(name) + 21
-        elif kind is datetime:
-            chars += len(name) + 41  # RFC 3339 with microseconds and an offset: 32
-        else:
+def _chars(attributes: dict[str, Any], message: dict[str, Any] | None) -> int:
+    """Characters (names, values, one separator each) whose JSON is at most 6 bytes
+    a character, or -1 when something needs measuring (text that is not ASCII,
+    a value that is neither text nor a small scalar)."""
+    try:
+        text = "".join(attributes) + "".join(attributes.values())
+    except TypeError:  # a value that is no text: the rare time, sequence number, flag
+        chars = 0
+        for name, value in attributes.items():
+            size = _member_chars(value)
+            if size < 0 or not name.isascii():
+                return -1
+            chars += len(name) + size + 1
+    else:
+        if not text.isascii():
             return -1
+        chars = len(text) + len(attributes)
+    if message is not None:
+        for member in (message.get("method"), message.get("id")):
+            size = _member_chars(member)
+            if size < 0:
+                return -1
+            chars += size + 1
     return chars
+
+
+def _member_chars(value: Any) -> int:
+    """Characters bounding ``value``'s JSON at 6 bytes each, or -1 (see :func:`_chars`)."""
+    kind = type(value)
+    if kind is str:
+        return len(value) if value.isascii() else -1
+    if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
+        return 20
+    if kind is datetime:
+        return 40  # RFC 3339 with microseconds and an offset is 32
+    return -1
 
 
 def _named(event: CloudEvent) -> str:

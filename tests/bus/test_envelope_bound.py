@@ -21,7 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.ingress import Ingress
-from a2a_bus.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES
+from a2a_bus.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES, envelope_refusal
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, new_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka import KafkaTransport
@@ -257,3 +257,26 @@ async def test_a_record_the_broker_refuses_is_too_large_for_its_publisher(
         error = await _refused(kafka.publish(topic, new_event(note("big", 500), "x" * 5000)))
         assert error.code == ErrorCode.TOO_LARGE
         assert "the broker refused the record" in str(error.data)
+
+
+@pytest.mark.parametrize("char", ["a", "\x01", '"', "é", "\U0001f600"])
+def test_the_length_shortcut_never_passes_an_envelope_over_the_bound(char: str) -> None:
+    """Around the bound, whatever a character costs in JSON (1 to 6 bytes), the
+    check agrees with the exact size of the attributes."""
+    base = note("e", 0)
+    base.pop("pad")
+    for count in range(MAX_ENVELOPE_BYTES // 6 - 100, MAX_ENVELOPE_BYTES + 1, 97):
+        event = new_event({**base, "pad": char * count})
+        size = len(orjson.dumps(event.get_attributes()))
+        error = envelope_refusal(event)
+        if size <= MAX_ENVELOPE_BYTES:
+            assert error is None, (char, count, size)
+        else:
+            assert error is not None and error.code == ErrorCode.TOO_LARGE, (char, count, size)
+
+
+def test_an_attribute_that_is_no_json_text_is_an_invalid_request() -> None:
+    event = new_event({**note("e", 0), "pad": "\ud800"})
+    error = envelope_refusal(event)
+    assert error is not None and error.code == ErrorCode.INVALID_REQUEST
+    assert str(error.data).startswith("the attributes of event 'e' are not JSON"), error.data
