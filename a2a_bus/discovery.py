@@ -309,6 +309,7 @@ class RegistryReader(Subscription):
         #: The registry ends as of the start, once they were reached (None before).
         self._ends: Mapping[int, int] | None = None
         self._catching_up: asyncio.Task[None] | None = None
+        self._read_error: str | None = None
 
     async def start(self, group: str, timeout: float) -> None:
         """Subscribe from the beginning, and return once the registry is applied up
@@ -323,23 +324,21 @@ class RegistryReader(Subscription):
             durable=False,  # read whole at each start: nothing to keep
             dead_letter=False,  # what is junk is decided here
         )
+        self._catching_up = asyncio.create_task(self._catch_up())
         try:
             async with asyncio.timeout(timeout):
-                # The position after the newest record of each partition is its end.
-                ends = (await self._transport.read(self._topic, limit=1, newest=True)).position
-                self._catching_up = asyncio.create_task(self._catch_up(ends))
                 await asyncio.shield(self._catching_up)
-        except Exception as exc:  # a timeout, or the broker failing the read
+        except TimeoutError:
+            # Reading goes on; junk read before the end is still held until then.
             log.warning(
                 "agent registry %r: %s; starting anyway (agents not seen yet are unknown "
                 "until their next heartbeat)",
                 self._topic,
-                str(exc) or f"not read to its end within {timeout:g}s",
+                self._read_error or f"not read to its end within {timeout:g}s",
             )
-            if self._catching_up is None:  # the ends are unknown: from now on, all is live
-                self._catching_up = asyncio.create_task(self._catch_up({}))
 
-    async def _catch_up(self, ends: Mapping[int, int]) -> None:
+    async def _catch_up(self) -> None:
+        ends = await self._ends_now()
         await self._directory.reach(ends)
         # From here on, junk is reported as it is read.
         self._ends = ends
@@ -360,6 +359,20 @@ class RegistryReader(Subscription):
                     record.offset,
                     failure_reason(record.failures),
                 )
+
+    async def _ends_now(self) -> Mapping[int, int]:
+        """The registry's ends (next offset per partition), retried until read."""
+        delay = 0.5
+        while True:
+            try:
+                # The position after the newest record of each partition is its end.
+                return (await self._transport.read(self._topic, limit=1, newest=True)).position
+            except Exception as exc:  # the broker failing the read
+                if self._read_error is None:
+                    log.warning("agent registry %r: reading its end failed: %s", self._topic, exc)
+                self._read_error = str(exc) or type(exc).__name__
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 5.0)
 
     async def _on_event(self, delivery: Delivery) -> None:
         if delivery.key is not None:
