@@ -252,7 +252,22 @@ class AgentHost:
             await self.respond(delivery, response)
 
     async def respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
-        """Send ``response`` to the caller's reply topic (raw if the request was raw)."""
+        """Send ``response`` to the caller's reply topic (raw if the request was raw).
+
+        A response the transport refuses as too large (Kafka, for a request made
+        outside the bus whose id or method fills the record) is replaced by -32005
+        once, so the caller hears why instead of waiting for its timeout.
+        """
+        try:
+            await self._respond(delivery, response)
+        except JsonRpcError as exc:
+            if exc.code != ErrorCode.TOO_LARGE:
+                raise
+            log.warning("a response was not sent: %s", exc.data)
+            error = (ErrorCode.TOO_LARGE, "Response too large", response.get("id"), exc.data)
+            await self._respond(delivery, error_response(*error))
+
+    async def _respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
         event = delivery.event
         if self._is_local_caller(delivery):
             self.bus.correlator.answer(event.get_id(), response)

@@ -22,7 +22,7 @@ from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.ingress import Ingress
 from a2a_bus.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES, envelope_refusal
-from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, new_event
+from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, ext, new_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka import KafkaTransport
 from a2a_bus.transport.kafka_records import DLQ_REASON
@@ -48,6 +48,10 @@ class Keeper(Agent):
     def length(self, text: str) -> int:
         self.calls.append(len(text))
         return len(text)
+
+    @method
+    def echo(self, text: str) -> str:
+        return text
 
     @method
     def announce(self, size: int) -> str:
@@ -280,3 +284,42 @@ def test_an_attribute_that_is_no_json_text_is_an_invalid_request() -> None:
     error = envelope_refusal(event)
     assert error is not None and error.code == ErrorCode.INVALID_REQUEST
     assert str(error.data).startswith("the attributes of event 'e' are not JSON"), error.data
+
+
+@pytest.mark.parametrize("make_bus", ["kafka"], indirect=True)
+async def test_an_answer_kafka_refuses_is_replaced_by_the_error(make_bus: MakeBus) -> None:
+    """A request produced straight onto an agent's topic skips the bus's checks:
+    with a 300,000-character id its answer repeats the id three times (id,
+    collaborationid and key) and, with its result, is over Kafka's size. The
+    caller gets -32005 in its place, not silence until its timeout."""
+    bus = await make_bus(Keeper)
+    answers: list[Delivery] = []
+    arrived = asyncio.Event()
+
+    async def collect(delivery: Delivery) -> None:
+        answers.append(delivery)
+        arrived.set()
+
+    reply_to = f"{bus.topics.prefix}.outside.replies"
+    await bus.transport.subscribe([reply_to], "outside", collect, from_beginning=True)
+    id = "i" * 300_000
+    message = {"jsonrpc": "2.0", "method": "echo", "params": ["x" * 200_000], "id": id}
+    request = {
+        "specversion": "1.0",
+        "id": id,
+        "source": "https://example.com/outside",
+        "type": f"{DEFAULT_TYPE_PREFIX}.echo.req",
+        "mcptype": "request",
+        "a2amethod": "echo",
+        ext.REPLY_TO: reply_to,
+        "datacontenttype": "application/json",
+        "data": message,
+    }
+    await bus.transport.publish_raw(bus.topics.agent("keeper"), orjson.dumps(request))
+    await asyncio.wait_for(arrived.wait(), WAIT)
+    [answer] = answers
+    data = answer.event.get_data()
+    assert isinstance(data, dict) and data["id"] == id
+    assert data["error"]["code"] == ErrorCode.TOO_LARGE
+    assert data["error"]["message"] == "Response too large"
+    assert "more than the maximum request size" in data["error"]["data"]
