@@ -16,7 +16,10 @@ its errors to the ingress (``on_undecodable``), which answers with them before t
 record is committed. A request the bus cannot route (unknown method, or an agent
 discovery does not know: -32002 "Agent not found") is answered with the error and
 dead-lettered here; a notification to an unknown agent, which has nobody to tell,
-is dead-lettered with the reason (nothing is written to the agent's topic).
+is dead-lettered with the reason (nothing is written to the agent's topic). An
+event ``POST /events`` refuses (``routing.outside_refusal``: one naming its own
+``replyto``) is dead-lettered as ``forbidden: ...``, and a request among them is
+answered -32600 first.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import INGRESS_RECORDS
 from a2a_bus.protocol import ErrorCode, error_response, ext, mcptype, to_kafka
+from a2a_bus.routing import outside_refusal
 from a2a_bus.transport.base import Delivery, Subscription, Undecodable
 from a2a_bus.transport.kafka_records import dead_letter_headers
 
@@ -150,6 +154,14 @@ class Ingress:
         request = event.get_extension(ext.MCPTYPE) == mcptype.REQUEST
         data = event.get_data()
         id = data.get("id") if isinstance(data, dict) and delivery.raw else event.get_id()
+        refused = outside_refusal(event, self.bus.adaptor.response_type)
+        if refused is not None:  # the rule POST /events applies (a 400 there)
+            INGRESS_RECORDS.labels("forbidden").inc()
+            if request:
+                refusal = error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", id, refused)
+                await self._reply(self._reply_topic(delivery.headers), refusal)
+            await self._dead_letter(delivery, f"forbidden: {refused}")
+            return
         try:
             response = await self._bridge.send(event, self.timeout)
         except JsonRpcError as exc:  # refused before it was sent: nobody else to tell

@@ -174,6 +174,23 @@ class Route(NamedTuple):
     subject: str | None = None
 
 
+def outside_refusal(event: CloudEvent, response_type: str) -> str | None:
+    """Why an event from outside the bus may not go on it as sent, else None.
+
+    The bus's outside doors (``POST /events`` and the Kafka ingress) both ask this
+    before routing. Only the bus says where answers go: an outside event that names
+    a ``replyto`` would have its answer written on any topic it names (a subject,
+    the registry, an agent's inbox, a new topic).
+    """
+    attributes = event.get_attributes()
+    if ext.REPLY_TO in attributes:
+        return (
+            f"{ext.REPLY_TO} is set by the bus, not by the sender: ask over POST /rpc, "
+            "or over the Kafka ingress with a reply-to header, to get an answer"
+        )
+    return None
+
+
 def decide(
     event: CloudEvent,
     topics: Topics,

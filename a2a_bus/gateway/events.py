@@ -1,8 +1,10 @@
 """``POST /events``: the CloudEvents HTTP binding (binary, structured, batch) onto the bus.
 
 A request is all or nothing: every event is decoded, checked against the
-payload bound and the caller's allow-lists, and routed before any is
-published, so a 400, 403 or 413 means nothing was published. Accepted events are answered with 202.
+payload bound, the rule of the bus's outside doors (``routing.outside_refusal``)
+and the caller's allow-lists, and routed before any is published, so a 400, 403
+or 413 means nothing was published. Accepted events are answered with 202:
+nothing here answers a request (``POST /rpc`` does).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
 from a2a_bus.gateway.responses import JSONResponse, problem
 from a2a_bus.payload import envelope_refusal, refusal
 from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
-from a2a_bus.routing import RoutingError
+from a2a_bus.routing import RoutingError, outside_refusal
 
 #: Routing errors that mean "no such thing here" rather than a malformed event.
 _STATUS: dict[int, int] = {ErrorCode.METHOD_NOT_FOUND: 404, ErrorCode.AGENT_UNAVAILABLE: 404}
@@ -46,6 +48,10 @@ async def events(request: Request) -> Response:
         if too_large is not None:
             status = 413 if too_large.code == ErrorCode.TOO_LARGE else 400
             return problem(status, str(too_large.data))
+        # The rule of both outside doors (the Kafka ingress dead-letters these).
+        refused = outside_refusal(event, ctx.adaptor.response_type)
+        if refused is not None:
+            return problem(400, f"event {event.get_id()!r} refused: {refused}")
         # Without a2amethod the method comes from the type (PROTOCOL.md section 3), for
         # routing and the methods allow-list alike; the event is published as sent.
         routable = ctx.adaptor.with_method(event)
