@@ -152,7 +152,7 @@ def _chars(attributes: dict[str, Any], message: dict[str, Any] | None) -> int:
     a character, or -1 when something needs measuring (text that is not ASCII,
     a value that is neither text nor a small scalar)."""
     try:
-        text = "".join(attributes) + "".join(attributes.values())
+        text = "".join((*attributes, *attributes.values()))
     except TypeError:  # a value that is no text: the rare time, sequence number, flag
         chars = 0
         for name, value in attributes.items():
