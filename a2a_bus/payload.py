@@ -165,11 +165,19 @@ def _chars(attributes: dict[str, Any], message: dict[str, Any] | None) -> int:
             return -1
         chars = len(text) + len(attributes)
     if message is not None:
-        for member in (message.get("method"), message.get("id")):
-            size = _member_chars(member)
-            if size < 0:
+        method, id = message.get("method"), message.get("id")
+        if (
+            type(method) is str
+            and method.isascii()
+            and type(id) is int
+            and _INT_MIN <= id < _INT_END
+        ):
+            chars += len(method) + 22  # the common request: a name and a counter
+        else:
+            sizes = (_member_chars(method), _member_chars(id))
+            if min(sizes) < 0:
                 return -1
-            chars += size + 1
+            chars += sum(sizes) + 2
     return chars
 
 

@@ -279,6 +279,21 @@ def test_the_length_shortcut_never_passes_an_envelope_over_the_bound(char: str) 
             assert error is not None and error.code == ErrorCode.TOO_LARGE, (char, count, size)
 
 
+@pytest.mark.parametrize("char", ["a", "\x01", "é"])
+def test_the_shortcut_counts_a_json_rpc_message_s_method_and_id(char: str) -> None:
+    base = note("e", 0)
+    base.pop("pad")
+    for count in range(MAX_ENVELOPE_BYTES // 6 - 100, MAX_ENVELOPE_BYTES + 1, 97):
+        message = {"jsonrpc": "2.0", "method": char * count, "params": [], "id": 12345}
+        event = new_event(dict(base), message)
+        size = len(orjson.dumps(event.get_attributes())) + len(orjson.dumps(char * count)) + 5
+        error = envelope_refusal(event)
+        if size <= MAX_ENVELOPE_BYTES:
+            assert error is None, (char, count, size)
+        else:
+            assert error is not None and error.code == ErrorCode.TOO_LARGE, (char, count, size)
+
+
 def test_an_attribute_that_is_no_json_text_is_an_invalid_request() -> None:
     event = new_event({**note("e", 0), "pad": "\ud800"})
     error = envelope_refusal(event)
