@@ -178,11 +178,20 @@ def outside_refusal(event: CloudEvent, response_type: str) -> str | None:
     """Why an event from outside the bus may not go on it as sent, else None.
 
     The bus's outside doors (``POST /events`` and the Kafka ingress) both ask this
-    before routing. Only the bus says where answers go: an outside event that names
-    a ``replyto`` would have its answer written on any topic it names (a subject,
-    the registry, an agent's inbox, a new topic).
+    before routing. Only the bus answers requests and says where answers go: an
+    outside event that is a response (``mcptype`` ``response``, or without
+    ``mcptype`` the ``response_type``) would reach a reply topic and answer another
+    caller's pending request with a result of its choosing; one that names a
+    ``replyto`` would have its answer written on any topic it names (a subject, the
+    registry, an agent's inbox, a new topic).
     """
     attributes = event.get_attributes()
+    kind = attributes.get(ext.MCPTYPE)
+    if kind == mcptype.RESPONSE or (kind is None and attributes.get("type") == response_type):
+        return (
+            "a response cannot enter the bus from outside: an agent outside the bus "
+            "answers the requests it consumes by producing to Kafka directly"
+        )
     if ext.REPLY_TO in attributes:
         return (
             f"{ext.REPLY_TO} is set by the bus, not by the sender: ask over POST /rpc, "

@@ -1,17 +1,21 @@
-"""``POST /events`` never lets a sender say where an answer goes: an event naming its own
-``replyto`` is refused with 400 and nothing is published.
+"""``POST /events`` never lets a sender say where an answer goes, nor answer a request:
+an event naming its own ``replyto``, or a response event, is refused with 400 and
+nothing is published.
 
 The host answers a request on its event's ``replyto``; taken as sent, a caller would
 make an agent write its answer on a subject its token may not publish to, into the
 discovery registry, into another agent's inbox, or on a topic of any new name (which
-the Kafka transport creates). The rule is ``routing.outside_refusal``, which the Kafka
-ingress applies too (test_ingress_reply_to.py). A request without ``replyto`` is
-still published and runs.
+the Kafka transport creates). A response event would reach a reply topic and answer
+another caller's pending request with a result of the poster's choosing. The rule is
+``routing.outside_refusal``, which the Kafka ingress applies too
+(test_ingress_reply_to.py, test_ingress_forged_answer.py). A request without
+``replyto`` is still published and runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,6 +23,7 @@ import httpx
 import orjson
 import pytest
 
+from a2a_bus import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.auth import Access
@@ -155,3 +160,85 @@ async def test_a_request_without_replyto_is_still_published_and_runs(
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(ran(), WAIT)
+
+
+# -- responses: only the agent a request reached answers it ------------------------------
+
+RELEASE = threading.Event()
+
+
+class Slow(Agent):
+    agent_id = "slow"
+
+    @method
+    def wait(self) -> str:
+        RELEASE.wait(WAIT)  # bounded: never hangs the test
+        return "real"
+
+
+@pytest.fixture
+async def slow_bus(bus: Bus) -> AsyncIterator[Bus]:
+    RELEASE.clear()
+    await bus.aspawn(Slow)
+    yield bus
+    RELEASE.set()
+
+
+async def test_a_posted_response_event_cannot_answer_another_callers_request(
+    slow_bus: Bus, client: httpx.AsyncClient
+) -> None:
+    bus = slow_bus
+    victim = asyncio.create_task(
+        client.post("/rpc", content=b'{"jsonrpc": "2.0", "method": "wait", "id": "v"}')
+    )
+
+    async def pending() -> list[str]:
+        # the id an attacker would guess (ids are <process id>-<counter>); read here
+        # so the test is deterministic
+        while not bus.correlator._pending:
+            await asyncio.sleep(0.01)
+        return list(bus.correlator._pending)
+
+    (request_id,) = await asyncio.wait_for(pending(), WAIT)
+    forged = {
+        "specversion": "1.0",
+        "id": "forged-1",
+        "source": "/outside",
+        "type": f"{bus.adaptor.prefix}.common.response",
+        "mcptype": "response",
+        "collaborationid": request_id,
+        "replyto": bus.reply_topic,
+        "datacontenttype": "application/json",
+        "data": {"jsonrpc": "2.0", "result": "forged", "id": "v"},
+    }
+    posted = await asyncio.wait_for(
+        client.post("/events", content=orjson.dumps(forged), headers=CE_JSON), WAIT
+    )
+    RELEASE.set()
+    answer = await asyncio.wait_for(victim, WAIT)
+    assert answer.json() == {"jsonrpc": "2.0", "result": "real", "id": "v"}
+    assert posted.status_code == 400, posted.text
+    assert "'forged-1' refused: a response cannot enter the bus" in posted.json()["error"]
+
+
+@pytest.mark.parametrize("kind", ["mcptype", "type-only"])
+async def test_a_response_event_is_refused_wherever_it_would_go(
+    bus: Bus, client: httpx.AsyncClient, kind: str
+) -> None:
+    transport = bus.transport
+    assert isinstance(transport, MemoryTransport)
+    writes = dict(transport.writes)
+    event: dict[str, Any] = {
+        "specversion": "1.0",
+        "id": "r-1",
+        "source": "/outside",
+        "type": f"{bus.adaptor.prefix}.common.response",
+        "targetagent": "spec",
+        "data": {"jsonrpc": "2.0", "result": 1, "id": "x"},
+    }
+    if kind == "mcptype":
+        event["mcptype"] = "response"
+    response = await client.post("/events", content=orjson.dumps(event), headers=CE_JSON)
+    assert response.status_code == 400, response.text
+    assert "a response cannot enter the bus" in response.json()["error"]
+    assert transport.writes == writes
