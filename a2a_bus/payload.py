@@ -108,14 +108,66 @@ def check_envelope(event: CloudEvent, *, limit: int = MAX_ENVELOPE_BYTES) -> Non
     """Raise :class:`PayloadError` unless ``event``'s envelope travels: at most
     ``limit`` bytes of JSON (see :data:`MAX_ENVELOPE_BYTES`), and JSON at all
     (text with a lone surrogate is not)."""
+    if not _short(event, limit):
+        _measure(event, limit)
+
+
+def envelope_refusal(event: CloudEvent) -> JsonRpcError | None:
+    """The error for a sender whose event's envelope no transport carries, or None:
+    -32005 ``Request too large``, -32600 when an attribute is not JSON text."""
+    if _short(event, MAX_ENVELOPE_BYTES):
+        return None  # nearly every event, on the request path: one call
+    try:
+        _measure(event, MAX_ENVELOPE_BYTES)
+    except PayloadError as exc:
+        if exc.too_large:
+            return JsonRpcError(ErrorCode.TOO_LARGE, "Request too large", exc.detail)
+        return JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", exc.detail)
+    return None
+
+
+def _short(event: CloudEvent, limit: int) -> bool:
+    """True when the lengths alone show the envelope is within ``limit``: its
+    names and values (with a JSON-RPC message's method and id) are ASCII text or
+    small scalars, whose JSON is at most 6 bytes a character with quotes, colon
+    and comma. Attributes are a few short strings, so this settles nearly every
+    event without serialising anything."""
+    attributes = event.get_attributes()
+    try:
+        text = "".join((*attributes, *attributes.values()))
+    except TypeError:  # a value that is no text: the rare time, sequence number, flag
+        chars = 0
+        for name, value in attributes.items():
+            size = _member_chars(value)
+            if size < 0 or not name.isascii():
+                return False
+            chars += len(name) + size + 1
+    else:
+        if not text.isascii():
+            return False
+        chars = len(text) + len(attributes)
+    message = jsonrpc_of(event.get_data())
+    if message is not None:
+        method, id = message.get("method"), message.get("id")
+        if (
+            type(method) is str
+            and method.isascii()
+            and type(id) is int
+            and _INT_MIN <= id < _INT_END
+        ):
+            chars += len(method) + 22  # the common request: a name and a counter
+        else:
+            sizes = (_member_chars(method), _member_chars(id))
+            if min(sizes) < 0:
+                return False
+            chars += sum(sizes) + 2
+    return chars * 6 + 2 <= limit
+
+
+def _measure(event: CloudEvent, limit: int) -> None:
+    """:func:`check_envelope` by the exact size of the envelope's JSON."""
     attributes = event.get_attributes()
     message = jsonrpc_of(event.get_data())
-    # Attributes are a few short strings: a bound on their JSON from their lengths
-    # (at most 6 bytes a character, with quotes, colon and comma) settles nearly
-    # every event without serialising anything.
-    chars = _chars(attributes, message)
-    if chars >= 0 and chars * 6 + 2 <= limit:
-        return
     try:
         size = len(orjson.dumps(to_structured(adopt_event(attributes))))
         if message is not None:
@@ -135,54 +187,8 @@ def check_envelope(event: CloudEvent, *, limit: int = MAX_ENVELOPE_BYTES) -> Non
         raise PayloadError(detail, too_large=True)
 
 
-def envelope_refusal(event: CloudEvent) -> JsonRpcError | None:
-    """The error for a sender whose event's envelope no transport carries, or None:
-    -32005 ``Request too large``, -32600 when an attribute is not JSON text."""
-    try:
-        check_envelope(event)
-    except PayloadError as exc:
-        if exc.too_large:
-            return JsonRpcError(ErrorCode.TOO_LARGE, "Request too large", exc.detail)
-        return JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", exc.detail)
-    return None
-
-
-def _chars(attributes: dict[str, Any], message: dict[str, Any] | None) -> int:
-    """Characters (names, values, one separator each) whose JSON is at most 6 bytes
-    a character, or -1 when something needs measuring (text that is not ASCII,
-    a value that is neither text nor a small scalar)."""
-    try:
-        text = "".join((*attributes, *attributes.values()))
-    except TypeError:  # a value that is no text: the rare time, sequence number, flag
-        chars = 0
-        for name, value in attributes.items():
-            size = _member_chars(value)
-            if size < 0 or not name.isascii():
-                return -1
-            chars += len(name) + size + 1
-    else:
-        if not text.isascii():
-            return -1
-        chars = len(text) + len(attributes)
-    if message is not None:
-        method, id = message.get("method"), message.get("id")
-        if (
-            type(method) is str
-            and method.isascii()
-            and type(id) is int
-            and _INT_MIN <= id < _INT_END
-        ):
-            chars += len(method) + 22  # the common request: a name and a counter
-        else:
-            sizes = (_member_chars(method), _member_chars(id))
-            if min(sizes) < 0:
-                return -1
-            chars += sum(sizes) + 2
-    return chars
-
-
 def _member_chars(value: Any) -> int:
-    """Characters bounding ``value``'s JSON at 6 bytes each, or -1 (see :func:`_chars`)."""
+    """Characters bounding ``value``'s JSON at 6 bytes each, or -1 (see :func:`_short`)."""
     kind = type(value)
     if kind is str:
         return len(value) if value.isascii() else -1
