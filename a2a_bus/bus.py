@@ -35,10 +35,11 @@ from a2a_bus.metrics import Metrics
 from a2a_bus.protocol import (
     Adaptor,
     ErrorCode,
+    Kind,
     error_response,
+    event_kind,
     ext,
     jsonrpc_of,
-    mcptype,
     new_event,
     new_id,
     result_response,
@@ -380,7 +381,7 @@ class Bus:
             # events made from JSON-RPC always carry a2amethod, so they skip this.
             event = self.adaptor.with_method(event)
             attributes = event.get_attributes()
-        is_request = attributes.get(ext.MCPTYPE) == mcptype.REQUEST
+        is_request = event_kind(event) is Kind.REQUEST
         data = event.get_data()
         message = jsonrpc_of(data)
         caller_id = message.get("id") if message is not None else attributes["id"]

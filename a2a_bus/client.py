@@ -29,11 +29,12 @@ from a2a_bus.payload import envelope_refusal, refusal
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,
+    Kind,
     classify,
     error_response,
+    event_kind,
     ext,
     jsonrpc_of,
-    mcptype,
     new_event,
     new_id,
 )
@@ -204,7 +205,7 @@ class AsyncClient:
                 _check_json(message.get("params"), "params")
             _check_envelope(event)
         except JsonRpcError as exc:
-            if event.get_attributes().get(ext.MCPTYPE) != mcptype.REQUEST:
+            if event_kind(event) is not Kind.REQUEST:
                 raise
             id = message.get("id") if message is not None else event.get_id()
             return error_response(exc.code, exc.message, id, exc.data)

@@ -37,7 +37,7 @@ from cloudevents.core.v1.event import CloudEvent
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import INGRESS_RECORDS
-from a2a_bus.protocol import ErrorCode, error_response, ext, mcptype, to_kafka
+from a2a_bus.protocol import ErrorCode, Kind, error_response, event_kind, ext, to_kafka
 from a2a_bus.routing import outside_refusal
 from a2a_bus.transport.base import Delivery, Subscription, Undecodable
 from a2a_bus.transport.kafka_records import dead_letter_headers
@@ -151,7 +151,7 @@ class Ingress:
 
     async def _on_delivery(self, delivery: Delivery) -> None:
         event = delivery.event
-        request = event.get_extension(ext.MCPTYPE) == mcptype.REQUEST
+        request = event_kind(event) is Kind.REQUEST
         data = event.get_data()
         id = data.get("id") if isinstance(data, dict) and delivery.raw else event.get_id()
         refused = outside_refusal(event, self.bus.adaptor.response_type)

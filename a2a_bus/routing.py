@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode, ext, mcptype, record_key
+from a2a_bus.protocol import ErrorCode, Kind, event_kind, ext, mcptype, record_key
 from a2a_bus.transport.base import TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -210,7 +210,7 @@ def decide(
     is the protocol's ``record_key``."""
     key = record_key(event)
     attributes = event.get_attributes()  # read directly: every event is routed
-    if attributes.get(ext.MCPTYPE) == mcptype.RESPONSE:
+    if event_kind(event) is Kind.RESPONSE:
         reply_to = attributes.get(ext.REPLY_TO)
         if reply_to is None:
             raise RoutingError(INVALID_REQUEST, "response event without a reply topic")

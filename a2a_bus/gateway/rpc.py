@@ -28,10 +28,10 @@ from a2a_bus.protocol import (
     Converted,
     ErrorCode,
     Failure,
+    Kind,
     error_response,
-    ext,
+    event_kind,
     jsonrpc_of,
-    mcptype,
 )
 
 log = logging.getLogger(__name__)
@@ -65,11 +65,11 @@ async def answer(
     if isinstance(item, Failure):
         return item.response()
     message = jsonrpc_of(item.get_data())
-    kind = item.get_extension(ext.MCPTYPE)
-    if message is None or kind not in (mcptype.REQUEST, mcptype.NOTIFICATION):
+    kind = event_kind(item)
+    if message is None or kind is Kind.RESPONSE:
         detail = "only JSON-RPC requests and notifications are accepted here"
         return error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
-    request = kind == mcptype.REQUEST
+    request = kind is Kind.REQUEST
     id = message.get("id")
     agent = ctx.bridge.agent_for(item)
     reason = access.denies(item, agent)
@@ -137,7 +137,7 @@ async def rpc(request: Request) -> Response:
 
 def _stream(ctx: GatewayContext, access: Access, item: Converted) -> Response | None:
     """An SSE response when ``item`` is an allowed request of a streaming method."""
-    if isinstance(item, Failure) or item.get_extension(ext.MCPTYPE) != mcptype.REQUEST:
+    if isinstance(item, Failure) or event_kind(item) is not Kind.REQUEST:
         return None
     message = jsonrpc_of(item.get_data())
     agent = ctx.bridge.agent_for(item)

@@ -34,6 +34,7 @@ from a2a_bus.protocol.formats import (
 from a2a_bus.protocol.http_codec import from_http, to_http, to_http_batch
 from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, record_key, to_kafka
+from a2a_bus.protocol.kinds import event_kind
 
 __all__ = [
     "DEFAULT_SOURCE",
@@ -53,6 +54,7 @@ __all__ = [
     "dump_structured",
     "error_object",
     "error_response",
+    "event_kind",
     "events_equal",
     "ext",
     "from_http",

@@ -36,6 +36,7 @@ from a2a_bus.protocol.errors import ErrorCode, Failure, JsonRpcId, ProtocolError
 from a2a_bus.protocol.events import adopt_event, new_event, new_id
 from a2a_bus.protocol.formats import from_structured
 from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
+from a2a_bus.protocol.kinds import event_kind
 
 Converted = CloudEvent | Failure
 Headers = Mapping[str, str | bytes] | Sequence[tuple[str, str | bytes]]
@@ -268,16 +269,16 @@ class Adaptor:
         """Rebuild a JSON-RPC message from the event's attributes and data.
 
         Events converted from JSON-RPC come back as the same message. Native events
-        map by their attributes: ``mcptype`` says request, response or notification
-        (absent: a ``.req``/``.stream`` type is a request, anything else a
-        notification); the method is ``a2amethod`` or derived from ``type``; routing
-        attributes return to ``params`` as ``_agentId``, ``_topic``, ``_seq``, ``_sessionId``.
+        map by their attributes: :func:`~a2a_bus.protocol.kinds.event_kind` says
+        request, response or notification; the method is ``a2amethod`` or derived
+        from ``type``; routing attributes return to ``params`` as ``_agentId``,
+        ``_topic``, ``_seq``, ``_sessionId``.
         """
         attributes = event.get_attributes()
         data = event.get_data()
         message = jsonrpc_of(data)
-        kind = attributes.get(ext.MCPTYPE) or self._kind_from_type(attributes.get("type", ""))
-        if kind == mcptype.RESPONSE:
+        kind = event_kind(event)
+        if kind is Kind.RESPONSE:
             return self._response_to_jsonrpc(attributes, data, message)
         method = attributes.get(ext.METHOD) or self._method_from_type(attributes.get("type", ""))
         out: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -285,7 +286,7 @@ class Adaptor:
         params = _with_routing(params, attributes)
         if params is not None:
             out["params"] = params
-        if kind == mcptype.REQUEST:
+        if kind is Kind.REQUEST:
             out["id"] = message["id"] if message is not None and "id" in message else event.get_id()
         return out
 
@@ -304,8 +305,7 @@ class Adaptor:
         if attributes.get("subject") is not None:
             return None
         type_ = attributes.get("type", "")
-        kind = attributes.get(ext.MCPTYPE) or self._kind_from_type(type_)
-        if kind == mcptype.RESPONSE or not type_.startswith(self.prefix + "."):
+        if event_kind(event) is Kind.RESPONSE or not type_.startswith(self.prefix + "."):
             return None
         return self._method_from_type(type_) or None
 
@@ -331,13 +331,6 @@ class Adaptor:
             return {"jsonrpc": "2.0", "error": message["error"], "id": id}
         result = message["result"] if message is not None and "result" in message else data
         return {"jsonrpc": "2.0", "result": result, "id": id}
-
-    def _kind_from_type(self, type_: str) -> str:
-        if type_ == self.response_type:
-            return mcptype.RESPONSE
-        if type_.endswith((REQUEST_SUFFIX, STREAM_SUFFIX)):
-            return mcptype.REQUEST
-        return mcptype.NOTIFICATION
 
     def _method_from_type(self, type_: str) -> str:
         head = self.prefix + "."

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, Failure, ProtocolError, ext, from_kafka, mcptype
+from a2a_bus.protocol import Adaptor, Failure, Kind, ProtocolError, event_kind, from_kafka
 from a2a_bus.protocol.kafka_codec import is_structured
 
 #: Headers of a dead-letter record (the original headers are kept beside them).
@@ -82,7 +82,7 @@ def decode_record(
         # Raw JSON-RPC ids are chosen by outside callers and may repeat, so the
         # record's position identifies a raw message, not its id.
         item_position = position if len(items) == 1 else f"{position}/{index}"
-        if item.get_extension(ext.MCPTYPE) == mcptype.NOTIFICATION:
+        if event_kind(item) is Kind.NOTIFICATION:
             item.get_attributes()["id"] = item_position
         out.events.append(Decoded(item, ("raw", item_position), True))
     return out

@@ -51,7 +51,15 @@ from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import CLIENT_GONE, parse
 from a2a_bus.gateway.sse import SSEResponse, frame
-from a2a_bus.protocol import Failure, error_response, ext, mcptype, new_id, result_response
+from a2a_bus.protocol import (
+    Failure,
+    Kind,
+    error_response,
+    event_kind,
+    ext,
+    new_id,
+    result_response,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +152,7 @@ class A2ABinding:
         if isinstance(item, Failure):
             return JSONResponse(item.response())
         message = item.get_data()
-        if type(message) is not dict or item.get_extension(ext.MCPTYPE) != mcptype.REQUEST:
+        if type(message) is not dict or event_kind(item) is not Kind.REQUEST:
             detail = "A2A calls are JSON-RPC 2.0 requests with an id"
             id = message.get("id") if type(message) is dict else None
             return JSONResponse(

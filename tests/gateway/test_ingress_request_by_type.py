@@ -1,13 +1,10 @@
-"""The Kafka ingress leaves a native CloudEvent request unanswered when it names itself
-a request by its type (``<prefix>.<method>.req``) rather than by ``mcptype``.
+"""The Kafka ingress answers a native CloudEvent that is a request by its type alone.
 
-PROTOCOL.md section 3: "without ``mcptype`` a type ending in ``.req`` or ``.stream`` is a
-request"; docs/gateway.md (the ingress): "each request is routed like any other and
-answered ... on the topic in the record header ``reply-to``". The ingress decides
-whether to answer from ``mcptype`` alone (a2a_bus/ingress.py ``_on_delivery``), so the
-method runs and its answer is dropped: the caller waits forever, and nothing is
-dead-lettered. Correct: the answer is produced on the reply topic, as for
-``mcptype: request``.
+PROTOCOL.md section 3: without ``mcptype`` a type ending in ``.req`` or ``.stream``
+is a request (``a2a_bus.protocol.event_kind``). Such an event, structured or binary,
+is routed, run and answered on the reply topic like one with ``mcptype: request``;
+a type without the suffix is a notification and gets no answer. On both transports
+(Kafka: the real broker).
 """
 
 from __future__ import annotations
@@ -28,6 +25,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def _ask(bus: Bus, record: bytes, headers: list[tuple[str, bytes]]) -> list[Any]:
+    """What the ingress answers to ``record`` (a marker request after it is answered
+    too: once its answer is in, the first record had its chance)."""
     replies: list[Any] = []
 
     async def deliver(delivery: Delivery) -> None:
@@ -37,7 +36,6 @@ async def _ask(bus: Bus, record: bytes, headers: list[tuple[str, bytes]]) -> lis
         await bus.transport.subscribe(
             [ingress.reply_topic], "replies", deliver, from_beginning=True
         )
-        # a marker request after it: once its answer is in, the first had its chance
         marker = {"jsonrpc": "2.0", "method": "subtract", "params": [1, 1], "id": "marker"}
         await bus.transport.publish_raw(ingress.topic, record, key=b"k", headers=headers)
         await bus.transport.publish_raw(ingress.topic, orjson.dumps(marker), key=b"k")
@@ -50,17 +48,20 @@ async def _ask(bus: Bus, record: bytes, headers: list[tuple[str, bytes]]) -> lis
     return [r for r in replies if not (isinstance(r, dict) and r.get("id") == "marker")]
 
 
-async def test_a_structured_request_named_by_its_type_is_answered(either_bus: Bus) -> None:
+def _structured(bus: Bus, type_suffix: str, id: str) -> tuple[bytes, list[tuple[str, bytes]]]:
     event = {
         "specversion": "1.0",
-        "id": "by-type-1",
+        "id": id,
         "source": "/outside",
-        "type": f"{either_bus.adaptor.prefix}.subtract.req",  # no mcptype
+        "type": f"{bus.adaptor.prefix}.subtract{type_suffix}",  # no mcptype
         "datacontenttype": "application/json",
         "data": {"minuend": 42, "subtrahend": 23},
     }
-    headers = [("content-type", b"application/cloudevents+json")]
-    replies = await _ask(either_bus, orjson.dumps(event), headers)
+    return orjson.dumps(event), [("content-type", b"application/cloudevents+json")]
+
+
+async def test_a_structured_request_named_by_its_type_is_answered(either_bus: Bus) -> None:
+    replies = await _ask(either_bus, *_structured(either_bus, ".req", "by-type-1"))
     assert replies == [{"jsonrpc": "2.0", "result": 19, "id": "by-type-1"}]
 
 
@@ -74,3 +75,8 @@ async def test_a_binary_request_named_by_its_type_is_answered(either_bus: Bus) -
     ]
     replies = await _ask(either_bus, b"[42, 23]", headers)
     assert replies == [{"jsonrpc": "2.0", "result": 19, "id": "by-type-2"}]
+
+
+async def test_an_event_whose_type_names_no_request_is_not_answered(either_bus: Bus) -> None:
+    replies = await _ask(either_bus, *_structured(either_bus, "", "by-type-3"))
+    assert replies == []
