@@ -18,8 +18,9 @@ discovery does not know: -32002 "Agent not found") is answered with the error an
 dead-lettered here; a notification to an unknown agent, which has nobody to tell,
 is dead-lettered with the reason (nothing is written to the agent's topic). An
 event ``POST /events`` refuses (``routing.outside_refusal``: one naming its own
-``replyto``) is dead-lettered as ``forbidden: ...``, and a request among them is
-answered -32600 first.
+``replyto``, or a response, which would answer another caller's pending request)
+is dead-lettered as ``forbidden: ...``, and a request among them is answered
+-32600 first.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class Ingress:
         request = event_kind(event) is Kind.REQUEST
         data = event.get_data()
         id = data.get("id") if isinstance(data, dict) and delivery.raw else event.get_id()
-        refused = outside_refusal(event, self.bus.adaptor.response_type)
+        refused = outside_refusal(event)
         if refused is not None:  # the rule POST /events applies (a 400 there)
             INGRESS_RECORDS.labels("forbidden").inc()
             if request:

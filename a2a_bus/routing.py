@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode, Kind, event_kind, ext, mcptype, record_key
+from a2a_bus.protocol import ErrorCode, Kind, event_kind, ext, record_key
 from a2a_bus.transport.base import TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -174,25 +174,23 @@ class Route(NamedTuple):
     subject: str | None = None
 
 
-def outside_refusal(event: CloudEvent, response_type: str) -> str | None:
+def outside_refusal(event: CloudEvent) -> str | None:
     """Why an event from outside the bus may not go on it as sent, else None.
 
     The bus's outside doors (``POST /events`` and the Kafka ingress) both ask this
     before routing. Only the bus answers requests and says where answers go: an
-    outside event that is a response (``mcptype`` ``response``, or without
-    ``mcptype`` the ``response_type``) would reach a reply topic and answer another
+    outside event that is a response (``event_kind``: ``mcptype`` ``response``, or
+    a ``.common.response`` type) would reach a reply topic and answer another
     caller's pending request with a result of its choosing; one that names a
     ``replyto`` would have its answer written on any topic it names (a subject, the
     registry, an agent's inbox, a new topic).
     """
-    attributes = event.get_attributes()
-    kind = attributes.get(ext.MCPTYPE)
-    if kind == mcptype.RESPONSE or (kind is None and attributes.get("type") == response_type):
+    if event_kind(event) is Kind.RESPONSE:
         return (
             "a response cannot enter the bus from outside: an agent outside the bus "
             "answers the requests it consumes by producing to Kafka directly"
         )
-    if ext.REPLY_TO in attributes:
+    if ext.REPLY_TO in event.get_attributes():
         return (
             f"{ext.REPLY_TO} is set by the bus, not by the sender: ask over POST /rpc, "
             "or over the Kafka ingress with a reply-to header, to get an answer"

@@ -49,7 +49,7 @@ async def events(request: Request) -> Response:
             status = 413 if too_large.code == ErrorCode.TOO_LARGE else 400
             return problem(status, str(too_large.data))
         # The rule of both outside doors (the Kafka ingress dead-letters these).
-        refused = outside_refusal(event, ctx.adaptor.response_type)
+        refused = outside_refusal(event)
         if refused is not None:
             return problem(400, f"event {event.get_id()!r} refused: {refused}")
         # Without a2amethod the method comes from the type (PROTOCOL.md section 3), for
