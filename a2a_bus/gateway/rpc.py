@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,9 +28,11 @@ from a2a_bus.protocol import (
     ErrorCode,
     Failure,
     Kind,
+    ProtocolError,
     error_response,
     event_kind,
     jsonrpc_of,
+    parse_json,
 )
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,8 @@ def parse(ctx: GatewayContext, body: bytes) -> tuple[list[Converted], bool]:
     single error object, as the specification's examples show.
     """
     try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        message = parse_json(body)
+    except ProtocolError:
         return ctx.adaptor.from_bytes(body), False  # the adaptor words the parse error
     items = ctx.adaptor.from_json(message)
     return items, type(message) is list and len(items) == len(message)

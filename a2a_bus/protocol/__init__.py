@@ -35,6 +35,7 @@ from a2a_bus.protocol.http_codec import from_http, to_http, to_http_batch
 from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, record_key, to_kafka
 from a2a_bus.protocol.kinds import event_kind
+from a2a_bus.protocol.parsing import parse_json
 
 __all__ = [
     "DEFAULT_SOURCE",
@@ -66,6 +67,7 @@ __all__ = [
     "new_event",
     "new_id",
     "params_key",
+    "parse_json",
     "record_key",
     "result_response",
     "to_http",

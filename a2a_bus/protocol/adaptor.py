@@ -11,7 +11,6 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import http_codec, kafka_codec
@@ -37,6 +36,7 @@ from a2a_bus.protocol.events import adopt_event, new_event, new_id
 from a2a_bus.protocol.formats import from_structured
 from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 from a2a_bus.protocol.kinds import event_kind
+from a2a_bus.protocol.parsing import parse_json
 
 Converted = CloudEvent | Failure
 Headers = Mapping[str, str | bytes] | Sequence[tuple[str, str | bytes]]
@@ -129,9 +129,9 @@ class Adaptor:
 
     def _from_json_bytes(self, body: bytes) -> list[Converted]:
         try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return [Failure(ErrorCode.PARSE_ERROR, "Parse error", None, str(exc))]
+            message = parse_json(body)
+        except ProtocolError as exc:
+            return [exc.failure]
         return self.from_json(message)
 
     def from_json(self, message: Any) -> list[Converted]:

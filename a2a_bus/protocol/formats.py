@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol.errors import ProtocolError
+from a2a_bus.protocol.errors import ErrorCode, ProtocolError
 from a2a_bus.protocol.events import decode_base64, format_time, validated_event
+from a2a_bus.protocol.parsing import parse_json
 
 _JSON_CONTENT_TYPE = re.compile(r"^(application|text)/([A-Za-z0-9.+-]+\+)?json(\s*;.*)?$", re.I)
 _ATTRIBUTE_TYPES = (str, int, bool)
@@ -43,9 +44,11 @@ def decode_data(body: bytes, content_type: str | None) -> Any:
         return None
     if is_json_content_type(content_type):
         try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise ProtocolError.parse(f"data is not valid JSON: {exc}") from None
+            return parse_json(body)
+        except ProtocolError as exc:
+            if exc.failure.code != ErrorCode.PARSE_ERROR:
+                raise
+            raise ProtocolError.parse(f"data is not valid JSON: {exc.failure.data}") from None
     if content_type is not None and content_type.lower().startswith("text/"):
         try:
             return body.decode()
@@ -111,10 +114,7 @@ def _check_types(attributes: dict[str, Any]) -> None:
 
 
 def load_structured(body: bytes) -> CloudEvent:
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ProtocolError.parse(str(exc)) from None
+    obj = parse_json(body)
     if type(obj) is not dict:
         raise ProtocolError.invalid("a structured CloudEvent must be a JSON object")
     return _from_object(obj)  # parsed here: nobody else holds it

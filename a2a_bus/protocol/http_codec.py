@@ -18,6 +18,7 @@ from a2a_bus.protocol.formats import (
     load_structured,
     to_structured,
 )
+from a2a_bus.protocol.parsing import parse_json
 
 HEADER_PREFIX = "ce-"
 Mode = Literal["binary", "structured"]
@@ -53,10 +54,7 @@ def media_type(headers: Mapping[str, str]) -> str | None:
 
 def decode_batch(body: bytes) -> list[CloudEvent | Failure]:
     """Each element of a batch becomes an event or its own failure."""
-    try:
-        items = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ProtocolError.parse(str(exc)) from None
+    items = parse_json(body)
     if type(items) is not list:
         raise ProtocolError.invalid("a CloudEvents batch must be a JSON array")
     out: list[CloudEvent | Failure] = []

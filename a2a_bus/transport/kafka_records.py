@@ -13,7 +13,15 @@ from typing import NamedTuple
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, Failure, Kind, ProtocolError, event_kind, from_kafka
+from a2a_bus.protocol import (
+    Adaptor,
+    Failure,
+    Kind,
+    ProtocolError,
+    event_kind,
+    from_kafka,
+    parse_json,
+)
 from a2a_bus.protocol.kafka_codec import is_structured
 
 #: Headers of a dead-letter record (the original headers are kept beside them).
@@ -65,9 +73,9 @@ def decode_record(
         out.failures.append(_invalid("empty record (tombstone)"))
         return out
     try:
-        message = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        out.failures.append(Failure(-32700, "Parse error", None, str(exc)))
+        message = parse_json(value)
+    except ProtocolError as exc:
+        out.failures.append(exc.failure)
         return out
     raw = _is_jsonrpc(message)
     items = adaptor.from_jsonrpc(message)
