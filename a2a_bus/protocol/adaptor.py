@@ -109,8 +109,22 @@ class Adaptor:
         """
         if len(body) > self.max_message_bytes:
             return [self._too_large(len(body))]
-        if content_type is None and not headers:
-            return self._from_json_bytes(body)
+        if content_type is not None or headers:
+            events = self._cloudevents(body, content_type, headers)
+            if events is not None:
+                return events
+        # JSON-RPC, or JSON that says itself what it is (section 1 of PROTOCOL.md)
+        try:
+            message = parse_json(body)
+        except ProtocolError as exc:
+            return [exc.failure]
+        return self.from_json(message)
+
+    def _cloudevents(
+        self, body: bytes, content_type: str | None, headers: Headers | None
+    ) -> list[Converted] | None:
+        """The CloudEvents that the content type or ``ce-``/``ce_`` headers announce;
+        None when they announce none."""
         text_headers = _text_headers(headers)
         if content_type is None:
             content_type = next((v for n, v in text_headers if n == "content-type"), None)
@@ -125,14 +139,7 @@ class Adaptor:
                 return [self._binary(text_headers, body, binary)]
         except ProtocolError as exc:
             return [exc.failure]
-        return self._from_json_bytes(body)
-
-    def _from_json_bytes(self, body: bytes) -> list[Converted]:
-        try:
-            message = parse_json(body)
-        except ProtocolError as exc:
-            return [exc.failure]
-        return self.from_json(message)
+        return None
 
     def from_json(self, message: Any) -> list[Converted]:
         """Convert an already parsed JSON value (object or array)."""
