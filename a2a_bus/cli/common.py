@@ -15,9 +15,10 @@ import orjson
 import typer
 from rich.console import Console
 
-from a2a_bus import loops
+from a2a_bus import loops, protocol
 from a2a_bus.env import EnvError
 from a2a_bus.gateway.remote import GatewayClient, GatewayError
+from a2a_bus.protocol import ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -60,10 +61,14 @@ def plural(count: int, noun: str) -> str:
 
 
 def parse_json(text: str, what: str) -> Any:
+    """``text`` as JSON, as the bus parses what it receives (so an integer it cannot
+    carry is refused here, not turned into another number)."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not JSON: {exc}", param_hint=what) from None
+        return protocol.parse_json(text.encode())
+    except ProtocolError as exc:
+        failure = exc.failure
+        problem = "not JSON" if failure.code == ErrorCode.PARSE_ERROR else "refused"
+        raise typer.BadParameter(f"{problem}: {failure.data}", param_hint=what) from None
 
 
 def print_json(value: Any) -> None:

@@ -154,6 +154,24 @@ async def test_a_data_part_calls_a_method(http: httpx.AsyncClient) -> None:
     assert get_data_parts(task.artifacts[0].parts) == [5 - 8]
 
 
+async def test_a_json_text_call_with_an_integer_the_bus_cannot_carry(
+    http: httpx.AsyncClient,
+) -> None:
+    """orjson would read 2**64 as a float, so the agent would compute on another
+    number: the call is refused. JSON text that calls nothing stays text."""
+    client = await a2a_client(http, "spec", streaming=False)
+    huge = 2**64
+    call = f'{{"method": "subtract", "params": [{huge}, 1]}}'
+    with pytest.raises(InvalidParamsError) as caught:
+        await send(client, user_message(new_text_part(call)))
+    assert str(huge) in str(caught.value) and "send it as a string" in str(caught.value)
+
+    echo = await a2a_client(http, "echo", streaming=False)
+    text = f'{{"note": {huge}}}'
+    task = only_task(await send(echo, user_message(new_text_part(text))))
+    assert get_artifact_text(task.artifacts[0]) == text
+
+
 async def test_a_failing_call_fails_the_task(http: httpx.AsyncClient) -> None:
     client = await a2a_client(http, "spec")
     call = {"method": "subtract", "params": {"minuend": 1}}  # subtrahend missing

@@ -18,7 +18,7 @@ import orjson
 
 from a2a_bus.gateway.a2a.errors import invalid_params
 from a2a_bus.gateway.a2a.model import Message, Part
-from a2a_bus.protocol import ROUTING_PARAMS
+from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode, ProtocolError, parse_json
 
 #: Methods that take plain text, in order of preference.
 CONVERSATIONAL = ("message", "chat", "echo")
@@ -74,10 +74,15 @@ def _json_call(text: str) -> tuple[str, Any] | None:
     stripped = text.strip()
     if not stripped.startswith("{"):
         return None
+    body = stripped.encode()
     try:
-        return _explicit(orjson.loads(stripped))
-    except orjson.JSONDecodeError:
-        return None
+        return _explicit(parse_json(body))
+    except ProtocolError as exc:
+        # Not JSON, or JSON text that calls nothing: the agent gets it as text. A call
+        # with an integer the bus cannot carry (orjson reads it as another number) is refused.
+        if exc.failure.code == ErrorCode.PARSE_ERROR or _explicit(orjson.loads(body)) is None:
+            return None
+        raise invalid_params(str(exc.failure.data)) from None
 
 
 def _calls(message: Message) -> list[tuple[str, Any]]:
