@@ -74,6 +74,14 @@ def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
         raise error
 
 
+#: Characters of method name and agent id below which the envelope of a message
+#: made here needs no measuring: the rest of it is the bus's own (its source and
+#: prefix, a counter id, fixed names), and even at 6 bytes of JSON per character,
+#: written three times (``type``, ``a2amethod``, the message), this stays far
+#: below MAX_ENVELOPE_BYTES. Measuring costs ~0.8 us, on every request.
+_OWN_ENVELOPE_CHARS = 512
+
+
 def _check_envelope(event: CloudEvent) -> None:
     """Refuse ``event`` unless every transport carries its attributes (see
     :mod:`a2a_bus.payload`): -32005 when they are too large; nothing is sent."""
@@ -114,7 +122,8 @@ class AsyncClient:
             raise JsonRpcError(item.code, item.message, item.data)
         if agent is not None:
             item.get_attributes()[ext.TARGET_AGENT] = agent
-        _check_envelope(item)
+        if len(method) + (len(agent) if agent is not None else 0) > _OWN_ENVELOPE_CHARS:
+            _check_envelope(item)
         return item
 
     async def request(

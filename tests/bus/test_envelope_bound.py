@@ -19,6 +19,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
+from a2a_bus.client import _OWN_ENVELOPE_CHARS
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.ingress import Ingress
 from a2a_bus.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES, envelope_refusal
@@ -338,3 +339,16 @@ async def test_an_answer_kafka_refuses_is_replaced_by_the_error(make_bus: MakeBu
     assert data["error"]["code"] == ErrorCode.TOO_LARGE
     assert data["error"]["message"] == "Response too large"
     assert "more than the maximum request size" in data["error"]["data"]
+
+
+@pytest.mark.parametrize("char", ["a", "\x01", "é", "\U0001f600"])
+def test_a_client_message_below_the_unmeasured_size_is_within_the_bound(char: str) -> None:
+    """The client measures the envelope of a message it makes only past
+    ``_OWN_ENVELOPE_CHARS`` of method name and agent id: below that, whatever the
+    characters cost in JSON, the envelope is within the bound."""
+    client = Bus.memory().async_client()
+    for agent_chars in (0, 1, _OWN_ENVELOPE_CHARS // 2):
+        method = char * (_OWN_ENVELOPE_CHARS - agent_chars)
+        agent = char * agent_chars if agent_chars else None
+        event = client._event(agent, method, {"x": 1}, request=True)
+        assert envelope_refusal(event) is None, (char, agent_chars)
