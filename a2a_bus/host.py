@@ -25,7 +25,7 @@ from a2a_bus.actor import Job, Outcome
 from a2a_bus.agent import Agent, SubscriptionSpec
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.inbound import InboundStreams, is_stream_part
-from a2a_bus.payload import refusal
+from a2a_bus.payload import error_message, refusal
 from a2a_bus.protocol import (
     ErrorCode,
     error_response,
@@ -418,7 +418,8 @@ def handler_error(error: JsonRpcError) -> str:
 def _carried(outcome: Outcome) -> Outcome:
     """``outcome`` as it can travel (see :mod:`a2a_bus.payload`): a result no
     transport carries becomes the error the caller gets; an error's ``data`` that
-    none carries is replaced by why (its code and message are kept)."""
+    none carries is replaced by why (its code is kept, its message made one that
+    travels: :func:`~a2a_bus.payload.error_message`)."""
     if outcome.crash is not None:
         return outcome
     if outcome.error is None:
@@ -428,11 +429,14 @@ def _carried(outcome: Outcome) -> Outcome:
             return Outcome(error=error, attempts=outcome.attempts)
         return outcome
     error = outcome.error
-    if error.data is not None and (left_out := refusal(error.data, "the error's data")):
+    message = error_message(error.message)
+    data = error.data
+    if data is not None and (left_out := refusal(data, "the error's data")):
         log.warning("an error's data was not sent: %s", left_out.data)
-        error = JsonRpcError(error.code, error.message, f"left out: {left_out.data}")
-        return Outcome(error=error, attempts=outcome.attempts)
-    return outcome
+        data = f"left out: {left_out.data}"
+    if message is error.message and data is error.data:
+        return outcome
+    return Outcome(error=JsonRpcError(error.code, message, data), attempts=outcome.attempts)
 
 
 __all__ = ["AgentHost"]

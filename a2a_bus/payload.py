@@ -104,6 +104,24 @@ def refusal(
     return None
 
 
+#: Characters of a JSON-RPC error's message carried; the specification asks for
+#: "a concise single sentence", and details belong in ``data``.
+MAX_ERROR_MESSAGE_CHARS = 4096
+
+
+def error_message(message: object) -> str:
+    """``message`` as an error's message every transport carries: a string (str()
+    of anything else), at most :data:`MAX_ERROR_MESSAGE_CHARS` (cut, saying how
+    much was left out), and JSON text (a lone surrogate is escaped)."""
+    text = message if type(message) is str else str(message)
+    if len(text) > MAX_ERROR_MESSAGE_CHARS:
+        left_out = len(text) - MAX_ERROR_MESSAGE_CHARS
+        text = f"{text[:MAX_ERROR_MESSAGE_CHARS]}... ({left_out} characters left out)"
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def check_envelope(event: CloudEvent, *, limit: int = MAX_ENVELOPE_BYTES) -> None:
     """Raise :class:`PayloadError` unless ``event``'s envelope travels: at most
     ``limit`` bytes of JSON (see :data:`MAX_ENVELOPE_BYTES`), and JSON at all

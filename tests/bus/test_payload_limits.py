@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.payload import MAX_PAYLOAD_BYTES
+from a2a_bus.payload import MAX_ERROR_MESSAGE_CHARS, MAX_PAYLOAD_BYTES
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, new_event
 from tests.bus.test_behaviour import WAIT, make_bus
 
@@ -52,6 +52,15 @@ class Maker(Agent):
             yield "never sent"
         finally:
             self.closed.append(True)
+
+    @method
+    def refuse(self, message: str, times: int, surrogate: bool = False) -> None:
+        tail = "\ud800" if surrogate else ""  # no JSON text holds a lone surrogate
+        raise JsonRpcError(-32050, message * times + tail, {"why": "asked"})
+
+    @method
+    def refuse_oddly(self) -> None:
+        raise JsonRpcError(-32051, {"not": "a string"})  # type: ignore[arg-type]
 
     @method
     def announce(self, size: int) -> str:
@@ -105,6 +114,26 @@ async def test_a_result_that_is_not_json_is_an_internal_error(make_bus: MakeBus)
     error = await _refused(bus.async_client().request("maker", "odd"))
     assert error.code == ErrorCode.INTERNAL_ERROR
     assert error.data == "the result is not JSON: Type is not JSON serializable: set"
+
+
+async def test_an_error_message_is_one_that_travels(make_bus: MakeBus) -> None:
+    """A JSON-RPC error's message is cut to MAX_ERROR_MESSAGE_CHARS (Kafka would refuse
+    2 MB of it; JSON-RPC asks for one sentence), a lone surrogate is escaped (no JSON
+    text holds one) and a message that is no string is made one, the same on both
+    transports; code and data are kept."""
+    bus = await make_bus(Maker)
+    client = bus.async_client()
+    error = await _refused(client.request("maker", "refuse", ["ab", 1_000_000]))
+    assert error.code == -32050 and error.data == {"why": "asked"}
+    cut = len("ab" * 1_000_000) - MAX_ERROR_MESSAGE_CHARS
+    kept = "ab" * (MAX_ERROR_MESSAGE_CHARS // 2)
+    assert error.message == f"{kept}... ({cut} characters left out)"
+    error = await _refused(client.request("maker", "refuse", ["bad ", 1, True]))
+    assert error.message == "bad \\ud800" and error.code == -32050
+    error = await _refused(client.request("maker", "refuse", ["fine", 1]))
+    assert error.message == "fine"
+    error = await _refused(client.request("maker", "refuse_oddly"))
+    assert error.code == -32051 and error.message == "{'not': 'a string'}"
 
 
 async def test_a_stream_ends_with_the_error_at_an_item_too_large(make_bus: MakeBus) -> None:
