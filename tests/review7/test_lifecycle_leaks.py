@@ -19,6 +19,7 @@ import pytest
 
 from a2a_bus import Agent, Bus, RestartPolicy, method
 from a2a_bus.errors import BusStopped, JsonRpcError
+from a2a_bus.protocol import ErrorCode
 
 WAIT = 10.0
 QUICK = RestartPolicy(max_retries=2, backoff_initial=0.005, backoff_max=0.02)
@@ -231,3 +232,28 @@ def test_stopping_the_bus_from_its_own_handler_does_not_deadlock() -> None:
     assert not wedged, "bus.stop() hung after a handler called it"
     assert outcome and not isinstance(outcome[0], JsonRpcError), outcome
     assert not bus.running
+
+
+# -- spawn on a running bus that fails ------------------------------------------------
+
+
+def test_a_spawn_that_fails_on_a_running_bus_does_not_advertise_the_agent() -> None:
+    """Bug: ``Bus._start_host`` appends the host to ``bus.hosts`` before starting it
+    and leaves it there when the start raises. ``spawn`` raises to the user, but the
+    announcer's heartbeat (``_cards`` reads ``bus.hosts``) keeps announcing the
+    agent: ``methods/list`` lists its methods, and a request to it is routed to an
+    inbox nobody reads, so the caller waits for its whole timeout (-32001) instead of
+    being told at once that the agent is not there (-32002 "Agent not found").
+    Correct: a host that failed to start is forgotten — not listed, not announced.
+    """
+    bus = Bus.memory(heartbeat=0.05)
+    with bus:
+        with pytest.raises(RuntimeError, match="configuration missing"):
+            bus.spawn(BrokenConstructor)
+        time.sleep(0.3)  # a few heartbeats: what the announcer says is in the directory
+        client = bus.client()
+        listed = {entry["agent"] for entry in client.request(None, "methods/list")["methods"]}
+        assert "broken-constructor" not in listed
+        with pytest.raises(JsonRpcError) as caught:
+            client.request("broken-constructor", "ping", timeout=2)
+        assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
