@@ -7,8 +7,8 @@ handler with ``*args``/``**kwargs`` or a stream parameter). On the fast path for
 signatures (``a2a_bus.binding.Binder._named``) a routing member is dropped only when
 the handler does not accept a parameter of that name: a plain handler that declares
 ``_sessionId`` (or ``_topic``, ``_agentId``) receives the routing value, while the same
-parameter next to ``*extra`` gets its default. The two handlers below differ only in
-that, and answer differently.
+parameter next to ``*extra`` gets its default. (``Probe.general`` below, asked the same
+way, answers its default: the general path is right.)
 """
 
 from __future__ import annotations
