@@ -60,6 +60,8 @@ class Binder:
         self._plain = stream_param is None and all(p.kind is _PLAIN for p in parameters)
         self._names = tuple(p.name for p in parameters)
         self._accepted = frozenset(self._names)
+        # A parameter named like a routing member never gets it: the bus's, not the handler's.
+        self._shadows_routing = not self._accepted.isdisjoint(ROUTING_PARAMS)
         #: (position, check) of plain parameters, to check an array of params in place.
         self._by_position = tuple(
             (index, self.checks[name])
@@ -127,7 +129,7 @@ class Binder:
         return bound
 
     def _named(self, params: dict[str, Any]) -> Bound:
-        if not self._accepted.issuperset(params):
+        if self._shadows_routing or not self._accepted.issuperset(params):
             named = {k: v for k, v in params.items() if k not in ROUTING_PARAMS}
             unexpected = next((k for k in named if k not in self._accepted), None)
             if unexpected is not None:

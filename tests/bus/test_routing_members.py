@@ -1,15 +1,7 @@
-"""Review of the docs against the system: routing members in a handler's params.
-
-docs/bus.md:56: "`@method(name=None)` | a JSON-RPC method. Positional params bind in
-order, named params by name; the routing members `_agentId`, `_topic`, `_seq`,
-`_sessionId` are stripped". The binder strips them only on its general path (a
-handler with ``*args``/``**kwargs`` or a stream parameter). On the fast path for plain
-signatures (``a2a_bus.binding.Binder._named``) a routing member is dropped only when
-the handler does not accept a parameter of that name: a plain handler that declares
-``_sessionId`` (or ``_topic``, ``_agentId``) receives the routing value, while the same
-parameter next to ``*extra`` gets its default. (``Probe.general`` below, asked the same
-way, answers its default: the general path is right.)
-"""
+"""The routing members of named params (`_agentId`, `_topic`, `_seq`, `_sessionId`)
+are the bus's: they are stripped before binding, also for a handler that declares a
+parameter of that name (it gets its default), on the plain-signature fast path as on
+the general one."""
 
 from __future__ import annotations
 
@@ -49,16 +41,16 @@ async def bus() -> AsyncIterator[Bus]:
 
 
 async def test_plain_handler_does_not_receive_the_session_id(bus: Bus) -> None:
-    """docs/bus.md:56 says `_sessionId` is stripped; a plain handler declaring it
-    receives ``"s-1"`` instead of its default."""
+    """A plain handler declaring `_sessionId` gets its default, not the routing value."""
     client = bus.async_client()
     answer = await asyncio.wait_for(client.request("probe", "plain", {"_sessionId": "s-1"}), WAIT)
+    assert answer == "stripped"
+    answer = await asyncio.wait_for(client.request("probe", "general", {"_sessionId": "s-1"}), WAIT)
     assert answer == "stripped"
 
 
 async def test_plain_handler_does_not_receive_the_agent_id(bus: Bus) -> None:
-    """docs/bus.md:56 says `_agentId` is stripped; a plain handler declaring it
-    receives the routing value ``"probe"`` instead of its default."""
+    """A plain handler declaring `_agentId` gets its default, not the routing value."""
     client = bus.async_client()
     answer = await asyncio.wait_for(
         client.request(None, "plain_agent", {"_agentId": "probe"}), WAIT
