@@ -233,7 +233,8 @@ class Transport(abc.ABC):
 
     @property
     def dead_lettered(self) -> int:
-        """Records this transport wrote to the dead-letter topic."""
+        """Records written to the dead-letter topic through this transport (its own
+        and the bus's)."""
         return 0
 
     def lag(self) -> dict[str, int]:

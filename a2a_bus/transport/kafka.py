@@ -126,7 +126,8 @@ class KafkaTransport(Transport):
 
     @property
     def dead_lettered(self) -> int:
-        """Records written to the dead-letter topic by this transport."""
+        """Records written to the dead-letter topic through this transport (its own
+        and the bus's)."""
         return self.metrics.dead_lettered
 
     def lag(self) -> dict[str, int]:
@@ -269,6 +270,8 @@ class KafkaTransport(Transport):
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         await self._send(topic, value, key, list(headers))
+        if topic == self.settings.dlq_topic:  # the bus's own dead letters come this way too
+            self.metrics.dead_lettered += 1
 
     async def _send(
         self, topic: str, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes]]
@@ -331,7 +334,6 @@ class KafkaTransport(Transport):
                 await self.publish_raw(
                     self.settings.dlq_topic, record.value or b"", key=record.key, headers=headers
                 )
-                self.metrics.dead_lettered += 1
                 log.warning(
                     "dead letter %s/%d/%d: %s",
                     record.topic,

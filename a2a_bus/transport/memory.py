@@ -280,6 +280,8 @@ class MemoryTransport(Transport):
     ) -> None:
         raw = None if value is None else bytes(value)
         self._append(topic, Record(-1, key, None, raw, tuple(headers)))
+        if topic == self.dlq_topic:  # the bus's own dead letters come this way too
+            self._dead_lettered += 1
 
     def _append(self, topic: str, record: Record) -> None:
         if not self._started:
@@ -438,7 +440,6 @@ class MemoryTransport(Transport):
         headers = dead_letter_headers(
             record.headers, reason, topic, partition, record.offset, failures
         )
-        self._dead_lettered += 1
         if record.value is None and record.event is not None:
             # Stored as an event: dead-letter it as a structured CloudEvent.
             encoded = to_kafka(record.event, "structured")
@@ -466,7 +467,8 @@ class MemoryTransport(Transport):
 
     @property
     def dead_lettered(self) -> int:
-        """Records this transport wrote to the dead-letter topic."""
+        """Records written to the dead-letter topic through this transport (its own
+        and the bus's)."""
         return self._dead_lettered
 
     def lag(self) -> dict[str, int]:
