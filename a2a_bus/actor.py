@@ -18,6 +18,7 @@ import functools
 import inspect
 import logging
 import queue
+import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -71,13 +72,29 @@ class Job:
 
 Report = Callable[[Job, Outcome], None]
 
+_actor_thread = threading.local()
+
+
+def serving_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop whose agent the calling thread runs (None outside actor threads):
+    a call that blocks until that loop's handlers end must not be made here."""
+    return getattr(_actor_thread, "loop", None)
+
 
 class AgentActor(pykka.ThreadingActor):
     """Hosts one agent instance; handles jobs one at a time, in order."""
 
-    def __init__(self, agent: Agent, report: Report, report_start_failure: Callable[[str], None]):
+    def __init__(
+        self,
+        agent: Agent,
+        report: Report,
+        report_start_failure: Callable[[str], None],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ):
         super().__init__()
         self.agent = agent
+        #: The loop this actor's reports go to (what :func:`serving_loop` tells).
+        self.loop = loop
         self._report = report
         self._report_start_failure = report_start_failure
         #: Calls that gave the actor back while they wait for input (see Fiber).
@@ -90,6 +107,7 @@ class AgentActor(pykka.ThreadingActor):
         return queue.SimpleQueue()
 
     def on_start(self) -> None:
+        _actor_thread.loop = self.loop  # the thread is this actor's alone
         try:
             self.agent.on_start()
         except Exception as exc:
@@ -113,7 +131,8 @@ class AgentActor(pykka.ThreadingActor):
         job = message
         agent = self.agent
         if job.parks:
-            fiber = Fiber(functools.partial(job.call, agent), name=f"{job.label} reader")
+            call = functools.partial(_serve, self.loop, job.call, agent)
+            fiber = Fiber(call, name=f"{job.label} reader")
             fiber.wake = functools.partial(_tell_quietly, self.actor_ref, _Resume(job, fiber))
             self._fibers[fiber] = job
             self._run_slice(job, fiber)
@@ -170,6 +189,14 @@ class _Resume:
 
     job: Job
     fiber: Fiber
+
+
+def _serve(
+    loop: asyncio.AbstractEventLoop | None, call: Callable[[Agent], Any], agent: Agent
+) -> Any:
+    """``call(agent)`` on a fiber's thread, which serves ``loop`` as its actor's does."""
+    _actor_thread.loop = loop
+    return call(agent)
 
 
 def _tell_quietly(actor: pykka.ActorRef[Any], message: Any) -> None:

@@ -9,6 +9,10 @@ never finished, and retries the job that crashed it at most ``max_retries``
 times before declaring it dead (the host writes it to the dead-letter topic).
 A job whose input cannot be given again (``Job.unretryable``) is dead at once,
 also when it was parked (``Job.parks``) on the actor that another job crashed.
+An actor that fails to start (its constructor or ``on_start`` raises) is
+restarted the same way; after ``max_retries`` failed starts in a row the jobs
+it holds are dead (with the start failure as the reason), and once the replica
+stops nothing starts it again.
 Parked jobs are bounded by the host (open streams), not by the mailbox: a
 mailbox full of jobs waiting for input would pause the very input they wait for.
 """
@@ -73,6 +77,13 @@ class Replica:
         self._full = False
         self._restart_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Starts that failed since the actor last ran a job.
+        self._failed_starts = 0
+        #: Set by stop(): a start that fails from then on is not tried again.
+        self._stopping = False
+        #: Why jobs cannot run here any more: the agent could not start and the
+        #: replica is stopping (jobs submitted meanwhile end at once).
+        self._dead: str | None = None
 
     @property
     def held(self) -> int:
@@ -88,12 +99,14 @@ class Replica:
         generation = self._generation
         report = thread_safe(self._loop, functools.partial(self._on_outcome, generation))
         failed = thread_safe(self._loop, functools.partial(self._on_start_failure, generation))
-        self._actor = AgentActor.start(self._factory(), report, failed)
+        self._actor = AgentActor.start(self._factory(), report, failed, self._loop)
         for job in self._outstanding:
             self._tell(job)
 
     def _tell(self, job: Job) -> None:
         if self._actor is None:
+            if self._dead is not None:  # stopping, never to start again
+                self._resolve(job, Outcome(crash=self._dead, attempts=max(1, self._failed_starts)))
             return  # restarting: the job is handed over after the restart
         # A try block, not contextlib.suppress: this runs for every message.
         try:  # noqa: SIM105
@@ -159,11 +172,13 @@ class Replica:
         if outcome.crash is None:
             if generation == self._generation:
                 self._backoff = self._policy.backoff_initial
+                self._failed_starts = 0
             outcome.attempts = job.attempts + 1
             self._resolve(job, outcome)
             return
         if generation != self._generation:
             return  # a report from an actor already replaced
+        self._failed_starts = 0  # it started: it ran this job
         job.attempts += 1
         log.warning(
             "agent %s crashed on %s (attempt %d): %s",
@@ -193,8 +208,34 @@ class Replica:
 
     def _on_start_failure(self, generation: int, reason: str) -> None:
         if generation == self._generation:
-            log.warning("agent %s failed to start: %s", self.name, reason)
-            self._crashed()
+            self._start_failed(reason)
+
+    def _start_failed(self, reason: str) -> None:
+        """Restart after a backoff, as after a crash; the held jobs never ran, but
+        they die when starts keep failing or the replica is stopping."""
+        log.warning("agent %s failed to start: %s", self.name, reason)
+        self._failed_starts += 1
+        starts = self._failed_starts
+        if self._stopping:  # never started again: its jobs end now
+            self._give_up(f"the agent failed to start {starts} times in a row: {reason}")
+            return
+        if starts > self._policy.max_retries:
+            self._end_held(f"the agent failed to start {starts} times in a row: {reason}")
+        self._crashed()
+
+    def _give_up(self, reason: str) -> None:
+        """Stopping with an agent that cannot start: end its jobs, start it no more."""
+        if self._restart_handle is not None:
+            self._restart_handle.cancel()
+        self._actor = None
+        self._generation += 1  # reports of the actor that failed are stale now
+        self._dead = reason
+        self._end_held(reason)
+
+    def _end_held(self, reason: str) -> None:
+        """The held jobs are dead: the agent could not be started to run them."""
+        for job in list(self._outstanding):
+            self._resolve(job, Outcome(crash=reason, attempts=max(1, self._failed_starts)))
 
     def _crashed(self) -> None:
         assert self._loop is not None
@@ -210,11 +251,27 @@ class Replica:
         try:
             self._spawn()
         except Exception as exc:
-            log.warning("agent %s failed to start: %s: %s", self.name, type(exc).__name__, exc)
-            self._crashed()
+            self._start_failed(f"{type(exc).__name__} in the constructor: {exc}")
+
+    def begin_stop(self) -> None:
+        """The replica is stopping: an agent that cannot start is not waited for.
+
+        If a restart after a failed start is pending, the held jobs end now (as
+        do jobs submitted from now on); a start that fails from now on ends them
+        too. A restart after a crash still goes ahead: it runs the held jobs.
+        """
+        self._stopping = True
+        if self._actor is None and self._failed_starts and self._dead is None:
+            starts = self._failed_starts
+            self._give_up(f"the agent failed to start {starts} times in a row and was stopped")
 
     async def stop(self) -> None:
-        """Let held jobs finish, then stop the actor (its ``on_stop`` runs)."""
+        """Let held jobs finish, then stop the actor (its ``on_stop`` runs).
+
+        Jobs an agent that cannot start holds are ended, not waited for (see
+        :meth:`begin_stop`).
+        """
+        self.begin_stop()
         while self._outstanding:
             assert self._loop is not None
             self._drained = self._loop.create_future()
