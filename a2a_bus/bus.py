@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.actor import serving_loop
 from a2a_bus.affinity import choose_cpu, pin_current_thread
 from a2a_bus.agent import Agent
 from a2a_bus.correlation import Correlator, ReplyStream
@@ -52,6 +53,7 @@ from a2a_bus.transport.memory import MemoryTransport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+BLOCKING_ON_LOOP = "blocking call on the bus loop: use the async client (await ...)"
 
 
 class Bus:
@@ -164,7 +166,7 @@ class Bus:
         """
         host = AgentHost(self, agent_cls, replicas, args, kwargs)
         if self._running:
-            self._run(self._start_host(host))
+            self._run(self._add_host(host))
         else:
             self.hosts.append(host)
         return host
@@ -174,26 +176,47 @@ class Bus:
     ) -> AgentHost:
         host = AgentHost(self, agent_cls, replicas, args, kwargs)
         if self._running:
-            await self._on_loop(self._start_host(host))
+            await self._on_loop(self._add_host(host))
         else:
             self.hosts.append(host)
         return host
 
     def _cards(self) -> list[dict[str, Any]]:
-        return [host.card() for host in self.hosts]
+        """The heartbeat's cards: agents that started (none for one still starting,
+        which may yet fail)."""
+        return [host.card() for host in self.hosts if self.directory.hosts(host.agent_id)]
+
+    async def _add_host(self, host: AgentHost) -> None:
+        """Start ``host`` on the running bus; if it fails it is not hosted at all."""
+        self.hosts.append(host)
+        try:
+            await self._start_host(host)
+        except BaseException:
+            self.hosts.remove(host)
+            raise
 
     async def _start_host(self, host: AgentHost) -> None:
-        if host not in self.hosts:
-            self.hosts.append(host)
+        """Start ``host`` and announce it; if that fails, stop what it started."""
         self.directory.expect_local(host.agent_id)
         try:
             await host.start()
+            card = host.card()
+            self.directory.add_local(card)
+            await self.announcer.announce(card)
         except BaseException:
-            self.directory.remove_local(host.agent_id)
+            await self._stop_host(host)
             raise
-        card = host.card()
-        self.directory.add_local(card)
-        await self.announcer.announce(card)
+
+    async def _stop_host(self, host: AgentHost) -> None:
+        await self._withdraw(host)
+        await host.stop()
+
+    async def _withdraw(self, host: AgentHost) -> None:
+        """Say "gone" on the registry if ``host`` was announced; route no more to it here."""
+        if self.directory.hosts(host.agent_id):
+            with contextlib.suppress(Exception):
+                await self.announcer.announce(host.card(), gone=True)
+        self.directory.remove_local(host.agent_id)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -208,23 +231,39 @@ class Bus:
         return self._loop
 
     async def astart(self) -> None:
-        """Start on the running loop: transport, reply and registry groups, agents."""
+        """Start on the running loop: transport, reply and registry groups, agents.
+
+        If it raises (an agent's constructor fails, the broker is unreachable),
+        what it started is stopped again and the bus is not running.
+        """
         if self._running:
             return
         self._loop = asyncio.get_running_loop()
         if self.pin_cpu is not None:
             # This loop's thread; the threads it starts from now on (the actors) inherit it.
             pin_current_thread(self.pin_cpu)
+        try:
+            await self._start_parts()
+        except BaseException:
+            try:
+                await self._shutdown()
+            except Exception:  # the start's own error is the one to raise
+                log.exception("stopping a bus whose start failed")
+            raise
+
+    async def _start_parts(self) -> None:
         await self.transport.start()
         topics = self.topics
-        self._subscriptions = [
+        self._subscriptions.append(
             await self.transport.subscribe(
                 [self.reply_topic],
                 self.reply_topic,
                 self._on_reply,
                 max_in_flight=1024,
                 durable=False,  # answers for this process's callers only
-            ),
+            )
+        )
+        self._subscriptions.append(
             await follow_registry(
                 self.transport,
                 topics.registry,
@@ -233,8 +272,9 @@ class Bus:
                 self.registry_timeout,
                 dlq_topic=topics.dlq,
                 announcer=self.announcer,
-            ),
-        ]
+            )
+        )
+        # Running from here: an agent's on_start may already call other agents.
         self._running = True
         for host in list(self.hosts):
             await self._start_host(host)
@@ -242,16 +282,22 @@ class Bus:
 
     async def astop(self) -> None:
         """Drain in-flight work, say goodbye on the registry, and disconnect."""
-        if not self._running:
-            return
+        if self._running:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        """Stop what is running (all of it after a start, part of it after a failed one)."""
         await self.announcer.stop()
-        for host in self.hosts:
-            with contextlib.suppress(Exception):
-                await self.announcer.announce(host.card(), gone=True)
-            self.directory.remove_local(host.agent_id)
+        for host in self.hosts:  # all said gone first: no new work while they drain
+            await self._withdraw(host)
+            for replica in host.replicas:
+                # Before the host drains its deliveries: one waiting for an agent
+                # that cannot start would wait forever.
+                replica.begin_stop()
         for host in self.hosts:
             await host.stop()
-        for subscription in self._subscriptions:
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
             await subscription.stop()
         await asyncio.gather(*self._background, return_exceptions=True)
         self._running = False
@@ -272,9 +318,15 @@ class Bus:
         return self
 
     def stop(self) -> None:
+        """Stop the bus started by :meth:`start`, after in-flight work drained.
+
+        Refused (RuntimeError, at once) on the bus loop and in the bus's own
+        handlers: it waits for them, so it would wait for itself.
+        """
         if self._thread is None:
             return
         loop = self.loop
+        _refuse_waiting_on(loop, "bus.stop()")
         try:
             self._sync.call(loop, self.astop())
         finally:
@@ -313,7 +365,7 @@ class Bus:
             current = None
         if current is loop:
             coro.close()
-            raise RuntimeError("blocking call on the bus loop: use the async client (await ...)")
+            raise RuntimeError(BLOCKING_ON_LOOP)
         return self._sync.call(loop, coro)
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
@@ -503,3 +555,19 @@ class Bus:
             await self.transport.publish(control, event)
         except Exception as exc:  # the generator then runs to its end, unread
             log.warning("could not send stream/cancel to %s: %s", control, exc)
+
+
+def _refuse_waiting_on(loop: asyncio.AbstractEventLoop, call: str) -> None:
+    """Raise RuntimeError if ``call``, which blocks until work on ``loop`` (and the
+    handlers it runs) ends, is made from that loop or from one of those handlers."""
+    try:
+        current = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    if current is loop:
+        raise RuntimeError(BLOCKING_ON_LOOP)
+    if serving_loop() is loop:
+        raise RuntimeError(
+            f"{call} from a handler of this bus: it waits for the handlers to end, so"
+            " it would wait for itself; stop the bus from outside its agents"
+        )

@@ -1,0 +1,348 @@
+"""Bus lifecycles under stress: a start that fails half way, an agent whose start
+keeps failing, a stop while it does, a handler that stops its own bus, a spawn
+that fails on a running bus.
+
+Every await and join has a timeout, and anything a regression would leave behind
+(actor threads, a wedged loop) is cleaned up so the rest of the suite is unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import pykka
+import pytest
+
+from a2a_bus import Agent, Bus, RestartPolicy, method
+from a2a_bus.errors import BusStopped, JsonRpcError
+from a2a_bus.protocol import ErrorCode
+from a2a_bus.transport.kafka_records import DLQ_REASON
+from tests.bus.test_behaviour import header, read_dlq
+
+WAIT = 10.0
+QUICK = RestartPolicy(max_retries=2, backoff_initial=0.005, backoff_max=0.02)
+
+
+@pytest.fixture(autouse=True)
+def no_actor_left() -> Iterator[None]:
+    """pykka threads are not daemons: one leaked would keep pytest from exiting."""
+    yield
+    pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
+
+
+@pytest.fixture(
+    params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)],
+)
+async def new_bus(request: pytest.FixtureRequest) -> AsyncIterator[Callable[..., Bus]]:
+    """A factory of buses, not started, on the transport under test (stopped afterwards)."""
+    bootstrap = request.getfixturevalue("kafka_bootstrap") if request.param == "kafka" else None
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    buses: list[Bus] = []
+
+    def make(**options: object) -> Bus:
+        options.setdefault("prefix", prefix)
+        options.setdefault("restart_policy", QUICK)
+        if bootstrap is None:
+            bus = Bus.memory(**options)
+        else:
+            bus = Bus.kafka(bootstrap, bus_options=options, metadata_max_age_ms=1000)
+        buses.append(bus)
+        return bus
+
+    yield make
+    for bus in buses:
+        await asyncio.wait_for(bus.astop(), WAIT)
+
+
+def live_actors() -> list[pykka.ActorRef[pykka.Actor]]:
+    """Actors still running (the autouse fixture leaves none from earlier tests)."""
+    return [ref for ref in pykka.ActorRegistry.get_all() if ref.is_alive()]
+
+
+class Fine(Agent):
+    agent_id = "fine"
+    stops = 0
+
+    def on_stop(self) -> None:
+        Fine.stops += 1
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+class BrokenConstructor(Agent):
+    agent_id = "broken-constructor"
+
+    def __init__(self) -> None:
+        raise RuntimeError("configuration missing")
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+# -- a start that fails half way ------------------------------------------------------
+
+
+def test_a_sync_start_that_fails_stops_the_agents_it_already_started() -> None:
+    """``start()`` raises the agent's error, and leaves nothing running: the agents
+    started before the failing one are stopped (their ``on_stop`` runs), and
+    ``bus.running`` is False."""
+    Fine.stops = 0
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    bus.spawn(BrokenConstructor)
+    with pytest.raises(RuntimeError, match="configuration missing"):
+        bus.start()
+    assert live_actors() == []
+    assert Fine.stops == 1
+    assert not bus.running
+
+
+async def test_an_async_start_that_fails_leaves_the_bus_stopped() -> None:
+    """``async with bus`` whose start fails: ``astart`` undoes what it did (as
+    ``__aexit__`` does not run), so no agent is left running and the bus is stopped."""
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    bus.spawn(BrokenConstructor)
+    with pytest.raises(RuntimeError, match="configuration missing"):
+        async with bus:
+            pass
+    try:
+        assert live_actors() == []
+        assert not bus.running
+    finally:
+        if bus.running:
+            await asyncio.wait_for(bus.astop(), WAIT)
+
+
+async def test_a_bus_whose_start_failed_can_be_started_again(
+    new_bus: Callable[..., Bus],
+) -> None:
+    """After a failed ``astart`` the bus is stopped, not half running: once the
+    broken agent is taken out, the next ``astart`` starts it and it serves."""
+    bus = new_bus()
+    bus.spawn(Fine)
+    broken = bus.spawn(BrokenConstructor)
+    with pytest.raises(RuntimeError, match="configuration missing"):
+        await asyncio.wait_for(bus.astart(), WAIT)
+    assert not bus.running
+    assert live_actors() == []
+    bus.hosts.remove(broken)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    assert await bus.async_client().request("fine", "ping", timeout=WAIT) == "pong"
+
+
+# -- an agent whose on_start raises ---------------------------------------------------
+
+
+class NeverStarts(Agent):
+    """Its ``on_start`` always raises (a backend it needs is down)."""
+
+    agent_id = "never-starts"
+    starts = 0
+
+    def on_start(self) -> None:
+        NeverStarts.starts += 1
+        raise ConnectionError("backend down")
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+async def test_a_request_to_an_agent_that_cannot_start_is_answered_and_dead_lettered(
+    new_bus: Callable[..., Bus],
+) -> None:
+    """Failed starts count against ``max_retries`` as crashes do: once more than 2
+    starts in a row failed, the held request is answered -32603 and dead-lettered
+    with the reason (the failures in a row: the agent may have failed before the
+    request came)."""
+    NeverStarts.starts = 0
+    bus = new_bus()
+    bus.spawn(NeverStarts)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    with pytest.raises(JsonRpcError) as caught:
+        await bus.async_client().request("never-starts", "ping", timeout=WAIT)
+    assert caught.value.code == ErrorCode.INTERNAL_ERROR
+    (letter,) = await read_dlq(bus, 1)
+    reason, attempts = header(letter, DLQ_REASON), int(header(letter, "a2a-dlq-attempts"))
+    assert attempts > QUICK.max_retries
+    assert f"failed to start {attempts} times in a row" in reason, reason
+    assert "ConnectionError in on_start: backend down" in reason, reason
+    assert NeverStarts.starts >= attempts
+
+
+async def test_astop_returns_while_an_agent_crash_loops_in_on_start_with_a_request_held() -> None:
+    """A stop does not wait for jobs held by an agent that cannot start: ``astop``
+    ends them (dead, with the reason) and returns, even with restarts that would
+    take long (a long backoff, many retries)."""
+    slow_policy = RestartPolicy(max_retries=100, backoff_initial=60.0, backoff_max=60.0)
+    bus = Bus.memory(restart_policy=slow_policy)
+    bus.spawn(NeverStarts)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as caught:
+        await asyncio.wait_for(client.request("never-starts", "ping", timeout=0.3), WAIT)
+    assert caught.value.code == ErrorCode.TIMEOUT  # held, waiting for a restart
+    stopping = asyncio.ensure_future(bus.astop())
+    done, _ = await asyncio.wait({stopping}, timeout=WAIT)
+    if not done:
+        stopping.cancel()
+    assert done, "astop() hung waiting for a job the crash-looping agent never runs"
+    assert bus.transport.dead_lettered == 1
+
+
+class SlowFailingStart(Agent):
+    """``on_start`` fails after a while (a connection attempt that times out)."""
+
+    agent_id = "slow-failing-start"
+    starts = 0
+
+    def on_start(self) -> None:
+        SlowFailingStart.starts += 1
+        time.sleep(0.05)
+        raise ConnectionError("backend down")
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+async def test_an_agent_is_not_restarted_after_its_bus_stopped() -> None:
+    """A start failure reported after the replica stopped does not start it again."""
+    SlowFailingStart.starts = 0
+    bus = Bus.memory(restart_policy=QUICK)
+    bus.spawn(SlowFailingStart)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    await asyncio.wait_for(bus.astop(), WAIT)
+    at_stop = SlowFailingStart.starts
+    await asyncio.sleep(0.5)  # many backoff periods: restarts would show by now
+    assert SlowFailingStart.starts == at_stop
+
+
+# -- a handler that stops its own bus -------------------------------------------------
+
+
+class Stopper(Agent):
+    """A handler that shuts the service down (an admin ``shutdown`` method)."""
+
+    agent_id = "stopper"
+    bus: Bus | None = None
+    raised: list[BaseException] = []
+
+    @method
+    def shutdown(self) -> str:
+        assert Stopper.bus is not None
+        try:
+            Stopper.bus.stop()
+        except RuntimeError as exc:
+            Stopper.raised.append(exc)
+            return f"refused: {type(exc).__name__}"
+        return "stopped"
+
+
+def test_stopping_the_bus_from_its_own_handler_is_refused_at_once() -> None:
+    """``stop()`` waits for the bus's handlers, so in one of them it would wait for
+    itself: it raises RuntimeError at once instead; the caller is answered, and the
+    bus stops normally from outside."""
+    bus = Bus.memory()
+    Stopper.bus = bus
+    Stopper.raised = []
+    bus.spawn(Stopper)
+    bus.start()
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(bus.client().request("stopper", "shutdown", timeout=3))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(WAIT)
+
+    def stop() -> None:
+        with contextlib.suppress(BusStopped):  # raised when the cleanup below drops the loop
+            bus.stop()
+
+    stopper = threading.Thread(target=stop, daemon=True)
+    stopper.start()
+    stopper.join(WAIT)
+    wedged = stopper.is_alive()
+    if wedged:  # release the actor thread blocked in stop(), then drop the loop
+        bus._stop_thread()
+        stopper.join(WAIT)
+    assert not wedged, "bus.stop() hung after a handler called it"
+    assert outcome == ["refused: RuntimeError"]
+    assert "from a handler of this bus" in str(Stopper.raised[0])
+    assert not bus.running
+
+
+def test_stopping_the_bus_from_its_own_loop_is_refused_at_once() -> None:
+    """Sync ``stop()`` in a coroutine on the bus loop would block that loop: refused,
+    as other blocking calls on the loop are."""
+    bus = Bus.memory().start()
+    try:
+
+        async def stop_on_the_loop() -> str:
+            try:
+                bus.stop()
+            except RuntimeError as exc:
+                return str(exc)
+            return "stopped"
+
+        answer = asyncio.run_coroutine_threadsafe(stop_on_the_loop(), bus.loop).result(WAIT)
+        assert answer.startswith("blocking call on the bus loop")
+        assert bus.running
+    finally:
+        bus.stop()
+    assert not bus.running
+
+
+# -- spawn on a running bus that fails ------------------------------------------------
+
+
+async def test_a_spawn_that_fails_on_a_running_bus_does_not_advertise_the_agent(
+    new_bus: Callable[..., Bus],
+) -> None:
+    """A host that failed to start is forgotten: not in ``bus.hosts``, not announced
+    by the heartbeat, not in ``methods/list``, and a request to it is told at once
+    that the agent is not there (-32002), not left to wait for its timeout."""
+    bus = new_bus(heartbeat=0.05)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    with pytest.raises(RuntimeError, match="configuration missing"):
+        await asyncio.wait_for(bus.aspawn(BrokenConstructor), WAIT)
+    assert bus.hosts == []
+    await asyncio.sleep(0.3)  # a few heartbeats: what the announcer says is in the directory
+    client = bus.async_client()
+    listed = await client.request(None, "methods/list", timeout=WAIT)
+    assert "broken-constructor" not in {entry["agent"] for entry in listed["methods"]}
+    with pytest.raises(JsonRpcError) as caught:
+        await client.request("broken-constructor", "ping", timeout=WAIT)
+    assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
+
+
+def test_a_sync_spawn_that_fails_on_a_running_bus_leaves_the_bus_serving() -> None:
+    """The same from sync code, with an agent that did start next to it."""
+    bus = Bus.memory(heartbeat=0.05)
+    with bus:
+        bus.spawn(Fine)
+        with pytest.raises(RuntimeError, match="configuration missing"):
+            bus.spawn(BrokenConstructor)
+        assert [host.agent_id for host in bus.hosts] == ["fine"]
+        time.sleep(0.3)
+        client = bus.client()
+        listed = {entry["agent"] for entry in client.request(None, "methods/list")["methods"]}
+        assert listed == {"fine"}
+        with pytest.raises(JsonRpcError) as caught:
+            client.request("broken-constructor", "ping", timeout=2)
+        assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
+        assert client.request("fine", "ping") == "pong"
