@@ -217,10 +217,10 @@ class Replica:
         self._failed_starts += 1
         starts = self._failed_starts
         if self._stopping:  # never started again: its jobs end now
-            self._give_up(f"the agent failed to start {starts} times in a row: {reason}")
+            self._give_up(f"the agent failed to start ({starts} failed starts in a row): {reason}")
             return
         if starts > self._policy.max_retries:
-            self._end_held(f"the agent failed to start {starts} times in a row: {reason}")
+            self._end_held(f"the agent failed to start ({starts} failed starts in a row): {reason}")
         self._crashed()
 
     def _give_up(self, reason: str) -> None:
@@ -263,7 +263,9 @@ class Replica:
         self._stopping = True
         if self._actor is None and self._failed_starts and self._dead is None:
             starts = self._failed_starts
-            self._give_up(f"the agent failed to start {starts} times in a row and was stopped")
+            self._give_up(
+                f"the agent failed to start ({starts} failed starts in a row) and was stopped"
+            )
 
     async def stop(self) -> None:
         """Let held jobs finish, then stop the actor (its ``on_stop`` runs).

@@ -174,7 +174,7 @@ async def test_a_request_to_an_agent_that_cannot_start_is_answered_and_dead_lett
     (letter,) = await read_dlq(bus, 1)
     reason, attempts = header(letter, DLQ_REASON), int(header(letter, "a2a-dlq-attempts"))
     assert attempts > QUICK.max_retries
-    assert f"failed to start {attempts} times in a row" in reason, reason
+    assert f"failed to start ({attempts} failed starts in a row)" in reason, reason
     assert "ConnectionError in on_start: backend down" in reason, reason
     assert NeverStarts.starts >= attempts
 
