@@ -359,11 +359,7 @@ class Bus:
         except BusStopped:
             coro.close()  # never started: no "never awaited" warning on top
             raise
-        try:
-            current = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        if current is loop:
+        if _running_on(loop):
             coro.close()
             raise RuntimeError(BLOCKING_ON_LOOP)
         return self._sync.call(loop, coro)
@@ -560,14 +556,18 @@ class Bus:
 def _refuse_waiting_on(loop: asyncio.AbstractEventLoop, call: str) -> None:
     """Raise RuntimeError if ``call``, which blocks until work on ``loop`` (and the
     handlers it runs) ends, is made from that loop or from one of those handlers."""
-    try:
-        current = asyncio.get_running_loop()
-    except RuntimeError:
-        current = None
-    if current is loop:
+    if _running_on(loop):
         raise RuntimeError(BLOCKING_ON_LOOP)
     if serving_loop() is loop:
         raise RuntimeError(
             f"{call} from a handler of this bus: it waits for the handlers to end, so"
             " it would wait for itself; stop the bus from outside its agents"
         )
+
+
+def _running_on(loop: asyncio.AbstractEventLoop) -> bool:
+    """True when the calling thread is running ``loop`` (a blocking wait would hang it)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -216,11 +216,12 @@ class Replica:
         log.warning("agent %s failed to start: %s", self.name, reason)
         self._failed_starts += 1
         starts = self._failed_starts
+        why = f"the agent failed to start ({starts} failed starts in a row): {reason}"
         if self._stopping:  # never started again: its jobs end now
-            self._give_up(f"the agent failed to start ({starts} failed starts in a row): {reason}")
+            self._give_up(why)
             return
         if starts > self._policy.max_retries:
-            self._end_held(f"the agent failed to start ({starts} failed starts in a row): {reason}")
+            self._end_held(why)
         self._crashed()
 
     def _give_up(self, reason: str) -> None:

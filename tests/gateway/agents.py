@@ -84,3 +84,18 @@ class Secret(Agent):
     @method
     def reveal(self) -> str:
         return "the secret"
+
+
+#: Lets ``Slow.wait`` answer; a test clears it before and sets it after.
+RELEASE = threading.Event()
+
+
+class Slow(Agent):
+    """Answers "real" once ``RELEASE`` is set (a request that stays pending meanwhile)."""
+
+    agent_id = "slow"
+
+    @method
+    def wait(self) -> str:
+        RELEASE.wait(20.0)  # bounded: never hangs a test
+        return "real"

@@ -4,6 +4,7 @@ reached in-process with httpx's ASGI transport."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -14,6 +15,8 @@ import uvicorn
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.ingress import Ingress
+from a2a_bus.transport.base import Delivery
 
 from .agents import Echo, Secret, Spec
 
@@ -84,3 +87,19 @@ async def either_bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
     async with made:
         await made.aspawn(Spec)
         yield made
+
+
+@contextlib.asynccontextmanager
+async def ingress_replies(bus: Bus) -> AsyncIterator[tuple[Ingress, list[Any]]]:
+    """A running Kafka ingress of ``bus`` and the list its answers land in (the data
+    of each record on its reply topic, in order)."""
+    replies: list[Any] = []
+
+    async def deliver(delivery: Delivery) -> None:
+        replies.append(delivery.event.get_data())
+
+    async with Ingress(bus, timeout=WAIT) as ingress:
+        await bus.transport.subscribe(
+            [ingress.reply_topic], "replies", deliver, from_beginning=True
+        )
+        yield ingress, replies

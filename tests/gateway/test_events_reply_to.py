@@ -15,7 +15,6 @@ another caller's pending request with a result of the poster's choosing. The rul
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +22,6 @@ import httpx
 import orjson
 import pytest
 
-from a2a_bus import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.auth import Access
@@ -31,6 +29,7 @@ from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.memory import MemoryTransport
 
 from . import agents
+from .agents import RELEASE, Slow
 from .conftest import WAIT
 
 pytestmark = pytest.mark.timeout(120)
@@ -163,17 +162,6 @@ async def test_a_request_without_replyto_is_still_published_and_runs(
 
 
 # -- responses: only the agent a request reached answers it ------------------------------
-
-RELEASE = threading.Event()
-
-
-class Slow(Agent):
-    agent_id = "slow"
-
-    @method
-    def wait(self) -> str:
-        RELEASE.wait(WAIT)  # bounded: never hangs the test
-        return "real"
 
 
 @pytest.fixture

@@ -25,11 +25,10 @@ from aiokafka import AIOKafkaConsumer
 
 from a2a_bus.bus import Bus
 from a2a_bus.ingress import Ingress
-from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka_records import DLQ_REASON
 
 from .agents import Spec
-from .conftest import WAIT
+from .conftest import WAIT, ingress_replies
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -122,15 +121,7 @@ async def test_events_refuses_a_huge_integer_with_400(client: httpx.AsyncClient)
 
 async def test_the_ingress_answers_and_dead_letters_a_huge_integer(either_bus: Bus) -> None:
     bus = either_bus
-    replies: list[Any] = []
-
-    async def deliver(delivery: Delivery) -> None:
-        replies.append(delivery.event.get_data())
-
-    async with Ingress(bus, timeout=WAIT) as ingress:
-        await bus.transport.subscribe(
-            [ingress.reply_topic], "replies", deliver, from_beginning=True
-        )
+    async with ingress_replies(bus) as (ingress, replies):
         await bus.transport.publish_raw(ingress.topic, BODY)
 
         async def answered() -> None:

@@ -9,33 +9,21 @@ is ``routing.outside_refusal``. On both transports (Kafka: the real broker).
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
 
-from a2a_bus import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.ingress import Ingress
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka_records import DLQ_REASON
 
+from .agents import RELEASE, Slow
 from .conftest import WAIT
 
 pytestmark = pytest.mark.timeout(120)
-
-RELEASE = threading.Event()
-
-
-class Slow(Agent):
-    agent_id = "slow"
-
-    @method
-    def wait(self) -> str:
-        RELEASE.wait(WAIT)  # bounded: never hangs the test
-        return "real"
 
 
 @pytest.fixture

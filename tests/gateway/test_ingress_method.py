@@ -4,18 +4,15 @@ type names (PROTOCOL.md section 3), on both transports (Kafka: the real broker).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import Ingress
-from a2a_bus.transport.base import Delivery
+
+from .conftest import WAIT, ingress_replies
 
 pytestmark = pytest.mark.timeout(120)
-
-WAIT = 30.0  # a guard against hangs, never a performance limit
 
 
 @pytest.fixture
@@ -24,15 +21,7 @@ def bus(either_bus: Bus) -> Bus:
 
 
 async def test_a_request_event_without_a2amethod_is_answered(bus: Bus) -> None:
-    replies: list[Any] = []
-
-    async def deliver(delivery: Delivery) -> None:
-        replies.append(delivery.event.get_data())
-
-    async with Ingress(bus, timeout=WAIT) as ingress:
-        await bus.transport.subscribe(
-            [ingress.reply_topic], "replies", deliver, from_beginning=True
-        )
+    async with ingress_replies(bus) as (ingress, replies):
         event = {
             "specversion": "1.0",
             "id": "native-1",

@@ -16,10 +16,8 @@ import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import Ingress
-from a2a_bus.transport.base import Delivery
 
-from .conftest import WAIT
+from .conftest import WAIT, ingress_replies
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,15 +25,7 @@ pytestmark = pytest.mark.timeout(120)
 async def _ask(bus: Bus, record: bytes, headers: list[tuple[str, bytes]]) -> list[Any]:
     """What the ingress answers to ``record`` (a marker request after it is answered
     too: once its answer is in, the first record had its chance)."""
-    replies: list[Any] = []
-
-    async def deliver(delivery: Delivery) -> None:
-        replies.append(delivery.event.get_data())
-
-    async with Ingress(bus, timeout=WAIT) as ingress:
-        await bus.transport.subscribe(
-            [ingress.reply_topic], "replies", deliver, from_beginning=True
-        )
+    async with ingress_replies(bus) as (ingress, replies):
         marker = {"jsonrpc": "2.0", "method": "subtract", "params": [1, 1], "id": "marker"}
         await bus.transport.publish_raw(ingress.topic, record, key=b"k", headers=headers)
         await bus.transport.publish_raw(ingress.topic, orjson.dumps(marker), key=b"k")
