@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -35,8 +35,9 @@ from aiokafka.errors import (
 )
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, Failure, to_kafka
-from a2a_bus.protocol.kafka_codec import Mode
+from a2a_bus.protocol import Adaptor, Failure, record_key, to_kafka
+from a2a_bus.protocol.formats import dump_structured
+from a2a_bus.protocol.kafka_codec import STRUCTURED_HEADER, Mode
 from a2a_bus.transport.base import (
     Handler,
     ReadBatch,
@@ -49,7 +50,6 @@ from a2a_bus.transport.base import (
 from a2a_bus.transport.kafka_batches import (
     MAX_REQUEST_SIZE,
     Batches,
-    RecordTooLarge,
     pick_partition,
 )
 from a2a_bus.transport.kafka_config import KafkaSettings
@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _DLQ_EVENT_ID = "a2a-dlq-event-id"
+#: The headers of every record published in structured mode: one list for all
+#: (aiokafka's record builder takes a list and only reads it).
+_STRUCTURED = [STRUCTURED_HEADER]
 _Client = TypeVar("_Client")
 
 
@@ -258,6 +261,10 @@ class KafkaTransport(Transport):
     # -- producing ------------------------------------------------------------------
 
     async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+        if self._content_mode == "structured":  # the default: one constant header
+            value = dump_structured(event)
+            await self._send(topic, value, record_key(event) if key is None else key, _STRUCTURED)
+            return
         record = to_kafka(event, self._content_mode, key)
         await self._send(topic, record.value, record.key, record.headers)
 
@@ -273,31 +280,41 @@ class KafkaTransport(Transport):
         if topic == self.settings.dlq_topic:  # the bus's own dead letters come this way too
             self.metrics.dead_lettered += 1
 
-    async def _send(
-        self, topic: str, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes]]
+    def _send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]],
+    ) -> Awaitable[None]:
+        """The record's acknowledgement; a plain future (no coroutine per record)
+        once the topic and its partitions are known."""
+        batches = self._require(self._batches)
+        partitions = batches.partitions(topic) if topic in self._known_topics else None
+        if partitions is None:
+            return self._send_unknown(topic, value, key, headers)
+        sent = batches.add(topic, pick_partition(key, *partitions), key, value, headers)
+        self.metrics.produced += 1
+        return sent
+
+    async def _send_unknown(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]],
     ) -> None:
+        """:meth:`_send` to a topic not created or not in the metadata yet."""
         batches = self._require(self._batches)
         if topic not in self._known_topics:
             # In a task of its own: handlers start eagerly, outside a task, and
             # aiokafka's admin requests need one for their timeout.
             await asyncio.ensure_future(self.ensure_topics([topic]))
-        partitions = batches.partitions(topic)
-        if partitions is None:
+        if batches.partitions(topic) is None:
             await self._require(self._producer).partitions_for(topic)  # waits for metadata
-            partitions = batches.partitions(topic)
-            if partitions is None:
+            if batches.partitions(topic) is None:
                 raise UnknownTopicOrPartitionError(topic)
-        sent = batches.add(topic, pick_partition(key, *partitions), key, value, headers)
-        self.metrics.produced += 1
-        try:
-            await sent
-        except MessageSizeTooLargeError as exc:
-            if isinstance(exc, RecordTooLarge):
-                raise
-            # The broker's limit (the topic's max.message.bytes) is below the producer's.
-            size = len(value) if value is not None else 0
-            detail = f"the broker refused the record of {size} bytes as too large: {exc}"
-            raise RecordTooLarge(detail) from None
+        await self._send(topic, value, key, headers)  # both known now
 
     async def dead_letter(
         self,

@@ -91,13 +91,15 @@ def pick_partition(key: bytes | None, every: Sequence[int], available: Sequence[
 
 
 class _Pending:
-    """One batch not handed to the producer yet, and who waits for its delivery."""
+    """One batch not handed to the producer yet, and who waits for its delivery
+    (with the size of each one's value, for the broker's size refusal)."""
 
-    __slots__ = ("builder", "waiters")
+    __slots__ = ("builder", "sizes", "waiters")
 
     def __init__(self, builder: Any) -> None:
         self.builder = builder
         self.waiters: list[asyncio.Future[None]] = []
+        self.sizes: list[int] = []
 
 
 class Batches:
@@ -113,6 +115,8 @@ class Batches:
         self._idle.set()
         #: Sorted partitions and available partitions per topic, until the metadata changes.
         self._partitions: dict[str, tuple[list[int], list[int]]] = {}
+        #: The TopicPartition of each partition written to (not one per record), as long.
+        self._tps: dict[str, dict[int, TopicPartition]] = {}
         producer.client.cluster.add_listener(self._metadata_changed)
 
     def close(self) -> None:
@@ -120,6 +124,7 @@ class Batches:
 
     def _metadata_changed(self, _: object) -> None:
         self._partitions.clear()
+        self._tps.clear()
 
     def partitions(self, topic: str) -> tuple[list[int], list[int]] | None:
         """Every partition of ``topic`` (sorted) and the available ones, or None
@@ -142,14 +147,20 @@ class Batches:
         value: bytes | None,
         headers: list[tuple[str, bytes]],
     ) -> asyncio.Future[None]:
-        """Append a record; the future is done when the broker acknowledged it."""
+        """Append a record; the future is done when the broker acknowledged it (a
+        broker's size refusal as :class:`RecordTooLarge`)."""
         size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
         if size > MAX_REQUEST_SIZE:
             raise RecordTooLarge(
                 f"the record is {size} bytes, more than the maximum request size "
                 f"({MAX_REQUEST_SIZE}) of the Kafka producer"
             )
-        tp = TopicPartition(topic, partition)
+        tps = self._tps.get(topic)
+        if tps is None:
+            tps = self._tps[topic] = {}
+        tp = tps.get(partition)
+        if tp is None:
+            tp = tps[partition] = TopicPartition(topic, partition)
         queue = self._queued.get(tp)
         if queue is None:
             queue = self._queued[tp] = deque()
@@ -164,7 +175,9 @@ class Batches:
             # An empty batch takes any record below the request size.
             pending.builder.append(timestamp=None, key=key, value=value, headers=headers)
         future = self._loop.create_future()
-        queue[-1].waiters.append(future)
+        last = queue[-1]
+        last.waiters.append(future)
+        last.sizes.append(0 if value is None else len(value))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -192,9 +205,9 @@ class Batches:
                     pending.builder, tp.topic, partition=tp.partition
                 )
             except BaseException as exc:  # its publishers get it, the next batch goes on
-                _settle(pending.waiters, exc)
+                _settle(pending, exc)
                 continue
-            delivered.add_done_callback(partial(_delivered, pending.waiters))
+            delivered.add_done_callback(partial(_delivered, pending))
 
     def _handed_over(self, tp: TopicPartition, error: BaseException | None) -> None:
         self._handing_over.discard(tp)
@@ -203,7 +216,7 @@ class Batches:
             # Not expected (send_batch's errors are handled above); fail the rest
             # rather than leave their publishers waiting.
             while queue:
-                _settle(queue.popleft().waiters, error)
+                _settle(queue.popleft(), error)
         if queue:
             self._handing_over.add(tp)
             run_eagerly(self._hand_over(tp), partial(self._handed_over, tp), self._loop)
@@ -213,19 +226,28 @@ class Batches:
             self._idle.set()
 
 
-def _delivered(waiters: list[asyncio.Future[None]], delivered: asyncio.Future[Any]) -> None:
+def _delivered(pending: _Pending, delivered: asyncio.Future[Any]) -> None:
     if delivered.cancelled():
-        _settle(waiters, asyncio.CancelledError())
+        _settle(pending, asyncio.CancelledError())
     else:
-        _settle(waiters, delivered.exception())
+        _settle(pending, delivered.exception())
 
 
-def _settle(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
-    for waiter in waiters:
+def _settle(pending: _Pending, error: BaseException | None) -> None:
+    for waiter, size in zip(pending.waiters, pending.sizes, strict=True):
         if waiter.done():
             continue  # its publisher was cancelled
         if error is None:
             waiter.set_result(None)
         else:
-            # A copy each, so tracebacks do not pile up on one exception object.
-            waiter.set_exception(copy.copy(error))
+            waiter.set_exception(_publisher_error(error, size))
+
+
+def _publisher_error(error: BaseException, size: int) -> BaseException:
+    """What the publisher of a record of ``size`` bytes gets for ``error``."""
+    if isinstance(error, MessageSizeTooLargeError) and not isinstance(error, RecordTooLarge):
+        # The broker's limit (the topic's max.message.bytes) is below the producer's.
+        detail = f"the broker refused the record of {size} bytes as too large: {error}"
+        return RecordTooLarge(detail)
+    # A copy each, so tracebacks do not pile up on one exception object.
+    return copy.copy(error)
