@@ -1,8 +1,8 @@
 """Kafka: bus request/response and publish cost, beside a raw aiokafka ping-pong.
 
-Everything runs in one process, on the same broker, in the same run; at 1
-request in flight the raw and bus paths take turns in rounds, so load from
-elsewhere on the machine hits both alike:
+Everything runs in one process, on the same broker, in the same run; the paths
+take turns in rounds (raw and bus at 1 request in flight, all four at 64), so
+load from elsewhere on the machine hits them alike:
 
 * raw (the baseline): an aiokafka producer/consumer pair answering on a reply
   topic, with the bus's producer guarantees (idempotent, ``acks=all``); the
@@ -13,6 +13,8 @@ elsewhere on the machine hits both alike:
   actor, the response event on the reply topic, correlation);
 * transport (for reading the figures, no target): the same request/response
   over two bare ``KafkaTransport`` objects, without agents and correlator;
+* floor (for reading, no target): the raw pair plus the least per-event work any
+  bus on aiokafka, pykka and CloudEvents must do (:mod:`a2a_bus.bench.kafka_floor`);
 * publish cost: median acknowledged publish with 1, 10 and 50 subscribing
   groups listening in another process.
 
@@ -23,6 +25,7 @@ one the report says so and measures nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -30,29 +33,38 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from a2a_bus import loops
 from a2a_bus.agent import Agent, method
+from a2a_bus.bench.kafka_floor import FloorRequests, echo_request
+from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
-from a2a_bus.protocol import Adaptor, Failure, ext, new_event
+from a2a_bus.protocol import Adaptor, ext, new_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka import KafkaTransport
 
 TITLE = "Kafka: bus vs raw aiokafka (same broker, same run)"
 SUBSCRIBERS = (1, 10, 50)
-#: Producer and consumer tuning shared by every side (see docs/kafka.md).
-TUNING: dict[str, Any] = {"linger_ms": 0, "fetch_max_wait_ms": 100, "max_poll_records": 500}
 IN_FLIGHT = 64
 #: Turns the raw and bus paths take at 1 in flight (see ``one_in_flight``).
 ROUNDS = 4
 
 Call = Callable[[], Awaitable[None]]
+
+
+class Path(Protocol):
+    """One request/response path: started, called many times, stopped."""
+
+    async def start(self) -> None: ...
+
+    async def call(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -136,77 +148,34 @@ async def one_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[
     }
 
 
-async def many_in_flight(call: Call, sizes: Sizes) -> dict[str, float]:
-    """Throughput at ``IN_FLIGHT`` and this process's CPU per request meanwhile."""
-    await warm_up(call)
-    cpu = time.process_time()
-    wall = time.perf_counter()
-    rps_many = await throughput(call, IN_FLIGHT, sizes.seconds)
-    cpu_share = (time.process_time() - cpu) / (time.perf_counter() - wall)
+async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, float]]:
+    """Throughput of each of ``paths`` at ``IN_FLIGHT``, and this process's CPU per
+    request meanwhile; the paths take turns in ``ROUNDS`` blocks, as in
+    :func:`one_in_flight`."""
+    for call in paths.values():
+        await warm_up(call)
+    done = dict.fromkeys(paths, 0.0)
+    cpu = dict.fromkeys(paths, 0.0)
+    wall = dict.fromkeys(paths, 0.0)
+    for _ in range(ROUNDS):
+        for name, call in paths.items():
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+            rate = await throughput(call, IN_FLIGHT, sizes.seconds / ROUNDS)
+            took = time.perf_counter() - wall_start
+            cpu[name] += time.process_time() - cpu_start
+            wall[name] += took
+            done[name] += rate * took
     return {
-        "rps_many": rps_many,
-        # CPU of this process per request at IN_FLIGHT (all threads)
-        "cpu_us": cpu_share / rps_many * 1e6 if rps_many else 0.0,
+        name: {
+            "rps_many": done[name] / wall[name],
+            # CPU of this process per request at IN_FLIGHT (all threads)
+            "cpu_us": cpu[name] / done[name] * 1e6 if done[name] else 0.0,
+        }
+        for name in paths
     }
 
 
-# -- the three request/response paths -------------------------------------------------
-
-
-class RawPingPong:
-    """The baseline: plain aiokafka, one request topic, one reply topic."""
-
-    def __init__(self, bootstrap: str, run_id: str) -> None:
-        self.bootstrap = bootstrap
-        self.requests = f"bench.raw.req.{run_id}"
-        self.replies = f"bench.raw.rep.{run_id}"
-        self.waiting: dict[bytes, asyncio.Future[None]] = {}
-        self.counter = 0
-        self.tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        common = {"bootstrap_servers": self.bootstrap}
-        producer = {"enable_idempotence": True, "acks": "all", "linger_ms": TUNING["linger_ms"]}
-        consumer = {
-            "fetch_max_wait_ms": TUNING["fetch_max_wait_ms"],
-            "auto_offset_reset": "earliest",
-        }
-        self.producer = AIOKafkaProducer(**producer, **common)
-        self.server_producer = AIOKafkaProducer(**producer, **common)
-        self.server = AIOKafkaConsumer(
-            self.requests, group_id=f"{self.requests}.server", **consumer, **common
-        )
-        self.client = AIOKafkaConsumer(
-            self.replies, group_id=f"{self.replies}.client", **consumer, **common
-        )
-        for part in (self.producer, self.server_producer, self.server, self.client):
-            await part.start()
-        self.tasks = [asyncio.create_task(self._serve()), asyncio.create_task(self._collect())]
-
-    async def _serve(self) -> None:
-        async for record in self.server:
-            await self.server_producer.send(self.replies, record.value, key=record.key)
-
-    async def _collect(self) -> None:
-        async for record in self.client:
-            future = self.waiting.pop(record.value or b"", None)
-            if future is not None and not future.done():
-                future.set_result(None)
-
-    async def call(self) -> None:
-        self.counter += 1
-        token = str(self.counter).encode()
-        future = asyncio.get_running_loop().create_future()
-        self.waiting[token] = future
-        await self.producer.send_and_wait(self.requests, token, key=token)
-        await future
-
-    async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        for part in (self.client, self.server, self.producer, self.server_producer):
-            await part.stop()
+# -- the request/response paths -------------------------------------------------
 
 
 class BenchEcho(Agent):
@@ -280,14 +249,8 @@ class TransportRequests:
 
     async def call(self) -> None:
         self.counter += 1
-        message = {"jsonrpc": "2.0", "method": "echo", "params": [self.counter], "id": 1}
-        [request] = self.adaptor.from_jsonrpc(message)
-        if isinstance(request, Failure):
-            raise RuntimeError(request.message)
-        event_id = f"{self.run_id}-{self.counter}"  # unique in the bus, like new_id()
-        attributes = request.get_attributes()
-        attributes["id"] = event_id
-        attributes[ext.REPLY_TO] = self.reply_topic
+        event_id = f"{self.run_id}-{self.counter}"
+        request = echo_request(self.adaptor, self.counter, event_id, self.reply_topic)
         future = asyncio.get_running_loop().create_future()
         self.waiting[event_id] = future
         await self.client.publish(self.inbox, request)
@@ -406,24 +369,23 @@ async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
 
 
 async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
-    raw, bus = RawPingPong(bootstrap, run_id), BusRequests(bootstrap, run_id)
-    await raw.start()
-    try:
-        await bus.start()
-        try:
-            results: dict[str, Any] = await one_in_flight({"raw": raw.call, "bus": bus.call}, sizes)
-            results["raw"].update(await many_in_flight(raw.call, sizes))
-            results["bus"].update(await many_in_flight(bus.call, sizes))
-        finally:
-            await bus.stop()
-    finally:
-        await raw.stop()
-    bare = TransportRequests(bootstrap, run_id)
-    await bare.start()
-    try:
-        results["transport"] = await many_in_flight(bare.call, sizes)
-    finally:
-        await bare.stop()
+    paths: dict[str, Path] = {
+        "raw": RawPingPong(bootstrap, run_id),
+        "bus": BusRequests(bootstrap, run_id),
+        "transport": TransportRequests(bootstrap, run_id),
+        "floor": FloorRequests(bootstrap, run_id),
+    }
+    async with contextlib.AsyncExitStack() as running:
+        for path in paths.values():
+            await path.start()
+            running.push_async_callback(path.stop)
+        results: dict[str, Any] = await one_in_flight(
+            {"raw": paths["raw"].call, "bus": paths["bus"].call}, sizes
+        )
+        for name, figures in (
+            await many_in_flight({name: path.call for name, path in paths.items()}, sizes)
+        ).items():
+            results.setdefault(name, {}).update(figures)
     results["publish_us"] = {}
     results["writes_per_publish"] = {}
     for n in SUBSCRIBERS:
@@ -463,6 +425,19 @@ def report(results: dict[str, Any]) -> Report:
         )
     )
     out.add(Row("transport only: CPU per request", bare["cpu_us"], "us", raw["cpu_us"], "raw"))
+    floor = results["floor"]
+    out.add(
+        Row(
+            f"floor: throughput, {IN_FLIGHT} in flight",
+            floor["rps_many"],
+            "req/s",
+            raw["rps_many"],
+            "raw",
+            None,
+            True,
+        )
+    )
+    out.add(Row("floor: CPU per request", floor["cpu_us"], "us", raw["cpu_us"], "raw"))
     base = results["publish_us"][SUBSCRIBERS[0]]
     for n, cost in results["publish_us"].items():
         target = 1.5 if n != SUBSCRIBERS[0] else None
@@ -471,9 +446,11 @@ def report(results: dict[str, Any]) -> Report:
     out.notes.append(f"records written per publish by number of subscribers: {writes}")
     out.notes.append(
         "bus = Bus.kafka + agent + AsyncClient.request; transport only = two bare "
-        "KafkaTransports (no agent, no correlator); CPU is this process's, all threads"
+        "KafkaTransports (no agent, no correlator); floor = raw aiokafka plus the least "
+        "per-event work of any bus on this stack (CloudEvent codec, dedup, one pykka hop, "
+        "commits; see a2a_bus/bench/kafka_floor.py); CPU is this process's, all threads"
     )
-    out.notes.append(f"at 1 in flight raw and bus take turns in {ROUNDS} rounds")
+    out.notes.append(f"the paths take turns in {ROUNDS} rounds (at 1 in flight raw and bus)")
     return out
 
 

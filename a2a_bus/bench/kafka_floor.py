@@ -1,0 +1,149 @@
+"""The floor of a bus on this stack: raw aiokafka plus the least per-event work.
+
+The Kafka benchmark's baseline is a bare aiokafka ping-pong that carries an
+opaque token. A bus built on aiokafka, pykka and CloudEvents cannot do less
+per request than this path does: the baseline's two producers and two
+consumers plus, per request and nothing more,
+
+* the JSON-RPC request mapped to a CloudEvent and written as a structured record
+  (the bus's own codec, orjson), and the response event likewise;
+* both records decoded back into CloudEvents;
+* de-duplication by (source, id) on both consumers;
+* one pykka actor hop for the handler: ``tell`` in, the answer back on the
+  loop through the bus's batched thread-safe call (one wake-up per burst);
+* manual commits of what was answered, once per fetch.
+
+Everything else the bus guarantees is left out: in-order commit tracking with
+concurrent keys, leases that mark redeliveries, per-key order, payload and
+envelope bounds, supervision and retries, routing, metrics. What this path
+reaches is what any bus on the same stack could at best reach; the bus's own
+figure beside it shows what those guarantees cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+import pykka
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.actor import thread_safe
+from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
+from a2a_bus.protocol import Adaptor, Failure, ext, from_kafka, to_kafka
+from a2a_bus.transport.dedup import DedupWindow
+
+#: As the bus's default de-duplication window.
+WINDOW = 10_000
+
+
+class _Echo(pykka.ThreadingActor):
+    """The handler: answers with the request's params, on the loop."""
+
+    def on_receive(self, message: Any) -> None:
+        answer, record, event = message
+        request = event.get_data()
+        answer(record, event, request["params"], request["id"])
+
+
+class FloorRequests(RawPingPong):
+    """Request/response with only the work every bus on this stack must do."""
+
+    name = "floor"
+    auto_commit = False
+
+    def __init__(self, bootstrap: str, run_id: str) -> None:
+        super().__init__(bootstrap, run_id)
+        self.run_id = run_id
+        self.adaptor = Adaptor()
+        #: Answers not sent yet; ``_has_answers`` wakes the sender once per burst.
+        self._outbox: list[tuple[str, CloudEvent]] = []
+        self._has_answers = asyncio.Event()
+        self._answered: dict[TopicPartition, int] = {}
+
+    def _workers(self) -> list[Coroutine[Any, Any, None]]:
+        self.actor = _Echo.start()
+        self._answer = thread_safe(asyncio.get_running_loop(), self._queue_answer)
+        return [self._serve(), self._send_answers(), self._collect()]
+
+    def _queue_answer(
+        self, record: ConsumerRecord, request: CloudEvent, result: Any, request_id: Any
+    ) -> None:
+        response = {"jsonrpc": "2.0", "result": result, "id": request_id}
+        reply_to = request.get_extension(ext.REPLY_TO)
+        self._outbox.append((str(reply_to), self.adaptor.response_event(request, response)))
+        self._has_answers.set()
+        self._answered[TopicPartition(record.topic, record.partition)] = record.offset + 1
+
+    async def _send_answers(self) -> None:
+        while True:
+            await self._has_answers.wait()
+            self._has_answers.clear()
+            answers, self._outbox = self._outbox, []
+            for topic, event in answers:
+                record = to_kafka(event, "structured")
+                await self.server_producer.send(
+                    topic, record.value, key=record.key, headers=record.headers
+                )
+
+    async def _serve(self) -> None:
+        async for fetched in _fresh_events(self.server):
+            for record, event in fetched:
+                self.actor.tell((self._answer, record, event))
+            if self._answered:  # what the actor answered by now, once per fetch
+                answered, self._answered = self._answered, {}
+                await self.server.commit(answered)
+
+    async def _collect(self) -> None:
+        async for fetched in _fresh_events(self.client):
+            for _, event in fetched:
+                future = self.waiting.pop(str(event.get_extension(ext.COLLABORATION)), None)
+                if future is not None and not future.done():
+                    future.set_result(event.get_data())
+
+    async def call(self) -> None:
+        self.counter += 1
+        event_id = f"{self.run_id}-{self.counter}"
+        request = echo_request(self.adaptor, self.counter, event_id, self.replies)
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[event_id] = future
+        record = to_kafka(request, "structured")
+        await self.producer.send_and_wait(
+            self.requests, record.value, key=record.key, headers=record.headers
+        )
+        await future
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.actor.stop()
+
+
+def echo_request(adaptor: Adaptor, value: int, event_id: str, reply_to: str) -> CloudEvent:
+    """The request event of JSON-RPC ``echo(value)``, with the bus-wide unique
+    ``event_id`` the bus gives every request and the caller's reply topic."""
+    message = {"jsonrpc": "2.0", "method": "echo", "params": [value], "id": 1}
+    [request] = adaptor.from_jsonrpc(message)
+    if isinstance(request, Failure):
+        raise RuntimeError(request.message)
+    attributes = request.get_attributes()
+    attributes["id"] = event_id
+    attributes[ext.REPLY_TO] = reply_to
+    return request
+
+
+async def _fresh_events(
+    consumer: AIOKafkaConsumer,
+) -> AsyncIterator[list[tuple[ConsumerRecord, CloudEvent]]]:
+    """Each fetch of ``consumer`` as its records' events, each (source, id) once."""
+    seen = DedupWindow(WINDOW)
+    while True:
+        fetched = await consumer.getmany(timeout_ms=TUNING["fetch_max_wait_ms"])
+        fresh = []
+        for records in fetched.values():
+            for record in records:
+                event = from_kafka(record.value or b"", record.headers, record.key)
+                if seen.claim((event.get_source(), event.get_id())) is None:
+                    fresh.append((record, event))
+        yield fresh
