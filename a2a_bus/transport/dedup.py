@@ -34,12 +34,14 @@ class DedupWindow:
         """None if ``key`` is new (now claimed), else the original's completion."""
         if self._capacity == 0:
             return None
-        existing = self._entries.get(key)
+        entries = self._entries
+        existing = entries.get(key)
         if existing is None:
-            self._entries[key] = _RUNNING
-            while len(self._entries) > self._capacity:
-                _, oldest = self._entries.popitem(last=False)
-                _release(oldest)
+            entries[key] = _RUNNING
+            while len(entries) > self._capacity:
+                _, oldest = entries.popitem(last=False)
+                if oldest is not _DONE:  # (the common case tested inline: once per event)
+                    _release(oldest)
             return None
         self._entries.move_to_end(key)
         if isinstance(existing, asyncio.Future):
@@ -53,10 +55,12 @@ class DedupWindow:
 
     def done(self, key: Hashable) -> None:
         """Mark the handling of ``key`` finished (successfully or not)."""
-        entry = self._entries.get(key)
+        entries = self._entries
+        entry = entries.get(key)
         if entry is not None:
-            self._entries[key] = _DONE
-            _release(entry)
+            entries[key] = _DONE
+            if entry is not _RUNNING:
+                _release(entry)
 
     def forget(self, key: Hashable) -> None:
         """Drop ``key`` so that a later copy is handled again (e.g. not handled)."""

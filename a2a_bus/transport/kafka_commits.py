@@ -78,7 +78,8 @@ class PartitionTracker:
         entry = [offset, deliveries]
         self._pending.append(entry)
         self._by_offset[offset] = entry
-        self._drain()
+        if deliveries == 0:  # else the first pending entry is still unfinished
+            self._drain()
 
     def finish(self, offset: int) -> None:
         """One delivery of ``offset`` finished."""

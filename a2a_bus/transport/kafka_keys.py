@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Collection, Coroutine
-from typing import Any, NamedTuple
+from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
 
@@ -25,18 +25,8 @@ from a2a_bus.transport.kafka_records import DecodedRecord
 log = logging.getLogger(__name__)
 
 
-class Pending(NamedTuple):
-    """A record handed out for handling, with what its handling needs."""
-
-    tp: TopicPartition
-    record: ConsumerRecord
-    decoded: DecodedRecord
-    tracker: PartitionTracker
-    redelivered: bool
-
-
 #: Makes the coroutine that handles one record (the subscription's ``_handle``).
-Handle = Callable[[Pending], Coroutine[Any, Any, None]]
+Handle = Callable[["Handling"], Coroutine[Any, Any, None]]
 
 #: Records started inside one another's completion (a key's queued records that
 #: finish at once) at most this deep; deeper ones start from the loop.
@@ -44,22 +34,37 @@ _MAX_DEPTH = 4
 
 
 class Handling(EagerRun):
-    """One record being handled: its coroutine, run eagerly (cancellable like a task)."""
+    """One record handed out for handling, with what its handling needs; once
+    started, its coroutine run eagerly (cancellable like a task).
 
-    __slots__ = ("_runs", "pending", "queue")
+    The coroutine is made when the record starts, not when it is queued behind
+    its key: a queued record that is dropped has none (one never started warns).
+    """
+
+    __slots__ = ("_runs", "decoded", "record", "redelivered", "tp", "tracker", "waiting")
 
     def __init__(
         self,
         runs: KeyedRuns,
-        pending: Pending,
-        queue: deque[Pending] | None,
-        coro: Coroutine[Any, Any, None],
+        tp: TopicPartition,
+        record: ConsumerRecord,
+        decoded: DecodedRecord,
+        tracker: PartitionTracker,
+        redelivered: bool,
     ) -> None:
-        super().__init__(coro, runs._loop)
         self._runs = runs
-        self.pending = pending
-        #: The queue of its key (records waiting behind it), None without a key.
-        self.queue = queue
+        self.tp = tp
+        self.record = record
+        self.decoded = decoded
+        self.tracker = tracker
+        self.redelivered = redelivered
+        #: Records of its key queued behind it while it runs (made for the first).
+        self.waiting: deque[Handling] | None = None
+
+    def begin(self) -> None:
+        """Make the coroutine and run its first step."""
+        EagerRun.__init__(self, self._runs._handle(self), self._runs._loop)
+        self.step()
 
     def finished(self, error: BaseException | None) -> None:
         self._runs._finished(self, error)
@@ -72,35 +77,38 @@ class KeyedRuns:
         self._loop = loop
         self._handle = handle
         self._group = group
-        #: Records waiting behind the running record of their key, per busy key.
-        self._queues: dict[tuple[TopicPartition, bytes], deque[Pending]] = {}
+        #: The running record of each busy key; the records queued behind it are its ``waiting``.
+        self._busy: dict[tuple[TopicPartition, bytes], Handling] = {}
         self._running: set[Handling] = set()
         #: Set when a handling finishes while :meth:`drain` waits.
         self._finished_one: asyncio.Future[None] | None = None
         self._depth = 0
 
-    def start(self, pending: Pending) -> None:
-        """Start handling ``pending``, or queue it behind the running record of its key."""
-        queue = None
-        key = pending.record.key
+    def start(self, handling: Handling) -> None:
+        """Start handling a record, or queue it behind the running record of its key."""
+        key = handling.record.key
         if key is not None:
-            queue = self._queues.get((pending.tp, key))
-            if queue is not None:
-                queue.append(pending)  # strictly after the records of its key before it
+            running = self._busy.get((handling.tp, key))
+            if running is not None:
+                # strictly after the records of its key before it
+                if running.waiting is None:
+                    running.waiting = deque()
+                running.waiting.append(handling)
                 return
-            queue = self._queues[pending.tp, key] = deque()
-        self._begin(pending, queue)
+            self._busy[handling.tp, key] = handling
+        self._begin(handling)
 
     def drop_queued(self, partitions: Collection[TopicPartition] | None) -> int:
         """Forget the records of ``partitions`` (None: all) waiting behind their key,
         which were never handed to a handler; how many there were."""
         dropped = 0
-        for key in [k for k in self._queues if partitions is None or k[0] in partitions]:
-            # Emptied as well as removed: the running handling of the key still
-            # holds the queue and must start nothing more from it.
-            queue = self._queues.pop(key)
-            dropped += len(queue)
-            queue.clear()
+        for key in [k for k in self._busy if partitions is None or k[0] in partitions]:
+            # Emptied as well as forgotten: the running handling of the key
+            # must start nothing more from it.
+            waiting = self._busy.pop(key).waiting
+            if waiting:
+                dropped += len(waiting)
+                waiting.clear()
         return dropped
 
     async def drain(
@@ -111,7 +119,7 @@ class KeyedRuns:
         included; the handlings still running then."""
         deadline = None if timeout is None else self._loop.time() + timeout
         while True:
-            running = [h for h in self._running if partitions is None or h.pending.tp in partitions]
+            running = [h for h in self._running if partitions is None or h.tp in partitions]
             left = None if deadline is None else deadline - self._loop.time()
             if not running or (left is not None and left <= 0):
                 return running
@@ -119,32 +127,33 @@ class KeyedRuns:
                 self._finished_one = self._loop.create_future()
             await asyncio.wait([self._finished_one], timeout=left)
 
-    def _begin(self, pending: Pending, queue: deque[Pending] | None) -> None:
-        handling = Handling(self, pending, queue, self._handle(pending))
+    def _begin(self, handling: Handling) -> None:
         self._running.add(handling)
-        handling.step()
+        handling.begin()
 
     def _finished(self, handling: Handling, error: BaseException | None) -> None:
         """A handling ended: start the next record of its key, wake :meth:`drain`."""
         self._running.discard(handling)
         if error is not None and not isinstance(error, asyncio.CancelledError):
             log.error("group %s: handling a record failed", self._group, exc_info=error)
-        queue = handling.queue
-        if queue is not None:
-            if queue:  # emptied instead if the partition was revoked meanwhile
-                following = queue.popleft()
+        key = handling.record.key
+        if key is not None and self._busy.get((handling.tp, key)) is handling:
+            # (not so if the partition was revoked meanwhile: nothing more starts)
+            waiting = handling.waiting
+            if waiting:
+                following = waiting.popleft()
+                following.waiting = waiting
+                self._busy[handling.tp, key] = following
                 if self._depth < _MAX_DEPTH:
                     self._depth += 1
                     try:
-                        self._begin(following, queue)
+                        self._begin(following)
                     finally:
                         self._depth -= 1
                 else:
-                    self._loop.call_soon(self._begin, following, queue)
+                    self._loop.call_soon(self._begin, following)
             else:
-                key = (handling.pending.tp, handling.pending.record.key)
-                if self._queues.get(key) is queue:  # not a new owner's queue of that key
-                    del self._queues[key]
+                del self._busy[handling.tp, key]
         finished = self._finished_one
         if finished is not None and not finished.done():
             finished.set_result(None)

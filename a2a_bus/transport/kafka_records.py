@@ -45,9 +45,9 @@ class DecodedRecord:
 
     __slots__ = ("events", "failures")
 
-    def __init__(self, events: list[Decoded] | None = None) -> None:
-        self.events: list[Decoded] = [] if events is None else events
-        self.failures: list[Failure] = []
+    def __init__(self, events: Sequence[Decoded] = (), failures: Sequence[Failure] = ()) -> None:
+        self.events = events
+        self.failures = failures
 
 
 def decode_record(
@@ -64,36 +64,33 @@ def decode_record(
         try:
             event = from_kafka(value, headers, key)
         except ProtocolError as exc:
-            out = DecodedRecord()
-            out.failures.append(exc.failure)
-            return out
-        return DecodedRecord([Decoded(event, (event.get_source(), event.get_id()), False)])
-    out = DecodedRecord()
+            return DecodedRecord(failures=[exc.failure])
+        return DecodedRecord((Decoded(event, (event.get_source(), event.get_id()), False),))
     if value is None:
-        out.failures.append(_invalid("empty record (tombstone)"))
-        return out
+        return DecodedRecord(failures=[_invalid("empty record (tombstone)")])
     try:
         message = parse_json(value)
     except ProtocolError as exc:
-        out.failures.append(exc.failure)
-        return out
+        return DecodedRecord(failures=[exc.failure])
     raw = _is_jsonrpc(message)
     items = adaptor.from_jsonrpc(message)
     position = f"{topic}/{partition}/{offset}"
+    events: list[Decoded] = []
+    failures: list[Failure] = []
     for index, item in enumerate(items):
         if isinstance(item, Failure):
-            out.failures.append(item)
+            failures.append(item)
             continue
         if not raw:
-            out.events.append(Decoded(item, (item.get_source(), item.get_id()), False))
+            events.append(Decoded(item, (item.get_source(), item.get_id()), False))
             continue
         # Raw JSON-RPC ids are chosen by outside callers and may repeat, so the
         # record's position identifies a raw message, not its id.
         item_position = position if len(items) == 1 else f"{position}/{index}"
         if event_kind(item) is Kind.NOTIFICATION:
             item.get_attributes()["id"] = item_position
-        out.events.append(Decoded(item, ("raw", item_position), True))
-    return out
+        events.append(Decoded(item, ("raw", item_position), True))
+    return DecodedRecord(events, failures)
 
 
 def _is_cloudevent(headers: Sequence[tuple[str, bytes]]) -> bool:

@@ -34,7 +34,7 @@ from a2a_bus.transport.base import (
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka_commits import PartitionTracker
 from a2a_bus.transport.kafka_committer import Committer, Uncommitted
-from a2a_bus.transport.kafka_keys import KeyedRuns, Pending
+from a2a_bus.transport.kafka_keys import Handling, KeyedRuns
 from a2a_bus.transport.kafka_ownership import Ownership
 from a2a_bus.transport.kafka_records import decode_record, failure_reason
 
@@ -345,12 +345,16 @@ class KafkaSubscription(Subscription):
         tracker.add(record.offset)
         self._in_flight += 1
         redelivered = record.offset < self._redelivery_bound[tp]
-        self._runs.start(Pending(tp, record, decoded, tracker, redelivered))
+        self._runs.start(Handling(self._runs, tp, record, decoded, tracker, redelivered))
 
-    async def _handle(self, pending: Pending) -> None:
+    async def _handle(self, handling: Handling) -> None:
         """Dead-letter what did not decode, hand each event to the handler (once
         per de-duplication key), then count the record finished."""
-        tp, record, decoded, tracker, redelivered = pending
+        tp = handling.tp
+        record = handling.record
+        decoded = handling.decoded
+        tracker = handling.tracker
+        redelivered = handling.redelivered
         metrics = self._transport.metrics
         dedup = self._dedup
         finished = False
