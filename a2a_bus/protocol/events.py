@@ -60,8 +60,10 @@ _REQUIRED = ("id", "source", "type")
 _OPTIONAL_TEXT = ("subject", "datacontenttype", "dataschema")
 _CONTEXT = frozenset({"specversion", "time", *_REQUIRED, *_OPTIONAL_TEXT})
 _EXTENSION_NAME = re.compile(r"[a-z0-9]+")
-# Extension names seen valid before; the set stays small (names, not values).
-_known_extensions: set[str] = set()
+# The context attribute names and the extension names seen valid before, so that
+# the names of an event are checked at once; the set stays small (names, not values).
+_known_names: set[str] = set(_CONTEXT)
+_MAX_KNOWN_NAMES = len(_CONTEXT) + 1024
 
 
 def check_attributes(attributes: dict[str, Any]) -> None:
@@ -89,15 +91,17 @@ def check_attributes(attributes: dict[str, Any]) -> None:
         value = attributes["time"]
         if not isinstance(value, datetime) or value.tzinfo is None:
             raise ProtocolError.invalid("attribute 'time' must be a timestamp with a time zone")
+    if _known_names.issuperset(attributes):
+        return
     for name in attributes:
-        if name in _CONTEXT or name in _known_extensions:
+        if name in _known_names:
             continue
         if name == "data" or not _EXTENSION_NAME.fullmatch(name):
             raise ProtocolError.invalid(
                 f"invalid extension attribute name {name!r}: lowercase a-z and 0-9 only"
             )
-        if len(_known_extensions) < 1024:
-            _known_extensions.add(name)
+        if len(_known_names) < _MAX_KNOWN_NAMES:
+            _known_names.add(name)
 
 
 def validated_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:
@@ -109,7 +113,7 @@ def validated_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:
     if "time" in attributes and isinstance(attributes["time"], str):
         attributes["time"] = parse_time(attributes["time"])
     check_attributes(attributes)
-    return new_event(attributes, data)
+    return adopt_event(attributes, data)  # checked: specversion and id are there
 
 
 def parse_time(value: str) -> datetime:
