@@ -20,6 +20,7 @@ from a2a_bus.protocol.parsing import parse_json
 
 _JSON_CONTENT_TYPE = re.compile(r"^(application|text)/([A-Za-z0-9.+-]+\+)?json(\s*;.*)?$", re.I)
 _ATTRIBUTE_TYPES = (str, int, bool)
+_BINARY = (bytes, bytearray)
 
 
 def is_json_content_type(content_type: str | None) -> bool:
@@ -60,17 +61,19 @@ def decode_data(body: bytes, content_type: str | None) -> Any:
 def to_structured(event: CloudEvent) -> dict[str, Any]:
     """The event as a JSON-format object (what structured mode puts on the wire)."""
     attributes = event.get_attributes()
-    out: dict[str, Any] = {}
+    out = dict(attributes)  # in one go, then the rare value that is no string fixed
     for name, value in attributes.items():
-        if type(value) is str:  # nearly every attribute: no further checks
-            out[name] = value
-        elif value is not None:
-            out[name] = format_time(value) if isinstance(value, datetime) else value
+        if type(value) is not str:
+            if value is None:
+                del out[name]
+            elif isinstance(value, datetime):
+                out[name] = format_time(value)
     data = event.get_data()
-    if isinstance(data, bytes | bytearray):
-        out["data_base64"] = base64.b64encode(data).decode()
-    elif data is not None:
-        out["data"] = data
+    if data is not None:
+        if isinstance(data, _BINARY):
+            out["data_base64"] = base64.b64encode(data).decode()
+        else:
+            out["data"] = data
     return out
 
 
