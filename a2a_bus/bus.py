@@ -25,7 +25,6 @@ from a2a_bus.discovery import (
     BUILTIN_METHODS,
     Announcer,
     Directory,
-    follow_registry,
     known_agents_required,
 )
 from a2a_bus.env import bus_options, transport_kind
@@ -45,6 +44,7 @@ from a2a_bus.protocol import (
     new_id,
     result_response,
 )
+from a2a_bus.registry import follow_registry
 from a2a_bus.routing import Route, RouteKind, RoutingError, Topics, decide
 from a2a_bus.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.supervisor import RestartPolicy
