@@ -297,6 +297,7 @@ class Bus:
         for host in self.hosts:
             await host.stop()
         subscriptions, self._subscriptions = self._subscriptions, []
+        self.correlator.drain()  # a stream reader that is behind does not hold the reply topic
         for subscription in subscriptions:
             await subscription.stop()
         await asyncio.gather(*self._background, return_exceptions=True)

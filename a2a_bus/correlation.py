@@ -6,6 +6,10 @@ A request is answered at most once: the first response resolves it and any
 later one is dropped and counted (``duplicate_replies``); a response after the
 deadline is dropped and counted (``late_replies``), never handed to anyone.
 
+A stream's deadline is per chunk: it bounds the caller's wait for the next one,
+and does not run while chunks wait for a reader that fell behind (at most 1,024
+wait on this node; the rest stay in the reply topic).
+
 A caller that stops reading a stream cancels it: the request is forgotten and
 ``stream/cancel`` goes to the node running the generator (the ``streamcontrol``
 of its chunks; if no chunk came yet, the cancel leaves with the first one).
@@ -42,6 +46,8 @@ _CANCEL_UNSENT = "cancel-unsent"
 _END = object()
 #: A deadline this close is due (loop timers fire within the clock's resolution).
 _DUE_SLACK = 0.001
+#: Why requests still pending when the bus stops are answered -32002.
+STOPPED = "the bus stopped"
 
 
 def timeout_response(timeout: float) -> dict[str, Any]:
@@ -62,17 +68,34 @@ class ReplyStream:
         self._tail: deque[Any] = deque()
         self._error: JsonRpcError | None = None
         self._abandoned = False
+        self._ended = False
+        #: Resolved when the reader makes room for a chunk that waits (or the stream ends).
+        self._room: asyncio.Future[None] | None = None
         self.chunks = 0
         #: The bus-issued id of the request this stream answers.
         self.request_id: str | None = None
         #: Where a cancel goes: the reply topic of the node running the generator.
         self.control: str | None = None
 
+    @property
+    def behind(self) -> bool:
+        """The reader has as many chunks as the stream holds: the next one waits for room."""
+        return self._queue.full()
+
     async def put(self, seq: Any, item: Any) -> None:
         for ready in self.receiver.accept(seq, item):
-            if self._abandoned:
-                return
-            await self._queue.put(ready)
+            while self._queue.full() and not (self._abandoned or self._ended):
+                self._room = asyncio.get_running_loop().create_future()
+                await self._room
+            if self._abandoned or self._ended:
+                return  # nobody reads it: the reader left, or the stream ended
+            self._queue.put_nowait(ready)
+
+    def _make_room(self) -> None:
+        """Wake the chunk that waits for room (there is room, or it is not needed)."""
+        room, self._room = self._room, None
+        if room is not None and not room.done():
+            room.set_result(None)
 
     def abandon(self) -> None:
         """The reader left: drop what is queued and what still comes."""
@@ -80,6 +103,7 @@ class ReplyStream:
         self._tail.clear()
         while not self._queue.empty():
             self._queue.get_nowait()
+        self._make_room()
 
     def end(self, count: Any, response: Any) -> None:
         """Close with the end marker (or a plain response: one item or an error)."""
@@ -108,6 +132,8 @@ class ReplyStream:
                 self._tail.append(item)
             else:
                 self._queue.put_nowait(item)
+        self._ended = True
+        self._make_room()  # a chunk still waiting comes after the end: never read
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._items()
@@ -118,6 +144,8 @@ class ReplyStream:
                 item = self._tail.popleft()
             else:
                 item = await self._queue.get()
+            if self._room is not None:
+                self._make_room()
             if item is _END:
                 if self._error is not None:
                     raise self._error
@@ -187,6 +215,8 @@ class Correlator:
         self._deadlines: list[tuple[float, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        #: Set by :meth:`drain`: the bus is stopping.
+        self._draining = False
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -328,8 +358,12 @@ class Correlator:
             self._settle(request_id, pending, _ANSWERED)
             stream.end(seq, message)
             return
-        # For streams the deadline is per chunk.
-        self._set_deadline(request_id, pending, asyncio.get_running_loop())
+        if self._draining and stream.behind:
+            self._stop_behind(request_id, pending)  # waiting for its reader would hold up the stop
+            return
+        # For streams the deadline is per chunk: it bounds the caller's wait for one,
+        # so it does not run while this chunk waits for the reader to make room.
+        pending.deadline = math.inf
         result = message.get("result") if isinstance(message, dict) else message
         duplicates, early = stream.receiver.duplicates, stream.receiver.out_of_order
         try:
@@ -337,6 +371,8 @@ class Correlator:
         except JsonRpcError as exc:
             self._settle(request_id, pending, _ANSWERED)
             stream.fail(exc)
+        if self._pending.get(request_id) is pending:
+            self._set_deadline(request_id, pending, asyncio.get_running_loop())
         if stream.receiver.duplicates > duplicates:
             self._metrics.inc("stream_duplicates")
         if stream.receiver.out_of_order > early:
@@ -387,15 +423,34 @@ class Correlator:
             self._metrics.inc("late_replies")
             log.info("dropped a late or unknown reply to %s", request_id)
 
-    def close(self, reason: str = "the bus stopped") -> None:
+    def drain(self) -> None:
+        """The reply topic is stopping, and waits for its handlers. A stream whose
+        next chunk would wait for its reader (now, or when it comes) ends now, as
+        at :meth:`close`; the other answers still arrive."""
+        self._draining = True
+        for request_id, pending in list(self._pending.items()):
+            if pending.stream is not None and pending.stream.behind:
+                self._stop_behind(request_id, pending)
+
+    def _stop_behind(self, request_id: str, pending: _Pending) -> None:
+        """End a stream whose reader is behind, as the bus stops; and its generator."""
+        self._stopped(request_id, pending)
+        self._cancel_upstream(request_id, pending.control)
+
+    def close(self, reason: str = STOPPED) -> None:
         """Answer every pending request with an error (used at shutdown)."""
         if self._timer is not None:
             self._timer.cancel()
         self._timer, self._timer_at, self._deadlines = None, math.inf, []
+        self._draining = False  # a bus may be started again
         for request_id, pending in list(self._pending.items()):
-            self._settle(request_id, pending, _EXPIRED)
-            response = error_response(ErrorCode.AGENT_UNAVAILABLE, reason)
-            if pending.future is not None and not pending.future.done():
-                pending.future.set_result(response)
-            if pending.stream is not None:
-                pending.stream.fail(JsonRpcError.from_dict(response["error"]))
+            self._stopped(request_id, pending, reason)
+
+    def _stopped(self, request_id: str, pending: _Pending, reason: str = STOPPED) -> None:
+        """End a pending request with -32002 ``reason``."""
+        self._settle(request_id, pending, _EXPIRED)
+        response = error_response(ErrorCode.AGENT_UNAVAILABLE, reason)
+        if pending.future is not None and not pending.future.done():
+            pending.future.set_result(response)
+        if pending.stream is not None:
+            pending.stream.fail(JsonRpcError.from_dict(response["error"]))
