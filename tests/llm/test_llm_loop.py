@@ -385,3 +385,22 @@ def test_tool_timeout_is_reported_to_the_model(
 def test_empty_prompt_is_refused(llm_client: OpenAIClient) -> None:
     with pytest.raises(ValueError, match="nothing to answer"):
         AgentLoop(llm_client).run()
+
+
+@pytest.mark.xfail(strict=True, reason="a tool's own TimeoutError reads as a tool_timeout")
+@pytest.mark.parametrize("tool_timeout", [None, 5.0])
+def test_a_tool_that_raises_timeout_error_itself_is_a_tool_failure(
+    llm_server: ScriptedOpenAI, llm_client: OpenAIClient, tool_timeout: float | None
+) -> None:
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        raise TimeoutError("upstream read timed out")
+
+    llm_server.call_tools(("fetch", {"url": "http://example.invalid"}))
+    llm_server.reply("the page is unreachable")
+    AgentLoop(llm_client, tools=[fetch], tool_timeout=tool_timeout).run("read it")
+    [message] = tool_messages(llm_server.requests[1])
+    assert message["content"] == (
+        "error: tool 'fetch' failed: TimeoutError: upstream read timed out"
+    )
