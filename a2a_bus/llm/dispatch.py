@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_bus.llm.messages import LlmMessage, ToolCall
-from a2a_bus.llm.tools import ToolArgumentsError, ToolContext, ToolRegistry, UnknownToolError
+from a2a_bus.llm.tools import (
+    AgentTool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolRegistry,
+    UnknownToolError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,24 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
     return arguments
 
 
+class _TimedOut(Exception):
+    """The call outlived ``tool_timeout`` (not a ``TimeoutError`` the tool raised itself)."""
+
+
+async def _invoke(
+    agent_tool: AgentTool, arguments: dict[str, Any], context: ToolContext, timeout: float | None
+) -> Any:
+    if timeout is None:
+        return await agent_tool.invoke(arguments, context)
+    try:
+        async with asyncio.timeout(timeout) as scope:
+            return await agent_tool.invoke(arguments, context)
+    except TimeoutError:
+        if scope.expired():
+            raise _TimedOut from None
+        raise  # the tool's own timeout: reported as its failure
+
+
 async def execute_call(
     registry: ToolRegistry, call: ToolCall, context: ToolContext, timeout: float | None = None
 ) -> ToolResult:
@@ -69,13 +93,10 @@ async def execute_call(
         agent_tool = registry.get(call.name)
         arguments = parse_arguments(call)
         agent_tool.validate(arguments)
-        if timeout is None:
-            value = await agent_tool.invoke(arguments, context)
-        else:
-            value = await asyncio.wait_for(agent_tool.invoke(arguments, context), timeout)
+        value = await _invoke(agent_tool, arguments, context, timeout)
     except (UnknownToolError, ToolArgumentsError) as exc:
         error = str(exc)
-    except TimeoutError:
+    except _TimedOut:
         error = f"tool {call.name!r} timed out after {timeout}s"
     except Exception as exc:  # the tool's own failure is reported to the model
         error = f"tool {call.name!r} failed: {type(exc).__name__}: {exc}"

@@ -387,7 +387,6 @@ def test_empty_prompt_is_refused(llm_client: OpenAIClient) -> None:
         AgentLoop(llm_client).run()
 
 
-@pytest.mark.xfail(strict=True, reason="a tool's own TimeoutError reads as a tool_timeout")
 @pytest.mark.parametrize("tool_timeout", [None, 5.0])
 def test_a_tool_that_raises_timeout_error_itself_is_a_tool_failure(
     llm_server: ScriptedOpenAI, llm_client: OpenAIClient, tool_timeout: float | None
