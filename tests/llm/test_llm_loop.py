@@ -403,3 +403,21 @@ def test_a_tool_that_raises_timeout_error_itself_is_a_tool_failure(
     assert message["content"] == (
         "error: tool 'fetch' failed: TimeoutError: upstream read timed out"
     )
+
+
+@pytest.mark.xfail(strict=True, reason="a failed attribute lookup or arithmetic ends the run")
+@pytest.mark.parametrize(
+    "condition",
+    [
+        'tool_results.escalate.status == "done"',  # a result this turn did not produce
+        'content.missing == "x"',  # an attribute a string does not have
+        "turn / 0 > 1",  # arithmetic that fails
+    ],
+)
+def test_an_exit_condition_that_fails_at_run_time_counts_as_false(
+    llm_server: ScriptedOpenAI, llm_client: OpenAIClient, condition: str
+) -> None:
+    llm_server.call_tools(("add", {"a": 1, "b": 2}))
+    llm_server.reply("three")
+    output = AgentLoop(llm_client, tools=[add], exit_condition=condition).run("add 1 and 2")
+    assert (output.exit_reason, output.content) == ("stop", "three")
