@@ -1,20 +1,22 @@
-"""Agent -> caller streams whose reader falls behind: the generator has sent every
-chunk, and the caller's node holds them back until the reader makes room (at most
-1,024 wait in the stream). Both transports.
+"""Agent -> caller streams: a reader that falls behind (the generator has sent every
+chunk, and the caller's node holds them back until the reader makes room: at most
+1,024 wait in the stream), and a generator that crashes. Both transports.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from typing import Any, ClassVar
 
 import pytest
 
-from a2a_bus import Bus, JsonRpcError
+from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.protocol import ErrorCode
+from a2a_bus.transport.kafka_records import DLQ_REASON
 from tests.bus.agents import Ticker
-from tests.bus.test_behaviour import WAIT, eventually, make_bus
+from tests.bus.test_behaviour import WAIT, eventually, header, make_bus, read_dlq
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
@@ -63,3 +65,68 @@ async def test_stop_with_a_reader_behind_ends_its_stream(make_bus: MakeBus) -> N
     assert error.value.code == ErrorCode.AGENT_UNAVAILABLE
     assert items == list(range(len(items)))  # what came before the end, in order
     assert len(bus.correlator) == 0
+
+
+class Teller(Agent):
+    """Tells a story in words; each run tells it differently (an LLM, a live feed)."""
+
+    agent_id = "teller"
+    #: The runs started, per test token.
+    runs: ClassVar[dict[str, int]] = {}
+
+    @method
+    def story(self, token: str, crash_at: int) -> Iterator[str]:
+        """Four words; the first run crashes before word ``crash_at``."""
+        run = self.runs[token] = self.runs.get(token, 0) + 1
+        for n in range(4):
+            if run == 1 and n == crash_at:
+                raise RuntimeError("the backend went away")
+            yield f"run {run} word {n}"
+
+
+async def _told(stream: AsyncGenerator[str, None]) -> tuple[list[str], JsonRpcError | None]:
+    """The words a stream gave, and the error that ended it (None: it completed)."""
+    words: list[str] = []
+    try:
+        async for word in stream:
+            words.append(word)
+    except JsonRpcError as exc:
+        return words, exc
+    return words, None
+
+
+async def test_a_generator_that_crashes_after_sending_chunks_is_not_retried(
+    make_bus: MakeBus,
+) -> None:
+    """A retry would carry on from another run's chunks: the stream ends with -32603."""
+    bus = await make_bus(Teller)
+    token = uuid.uuid4().hex
+    stream = bus.async_client().stream("teller", "story", [token, 2])
+    words, error = await asyncio.wait_for(_told(stream), WAIT)
+    assert words == ["run 1 word 0", "run 1 word 1"]
+    assert error is not None and error.code == ErrorCode.INTERNAL_ERROR
+    assert Teller.runs[token] == 1
+    [letter] = await read_dlq(bus, 1)
+    reason = header(letter, DLQ_REASON)
+    assert reason.startswith("handler-crash: RuntimeError: the backend went away; not retried: ")
+    assert "output stream was partly sent" in reason
+    assert header(letter, "a2a-dlq-attempts") == "1"
+    assert bus.metrics.redeliveries == 0
+    # Gathered by a plain request, the same: an error, not a list stitched from two runs.
+    again = uuid.uuid4().hex
+    with pytest.raises(JsonRpcError) as gathered:
+        await asyncio.wait_for(bus.async_client().request("teller", "story", [again, 2]), WAIT)
+    assert gathered.value.code == ErrorCode.INTERNAL_ERROR
+    assert Teller.runs[again] == 1
+
+
+async def test_a_generator_that_crashes_before_its_first_chunk_is_retried(
+    make_bus: MakeBus,
+) -> None:
+    bus = await make_bus(Teller)
+    token = uuid.uuid4().hex
+    stream = bus.async_client().stream("teller", "story", [token, 0])
+    words, error = await asyncio.wait_for(_told(stream), WAIT)
+    assert (words, error) == ([f"run 2 word {n}" for n in range(4)], None)
+    assert bus.metrics.redeliveries == 1
+    assert bus.metrics.stream_duplicates == 0
