@@ -105,6 +105,17 @@ def header(delivery: Delivery, name: str) -> str:
     return dict(delivery.headers)[name].decode()
 
 
+async def assert_dead_not_retried(bus: Bus, crash: str, why: str) -> None:
+    """The bus's one dead letter is the crash ``crash``, final at its first attempt
+    because (the reason says) ``why``."""
+    [letter] = await read_dlq(bus, 1)
+    reason = header(letter, DLQ_REASON)
+    assert reason.startswith(f"handler-crash: {crash}; not retried: ")
+    assert why in reason
+    assert header(letter, "a2a-dlq-attempts") == "1"
+    assert bus.metrics.redeliveries == 0
+
+
 # -- request/response ------------------------------------------------------------------
 
 

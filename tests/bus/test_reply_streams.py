@@ -14,9 +14,8 @@ import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.protocol import ErrorCode
-from a2a_bus.transport.kafka_records import DLQ_REASON
 from tests.bus.agents import Ticker
-from tests.bus.test_behaviour import WAIT, eventually, header, make_bus, read_dlq
+from tests.bus.test_behaviour import WAIT, assert_dead_not_retried, eventually, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
@@ -84,15 +83,19 @@ class Teller(Agent):
             yield f"run {run} word {n}"
 
 
-async def _told(stream: AsyncGenerator[str, None]) -> tuple[list[str], JsonRpcError | None]:
-    """The words a stream gave, and the error that ended it (None: it completed)."""
+async def _told(bus: Bus, token: str, crash_at: int) -> tuple[list[str], JsonRpcError | None]:
+    """The words of a story streamed, and the error that ended it (None: it completed)."""
     words: list[str] = []
-    try:
-        async for word in stream:
-            words.append(word)
-    except JsonRpcError as exc:
-        return words, exc
-    return words, None
+
+    async def read() -> JsonRpcError | None:
+        try:
+            async for word in bus.async_client().stream("teller", "story", [token, crash_at]):
+                words.append(word)
+        except JsonRpcError as exc:
+            return exc
+        return None
+
+    return words, await asyncio.wait_for(read(), WAIT)
 
 
 async def test_a_generator_that_crashes_after_sending_chunks_is_not_retried(
@@ -101,17 +104,12 @@ async def test_a_generator_that_crashes_after_sending_chunks_is_not_retried(
     """A retry would carry on from another run's chunks: the stream ends with -32603."""
     bus = await make_bus(Teller)
     token = uuid.uuid4().hex
-    stream = bus.async_client().stream("teller", "story", [token, 2])
-    words, error = await asyncio.wait_for(_told(stream), WAIT)
+    words, error = await _told(bus, token, 2)
     assert words == ["run 1 word 0", "run 1 word 1"]
     assert error is not None and error.code == ErrorCode.INTERNAL_ERROR
     assert Teller.runs[token] == 1
-    [letter] = await read_dlq(bus, 1)
-    reason = header(letter, DLQ_REASON)
-    assert reason.startswith("handler-crash: RuntimeError: the backend went away; not retried: ")
-    assert "output stream was partly sent" in reason
-    assert header(letter, "a2a-dlq-attempts") == "1"
-    assert bus.metrics.redeliveries == 0
+    crash = "RuntimeError: the backend went away"
+    await assert_dead_not_retried(bus, crash, "output stream was partly sent")
     # Gathered by a plain request, the same: an error, not a list stitched from two runs.
     again = uuid.uuid4().hex
     with pytest.raises(JsonRpcError) as gathered:
@@ -124,9 +122,7 @@ async def test_a_generator_that_crashes_before_its_first_chunk_is_retried(
     make_bus: MakeBus,
 ) -> None:
     bus = await make_bus(Teller)
-    token = uuid.uuid4().hex
-    stream = bus.async_client().stream("teller", "story", [token, 0])
-    words, error = await asyncio.wait_for(_told(stream), WAIT)
+    words, error = await _told(bus, uuid.uuid4().hex, 0)
     assert (words, error) == ([f"run 2 word {n}" for n in range(4)], None)
     assert bus.metrics.redeliveries == 1
     assert bus.metrics.stream_duplicates == 0

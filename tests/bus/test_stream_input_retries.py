@@ -15,8 +15,7 @@ from typing import ClassVar
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.transport.kafka_records import DLQ_REASON
-from tests.bus.test_behaviour import WAIT, header, make_bus, read_dlq
+from tests.bus.test_behaviour import WAIT, assert_dead_not_retried, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
@@ -96,12 +95,7 @@ async def test_a_crash_after_reading_a_caller_stream_is_not_retried(make_bus: Ma
         )
     assert error.value.code == -32603
     assert Summer.reads[token] == [[1, 2, 3]]  # one attempt only
-    [letter] = await read_dlq(bus, 1)
-    reason = header(letter, DLQ_REASON)
-    assert reason.startswith("handler-crash: RuntimeError: boom; not retried: ")
-    assert "input stream was partly read" in reason
-    assert header(letter, "a2a-dlq-attempts") == "1"
-    assert bus.metrics.redeliveries == 0
+    await assert_dead_not_retried(bus, "RuntimeError: boom", "input stream was partly read")
     # The agent serves the next stream with a fresh instance.
     again = {"token": token}
     assert await asyncio.wait_for(client.stream_to("summer", "total", [5, 6], again), WAIT) == 11
