@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from simpleeval import EvalWithCompoundTypes
+from simpleeval import EvalWithCompoundTypes, InvalidExpression
 
 from a2a_bus.llm.errors import ExitConditionError
 
@@ -35,6 +35,18 @@ _CONSTANTS = {
 # String literals are matched first so operators inside quotes stay untouched.
 _TOKENS = re.compile(r"""("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')|(\|\||&&|!(?!=))""")
 _WORDS = {"||": " or ", "&&": " and ", "!": " not "}
+# What the run's data can make an expression raise. simpleeval reports a missing
+# attribute (``tool_results.x``) as InvalidExpression; unknown names and bad syntax,
+# its other InvalidExpressions, were refused at build time.
+_RUN_TIME_FAILURES = (
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    ValueError,
+    ArithmeticError,
+    InvalidExpression,
+)
 
 
 def normalize(expression: str) -> str:
@@ -94,7 +106,8 @@ class ExitCondition:
         """True when the loop should stop.
 
         A lookup that fails at run time (a tool result key not produced this
-        turn, say) counts as false, so the loop simply goes on.
+        turn, with brackets or a dot, say) or arithmetic that fails counts as
+        false, so the loop simply goes on.
         """
         called = {call.get("name") for call in tool_calls}
         evaluator = EvalWithCompoundTypes(
@@ -118,6 +131,6 @@ class ExitCondition:
         )
         try:
             return bool(evaluator.eval(self.source, previously_parsed=self._tree.body))
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        except _RUN_TIME_FAILURES as exc:
             log.debug("exit_condition %r evaluated as false: %r", self.expression, exc)
             return False

@@ -405,7 +405,6 @@ def test_a_tool_that_raises_timeout_error_itself_is_a_tool_failure(
     )
 
 
-@pytest.mark.xfail(strict=True, reason="a failed attribute lookup or arithmetic ends the run")
 @pytest.mark.parametrize(
     "condition",
     [
