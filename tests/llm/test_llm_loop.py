@@ -420,3 +420,29 @@ def test_an_exit_condition_that_fails_at_run_time_counts_as_false(
     llm_server.reply("three")
     output = AgentLoop(llm_client, tools=[add], exit_condition=condition).run("add 1 and 2")
     assert (output.exit_reason, output.content) == ("stop", "three")
+
+
+@pytest.mark.xfail(strict=True, reason="the checkpoint cannot hold the result")
+def test_tool_results_that_are_not_json_values_do_not_end_the_run(
+    llm_server: ScriptedOpenAI, llm_client: OpenAIClient
+) -> None:
+    @tool
+    def pairs() -> dict[tuple[str, str], int]:
+        """Counts by pair."""
+        return {("a", "b"): 1}
+
+    @tool
+    def nested() -> list[Any]:
+        """A list that holds itself."""
+        items: list[Any] = []
+        items.append(items)
+        return items
+
+    llm_server.call_tools(("pairs", {}), ("nested", {}))
+    llm_server.reply("done")
+    output = AgentLoop(llm_client, tools=[pairs, nested]).run("count")
+    assert output.content == "done"
+    contents = [m["content"] for m in tool_messages(llm_server.requests[1])]
+    assert contents == ["{('a', 'b'): 1}", "[[...]]"]
+    restored = AgentCheckpoint.from_json(output.checkpoint.to_json())
+    assert sorted(restored.tool_results.values()) == ["[[...]]", "{('a', 'b'): 1}"]
