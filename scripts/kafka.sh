@@ -6,6 +6,7 @@
 #   scripts/kafka.sh stop     # stop it and wait until it is gone
 #   scripts/kafka.sh status   # exit 0 when running
 #   scripts/kafka.sh env      # print: export KAFKA_BOOTSTRAP_SERVERS=...
+#   scripts/kafka.sh prune [MINUTES]  # delete topics idle that long (default 15)
 #
 # Settings (environment):
 #   KAFKA_VERSION          Kafka release from Maven Central (default 4.2.0)
@@ -287,13 +288,56 @@ status() {
   fi
 }
 
+# Every test makes topics of its own and none are deleted; a broker kept running
+# across many test runs reaches its open-files limit (three files per partition)
+# and dies. Topics none of whose partitions' files changed for MINUTES belong to
+# runs that are over.
+prune() {
+  local minutes=${1:-15} python=${PYTHON:-$ROOT/.venv/bin/python}
+  [[ $minutes =~ ^[0-9]+$ ]] || die "prune: MINUTES must be a whole number, not '$minutes'"
+  [[ -n $(running_pid) ]] || die "prune: no broker of this script runs on port $KAFKA_PORT"
+  [[ -x $python ]] || die "prune: needs the project's .venv (or PYTHON=...) for aiokafka"
+  local data=$STATE_DIR/data topic
+  declare -A active=()
+  while IFS= read -r topic; do
+    active[$topic]=1
+  done < <(find "$data" -mindepth 2 -maxdepth 2 -newermt "-$minutes minutes" -printf '%h\n' \
+    | sed -E 's|.*/||; s/-[0-9]+$//' | sort -u)
+  local idle=()
+  while IFS= read -r topic; do
+    [[ -n ${active[$topic]+x} ]] || idle+=("$topic")
+  done < <(find "$data" -mindepth 1 -maxdepth 1 -type d -name '*-[0-9]*' -printf '%f\n' \
+    | grep -v '^__' | grep -v -- '-delete$' | sed -E 's/-[0-9]+$//' | sort -u)
+  if ((${#idle[@]} == 0)); then
+    say "prune: no topic idle for $minutes minutes"
+    return 0
+  fi
+  printf '%s\n' "${idle[@]}" | "$python" -c '
+import asyncio, sys
+from aiokafka.admin import AIOKafkaAdminClient
+
+async def main(bootstrap, topics):
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        for i in range(0, len(topics), 200):
+            await admin.delete_topics(topics[i : i + 200])
+    finally:
+        await admin.close()
+
+asyncio.run(main(sys.argv[1], sys.stdin.read().split()))
+' "$HOST:$KAFKA_PORT"
+  say "prune: deleted ${#idle[@]} topics idle for $minutes minutes"
+}
+
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
   env) echo "export KAFKA_BOOTSTRAP_SERVERS=$HOST:$KAFKA_PORT" ;;
+  prune) prune "${2:-}" ;;
   *)
-    echo "usage: $0 start|stop|status|env" >&2
+    echo "usage: $0 start|stop|status|env|prune [MINUTES]" >&2
     exit 2
     ;;
 esac
