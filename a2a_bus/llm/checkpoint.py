@@ -13,8 +13,18 @@ FORMAT_VERSION = 1
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (non-JSON leaves become strings)."""
-    return json.loads(json.dumps(value, default=str))
+    """``value`` as plain JSON data: non-JSON leaves become strings, and a value JSON
+    cannot hold at all (keys that are no strings, a cycle) its ``str()``, as the model
+    read it."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def jsonable_results(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Tool results by call id as JSON data, each on its own (one odd result stays one)."""
+    return {call_id: jsonable(value) for call_id, value in results.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +46,7 @@ class AgentCheckpoint:
             "version": FORMAT_VERSION,
             "conversation": [m.to_dict() for m in self.conversation],
             "turn_count": self.turn_count,
-            "tool_results": jsonable(dict(self.tool_results)),
+            "tool_results": jsonable_results(self.tool_results),
             "conversation_id": self.conversation_id,
         }
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from a2a_bus.llm._sync import iterate_sync, run_sync
-from a2a_bus.llm.checkpoint import AgentCheckpoint, jsonable
+from a2a_bus.llm.checkpoint import AgentCheckpoint, jsonable_results
 from a2a_bus.llm.chunks import AgentStreamChunk, Done, Token, ToolEnd, ToolStart
 from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.dispatch import ToolResult, execute_call, run_calls
@@ -279,7 +279,10 @@ class AgentLoop:
                     exit_reason = "exit_condition"
                     break
             snapshot = AgentCheckpoint(
-                tuple(memory.messages()), turn_base + turns, jsonable(latest_results), conversation
+                tuple(memory.messages()),
+                turn_base + turns,
+                jsonable_results(latest_results),
+                conversation,
             )
             if listeners:
                 listeners.emit(

@@ -422,7 +422,6 @@ def test_an_exit_condition_that_fails_at_run_time_counts_as_false(
     assert (output.exit_reason, output.content) == ("stop", "three")
 
 
-@pytest.mark.xfail(strict=True, reason="the checkpoint cannot hold the result")
 def test_tool_results_that_are_not_json_values_do_not_end_the_run(
     llm_server: ScriptedOpenAI, llm_client: OpenAIClient
 ) -> None:
