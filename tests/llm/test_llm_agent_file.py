@@ -212,13 +212,74 @@ def test_example_support_agent_loads(llm_client: OpenAIClient) -> None:
 def test_invalid_files_name_file_line_and_key(
     tmp_path: Path, text: str, line: int, key: str, problem: str
 ) -> None:
-    path = write(tmp_path, text)
+    assert_file_error(write(tmp_path, text), line, key, problem)
+
+
+def assert_file_error(path: Path, line: int, key: str, problem: str) -> None:
+    """Reading ``path`` fails with an AgentFileError naming the file, line and key."""
     with pytest.raises(AgentFileError) as info:
         read_agent_file(path)
     error = info.value
     assert (error.file, error.line, error.key) == (str(path), line, key)
     assert problem in error.problem
-    assert str(error).startswith(f"{path}:{line}: ")
+    assert str(error).startswith(f"{path}:{line}: {key + ': ' if key else ''}")
+
+
+BROKEN_MODULES = {
+    "syntax_tools.py": "def f(:\n    pass\n",
+    "raising_tools.py": "raise RuntimeError('no config')\n\ndef f() -> str:\n    return 'x'\n",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="these mistakes crash with a TypeError or SyntaxError")
+@pytest.mark.parametrize(
+    ("text", "line", "key", "problem"),
+    [
+        ("model: m\non: push\n", 2, "on", "unknown keyword"),  # YAML 1.1 reads on: as true
+        ("model: m\n1: one\n", 2, "1", "unknown keyword"),
+        ("model: m\nmemory: {strategy: [full]}\n", 2, "memory", "must be a name"),
+        ("model: m\nbus_tools: [[publish]]\n", 2, "bus_tools.0", "unknown bus tool"),
+        (
+            "model: m\ntools:\n  t:\n    callable: helper_tools:close\n    input:\n"
+            "      1: tool_args.a\n",
+            6,
+            "tools.t.input.1",
+            "has no parameter '1'",
+        ),
+        (
+            "model: m\ntools:\n  t:\n    callable: helper_tools:close\n    input: [ticket]\n",
+            5,
+            "tools.t.input",
+            "expected a mapping of parameter -> source, got list",
+        ),
+        (
+            "model: m\ntools:\n  t:\n    callable: ./syntax_tools.py:f\n",
+            4,
+            "tools.t.callable",
+            "SyntaxError",
+        ),
+        (
+            "model: m\ntools:\n  t:\n    callable: raising_tools:f\n",
+            4,
+            "tools.t.callable",
+            "RuntimeError: no config",
+        ),
+    ],
+)
+def test_mistakes_of_any_type_name_file_line_and_key(
+    tmp_path: Path, text: str, line: int, key: str, problem: str
+) -> None:
+    for name, source in BROKEN_MODULES.items():
+        (tmp_path / name).write_text(source)
+    assert_file_error(write(tmp_path, text), line, key, problem)
+
+
+@pytest.mark.xfail(strict=True, reason="UnicodeDecodeError")
+def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin.agent.yaml"
+    path.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(AgentFileError, match="cannot read the file: not UTF-8"):
+        read_agent_file(path)
 
 
 def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
