@@ -58,7 +58,8 @@ class Job:
     emit: Callable[[int, Any], bool] | None = None
     attempts: int = 0
     #: Called on the loop after a crash: why the job cannot be tried again (its
-    #: input was used up), or None. None here: it can always be retried.
+    #: input was used up, or its output stream partly sent), or None. None here:
+    #: it can always be retried.
     unretryable: Callable[[], str | None] | None = field(default=None, repr=False)
     future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
     #: Called on the loop with the final outcome, before ``future`` is resolved;

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: Chunks an agent may emit ahead of the loop publishing them.
 STREAM_CREDITS = 256
+#: Why a generator that crashed after its first chunk is not tried again.
+STREAM_PARTLY_SENT = "its output stream was partly sent, and sent chunks cannot be taken back"
 AGENT_HEADER = "a2a-dlq-agent"
 ATTEMPTS_HEADER = "a2a-dlq-attempts"
 
@@ -299,6 +301,8 @@ class AgentHost:
         queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
         credits = threading.Semaphore(STREAM_CREDITS)
         cancelled = threading.Event()
+        #: Set once a chunk is on its way: a crash after it is final (see unretryable).
+        sent = threading.Event()
         #: An item no transport carries: the stream ends with this error there.
         refused: list[tuple[int, JsonRpcError]] = []
 
@@ -309,8 +313,14 @@ class AgentHost:
                 raise TimeoutError("the stream's reader stopped taking chunks")
             if cancelled.is_set():
                 return False
+            if seq == 0:  # before the crash report that may follow, from this thread
+                sent.set()
             loop.call_soon_threadsafe(queue.put_nowait, (seq, item))
             return True
+
+        def unretryable() -> str | None:  # on the loop, after a crash
+            # A retry's chunks would carry on from the first run's: two runs stitched.
+            return STREAM_PARTLY_SENT if sent.is_set() else None
 
         def cancel() -> None:  # on the loop, when the caller sent stream/cancel
             cancelled.set()
@@ -330,6 +340,7 @@ class AgentHost:
                 credits.release()
 
         job.emit = emit
+        job.unretryable = unretryable
         self.bus.running_streams[request_id] = cancel
         pumping = loop.create_task(pump())
         try:

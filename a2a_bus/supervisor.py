@@ -7,8 +7,9 @@ it handed over until the job's outcome arrives; after a crash it starts a new
 actor (a fresh agent instance) after a backoff, hands it the jobs the old one
 never finished, and retries the job that crashed it at most ``max_retries``
 times before declaring it dead (the host writes it to the dead-letter topic).
-A job whose input cannot be given again (``Job.unretryable``) is dead at once,
-also when it was parked (``Job.parks``) on the actor that another job crashed.
+A job whose input cannot be given again, or whose output cannot be taken back
+(``Job.unretryable``), is dead at once, also when it was parked (``Job.parks``)
+on the actor that another job crashed.
 An actor that fails to start (its constructor or ``on_start`` raises) is
 restarted the same way; after ``max_retries`` failed starts in a row the jobs
 it holds are dead (with the start failure as the reason), and once the replica
