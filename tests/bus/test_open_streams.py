@@ -275,3 +275,17 @@ async def test_streams_from_another_node_meet_requests_on_the_way(make_bus: Make
     assert not streaming.done()  # still open: the rest were served meanwhile
     gate.set()
     assert await asyncio.wait_for(streaming, WAIT) == 6
+
+
+def test_the_sync_client_reads_a_chunk_source_in_the_callers_thread() -> None:
+    """A source that calls the bus (or blocks) runs where the caller does, not on the
+    bus loop, which it would refuse (or stall for everyone)."""
+    with Bus.memory(heartbeat=60.0, request_timeout=WAIT) as bus:
+        bus.spawn(Tally)
+        client = bus.client()
+
+        def bumps() -> Iterator[int]:
+            for _ in range(3):
+                yield client.request("tally", "bump")
+
+        assert client.stream_to("tally", "total", bumps()) == 1 + 2 + 3
