@@ -113,8 +113,23 @@ class _Document:
 # -- reading ---------------------------------------------------------------
 
 
+class _KeysAsWritten(yaml.SafeLoader):
+    """Mapping keys as the file spells them: ``on:`` and ``1:`` are the names "on" and "1"
+    (YAML 1.1 would make them true and 1), as the key lines are recorded."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a key must be a name, not a list or mapping", key_node.start_mark
+                )
+            if key_node.tag != "tag:yaml.org,2002:merge":  # keep << merges working
+                key_node.tag = "tag:yaml.org,2002:str"
+        return super().construct_mapping(node, deep)
+
+
 def _read_yaml(file: str, text: str) -> _Document:
-    loader = yaml.SafeLoader(text)
+    loader = _KeysAsWritten(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -276,7 +291,7 @@ def _build(doc: _Document, base: Path) -> AgentBuilder:
 
 
 def _bus_settings(doc: _Document, name: str) -> BusSettings:
-    from a2a_bus.llm.bus_tools import BUS_TOOLS
+    from a2a_bus.llm.bus_tools import BUS_TOOLS, check_bus_tool
 
     data = doc.data
     agent_id: str | None = name
@@ -323,11 +338,10 @@ def _bus_settings(doc: _Document, name: str) -> BusSettings:
         tools = list(BUS_TOOLS)
     _expect(doc, ("bus_tools",), tools, (list, tuple), "a list of bus tool names, or true")
     for index, tool_name in enumerate(tools):
-        if tool_name not in BUS_TOOLS:
-            raise doc.error(
-                ("bus_tools", str(index)),
-                f"unknown bus tool {tool_name!r}; expected one of {', '.join(BUS_TOOLS)}",
-            )
+        try:
+            check_bus_tool(tool_name)
+        except ValueError as exc:
+            raise doc.error(("bus_tools", str(index)), str(exc)) from None
     return BusSettings(agent_id, description, tuple(subjects), output_topic, tuple(tools))
 
 
@@ -354,10 +368,11 @@ def _tool(doc: _Document, base: Path, name: str, block: Any) -> AgentTool:
         _expect(doc, (*path, "description"), description, str, "a string")
     blocking = _expect(doc, (*path, "blocking"), block.get("blocking", True), bool, "true or false")
     inputs = block.get("input")
+    if inputs is not None:
+        _expect(doc, (*path, "input"), inputs, Mapping, "a mapping of parameter -> source")
     try:
         if inputs is None:
             return FunctionTool(func, name=name, description=description, blocking=blocking)
-        _expect(doc, (*path, "input"), inputs, Mapping, "a mapping of parameter -> source")
         return mapped_tool(
             func,
             inputs,
@@ -394,17 +409,12 @@ def resolve_callable(reference: str, base: Path) -> Callable[..., Any]:
     target, sep, attribute = reference.rpartition(":")
     if not sep or not target or not attribute:
         raise ValueError(f"expected module:function or path.py:function, got {reference!r}")
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        module = _load_path(base / target)
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ModuleNotFoundError as exc:
-            local = base / (target.replace(".", "/") + ".py")
-            missing_itself = exc.name in (target, target.split(".")[0])
-            if not missing_itself or not local.is_file():
-                raise ImportError(f"cannot import module {target!r}: {exc}") from None
-            module = _load_path(local)
+    try:
+        module = _module(target, base)
+    except ImportError:
+        raise
+    except Exception as exc:  # the module's own code failed: a syntax error, a raise
+        raise ImportError(f"cannot import module {target!r}: {type(exc).__name__}: {exc}") from None
     obj: Any = module
     for part in attribute.split("."):
         try:
@@ -416,6 +426,20 @@ def resolve_callable(reference: str, base: Path) -> Callable[..., Any]:
     if not callable(obj):
         raise ValueError(f"{reference!r} is not callable")
     return obj
+
+
+def _module(target: str, base: Path) -> ModuleType:
+    """The module a callable reference names: a path, an importable module or a local .py."""
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        return _load_path(base / target)
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        local = base / (target.replace(".", "/") + ".py")
+        missing_itself = exc.name in (target, target.split(".")[0])
+        if not missing_itself or not local.is_file():
+            raise ImportError(f"cannot import module {target!r}: {exc}") from None
+        return _load_path(local)
 
 
 def _load_path(path: Path) -> ModuleType:
@@ -450,6 +474,11 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[AgentBuilder, BusSet
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise AgentFileError(str(file), None, "", f"cannot read the file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        problem = (
+            f"cannot read the file: not UTF-8 text (byte {exc.object[exc.start]:#x} at {exc.start})"
+        )
+        raise AgentFileError(str(file), None, "", problem) from None
     doc = _read_toml(str(file), text) if file.suffix == ".toml" else _read_yaml(str(file), text)
     builder = _build(doc, file.parent)
     return builder, _bus_settings(doc, builder.agent_name)

@@ -108,12 +108,18 @@ BUS_TOOLS: dict[str, Callable[..., Any]] = {
 }
 
 
+def check_bus_tool(name: object) -> str:
+    """``name`` when it names a bus tool, else ``ValueError`` (also for no string)."""
+    if not isinstance(name, str) or name not in BUS_TOOLS:
+        raise ValueError(f"unknown bus tool {name!r}; expected one of {', '.join(BUS_TOOLS)}")
+    return name
+
+
 def bus_tools(names: Iterable[str]) -> list[AgentTool]:
     """The bus tools called ``names`` (see :data:`BUS_TOOLS`)."""
     made: list[AgentTool] = []
     for name in names:
-        if name not in BUS_TOOLS:
-            raise ValueError(f"unknown bus tool {name!r}; expected one of {', '.join(BUS_TOOLS)}")
+        check_bus_tool(name)
         # Async functions run on the agent's loop; the bus client hands over to the bus loop.
         made.append(FunctionTool(BUS_TOOLS[name], name=name))
     return made

@@ -231,7 +231,6 @@ BROKEN_MODULES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="these mistakes crash with a TypeError or SyntaxError")
 @pytest.mark.parametrize(
     ("text", "line", "key", "problem"),
     [
@@ -274,7 +273,6 @@ def test_mistakes_of_any_type_name_file_line_and_key(
     assert_file_error(write(tmp_path, text), line, key, problem)
 
 
-@pytest.mark.xfail(strict=True, reason="UnicodeDecodeError")
 def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "latin.agent.yaml"
     path.write_bytes("name: caf\xe9\n".encode("latin-1"))

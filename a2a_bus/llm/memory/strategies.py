@@ -285,6 +285,10 @@ def parse_memory(spec: str | Mapping[str, Any]) -> MemoryStrategy:
         name, size = match.group(1), int(match.group(2)) if match.group(2) else None
     else:
         raise ValueError(f"memory must be a string or a mapping, got {type(spec).__name__}")
+    if not isinstance(name, str):
+        raise ValueError(
+            f"a memory strategy must be a name such as sliding_window, got {type(name).__name__}"
+        )
     if name == "full":
         if size is not None:
             raise ValueError("full() takes no size")
