@@ -113,3 +113,15 @@ def test_a_malformed_stream_chunk_is_an_llm_error(chunk: dict[str, object]) -> N
     assembler = StreamAssembler()
     with pytest.raises(LlmError, match="malformed"):
         assembler.feed(json.dumps(chunk))
+
+
+@pytest.mark.xfail(strict=True, reason="reads 'malformed chat completion: KeyError('choices')'")
+def test_an_error_body_with_status_200_is_an_llm_error_with_the_servers_message(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    """Some proxies answer a failure with HTTP 200 and ``{"error": {...}}``; streamed
+    answers already report such an error's message, plain answers must too."""
+    llm_server.fail(200, "You exceeded your current quota")
+    with pytest.raises(LlmError) as info:
+        AgentLoop(llm_server.client(max_retries=0)).run("hi")
+    assert "You exceeded your current quota" in str(info.value)
