@@ -63,6 +63,9 @@ def parse_usage(data: Any) -> Usage:
 
 def parse_completion(data: Any) -> ChatResponse:
     """A non-streamed chat completion body -> :class:`ChatResponse`."""
+    if isinstance(data, Mapping) and "error" in data and not data.get("choices"):
+        # Some proxies answer a failure with HTTP 200: report the server's own message.
+        raise LlmError(f"LLM server answered an error: {describe_error(data)}")
     try:
         choice = data["choices"][0]
         message = LlmMessage.from_dict({"role": "assistant", **choice["message"]})

@@ -115,7 +115,6 @@ def test_a_malformed_stream_chunk_is_an_llm_error(chunk: dict[str, object]) -> N
         assembler.feed(json.dumps(chunk))
 
 
-@pytest.mark.xfail(strict=True, reason="reads 'malformed chat completion: KeyError('choices')'")
 def test_an_error_body_with_status_200_is_an_llm_error_with_the_servers_message(
     llm_server: ScriptedOpenAI,
 ) -> None:
