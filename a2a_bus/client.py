@@ -320,8 +320,7 @@ class AsyncClient:
         timeout: float | None = None,
     ) -> Any:
         """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its result."""
-        session = new_id()
-        base = {**(params or {}), "_sessionId": session}
+        base = _stream_base(params)
         seq = 0
         sending = False
         try:
@@ -336,18 +335,35 @@ class AsyncClient:
                     await self._send_chunk(agent, method, base, seq, chunk)
                     seq += 1
         except BaseException:
-            if sending:  # the handler may have started: end its stream now, not after its idle time
-                abort = {**base, "_seq": seq, END_PARAM: True, ABORT_PARAM: True}
-                await _quietly(self.notify(agent, method, abort))
+            if sending:
+                await self._abort_stream(agent, method, base, seq)
             raise
-        end = {**base, "_seq": seq, END_PARAM: True}
-        return await self.request(agent, method, end, timeout=timeout)
+        return await self._end_stream(agent, method, base, seq, timeout)
 
     async def _send_chunk(
         self, agent: str | None, method: str, base: dict[str, Any], seq: int, chunk: Any
     ) -> None:
         params = {**base, "_seq": seq, CHUNK_PARAM: chunk}
         await self.notify(agent, method, params)
+
+    async def _abort_stream(
+        self, agent: str | None, method: str, base: dict[str, Any], seq: int
+    ) -> None:
+        """The handler may have started: end its stream now, not after its idle time."""
+        abort = {**base, "_seq": seq, END_PARAM: True, ABORT_PARAM: True}
+        await _quietly(self.notify(agent, method, abort))
+
+    async def _end_stream(
+        self, agent: str | None, method: str, base: dict[str, Any], seq: int, timeout: float | None
+    ) -> Any:
+        """The end of a stream of ``seq`` chunks: answered with the handler's result."""
+        end = {**base, "_seq": seq, END_PARAM: True}
+        return await self.request(agent, method, end, timeout=timeout)
+
+
+def _stream_base(params: dict[str, Any] | None) -> dict[str, Any]:
+    """The params every part of a new caller -> agent stream carries."""
+    return {**(params or {}), "_sessionId": new_id()}
 
 
 async def collect(
@@ -441,4 +457,19 @@ class Client:
         *,
         timeout: float | None = None,
     ) -> Any:
-        return self.bus._run(self.aio.stream_to(agent, method, chunks, params, timeout=timeout))
+        """As :meth:`AsyncClient.stream_to`; ``chunks`` is iterated in this thread, not
+        on the bus loop, so it may block or call the bus itself."""
+        aio, run = self.aio, self.bus._run
+        base = _stream_base(params)
+        seq = 0
+        sending = False
+        try:
+            for chunk in chunks:
+                sending = True
+                run(aio._send_chunk(agent, method, base, seq, chunk))
+                seq += 1
+        except BaseException:
+            if sending:
+                run(aio._abort_stream(agent, method, base, seq))
+            raise
+        return run(aio._end_stream(agent, method, base, seq, timeout))
