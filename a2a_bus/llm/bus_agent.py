@@ -34,6 +34,7 @@ from a2a_bus.llm.chunks import chunk_to_dict
 from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.errors import AgentConfigError, LlmError, MaxTurnsExceeded
 from a2a_bus.llm.loop import AgentLoop
+from a2a_bus.llm.messages import LlmMessage
 from a2a_bus.llm.output import AgentOutput
 from a2a_bus.llm.tools import BUS_AGENT_KEY, BUS_CLIENT_KEY, ToolRegistry
 from a2a_bus.llm.triggers import (
@@ -137,6 +138,14 @@ class LlmAgent(Agent):
         if content is None:
             # A redelivered event whose run was cut short continues where it stopped.
             content = self._run(None if history else event_prompt(event), key).content
+            store = self.loop.store
+            stored = store.load(key)
+            if finished_answer(stored) is None:
+                # Its exit condition ended it after a tool round: store the answer as
+                # the final message, so a redelivery publishes it rather than asking the
+                # model (and running its tools) again. A trigger's conversation is
+                # never continued, so no model sees that message.
+                store.save(key, [*stored, LlmMessage.assistant(content)])
         if self.output_topic is not None and self.client is not None:
             self.client.publish(
                 self.output_topic,

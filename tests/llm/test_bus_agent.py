@@ -487,3 +487,40 @@ def test_chat_and_trigger_over_kafka(
     [answer] = inbox.events
     assert answer.get_data()["answer"] == "Event handled."
     assert answer.get_extension("collaborationid") == event_id
+
+
+def test_a_redelivered_trigger_that_its_exit_condition_ended_is_not_run_again(
+    llm_server: ScriptedOpenAI, store: InMemoryStore
+) -> None:
+    escalated: list[str] = []
+
+    def escalate(reason: str) -> str:
+        """Hand the ticket to a person."""
+        escalated.append(reason)
+        return "queued"
+
+    client = llm_server.client()
+    loop = (
+        AgentBuilder("t")
+        .llm(client)
+        .store(store)
+        .tool(escalate)
+        .exit_condition('tool_call("escalate")')
+        .build()
+    )
+    llm_server.call_tools(("escalate", {"reason": "fire"}))
+    answers = []
+    # The second delivery of the event reaches a new bus sharing the store: another
+    # process after the first crashed before acknowledging.
+    for _ in range(2):
+        inbox = Inbox()
+        with Bus.memory(prefix=f"t{uuid.uuid4().hex[:8]}", request_timeout=WAIT) as bus:
+            bus.spawn(llm_agent_class(loop, "triage", subscribe=["t"], output_topic="out"))
+            bus.spawn(listener("desk", "out", inbox))
+            bus.client().publish("t", {"ticket": 7}, id="ev-1")
+            assert eventually(lambda inbox=inbox: len(inbox.events) == 1)  # type: ignore[misc]
+        answers.append(inbox.events[0].get_data()["answer"])
+    client.close()
+    assert escalated == ["fire"]  # the tool ran once
+    assert len(llm_server.requests) == 1  # the model was not asked again
+    assert answers == ["", ""]  # the same answer both times
