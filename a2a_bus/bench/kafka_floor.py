@@ -6,7 +6,9 @@ per request than this path does: the baseline's two producers and two
 consumers plus, per request and nothing more,
 
 * the JSON-RPC request mapped to a CloudEvent and written as a structured record
-  (the bus's own codec, orjson), and the response event likewise;
+  (the bus's own codec, orjson), and the response event likewise, both through
+  the cheapest way aiokafka offers to produce (record batches per partition, as
+  the bus's :class:`~a2a_bus.transport.kafka_batches.Batches` build them);
 * both records decoded back into CloudEvents;
 * de-duplication by (source, id) on both consumers;
 * one pykka actor hop for the handler: ``tell`` in, the answer back on the
@@ -34,6 +36,7 @@ from a2a_bus.actor import thread_safe
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
 from a2a_bus.protocol import Adaptor, Failure, ext, from_kafka, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka_batches import Batches, pick_partition
 
 #: As the bus's default de-duplication window.
 WINDOW = 10_000
@@ -58,35 +61,34 @@ class FloorRequests(RawPingPong):
         super().__init__(bootstrap, run_id)
         self.run_id = run_id
         self.adaptor = Adaptor()
-        #: Answers not sent yet; ``_has_answers`` wakes the sender once per burst.
-        self._outbox: list[tuple[str, CloudEvent]] = []
-        self._has_answers = asyncio.Event()
         self._answered: dict[TopicPartition, int] = {}
 
-    def _workers(self) -> list[Coroutine[Any, Any, None]]:
-        self.actor = _Echo.start()
-        self._answer = thread_safe(asyncio.get_running_loop(), self._queue_answer)
-        return [self._serve(), self._send_answers(), self._collect()]
+    async def start(self) -> None:
+        await super().start()
+        for topic in (self.requests, self.replies):  # their partitions, for _produce
+            await self.producer.partitions_for(topic)
 
-    def _queue_answer(
+    def _workers(self) -> list[Coroutine[Any, Any, None]]:
+        self._batches = Batches(self.producer)  # both sides': the fewest producer calls
+        self.actor = _Echo.start()
+        self._answer = thread_safe(asyncio.get_running_loop(), self._send_answer)
+        return [self._serve(), self._collect()]
+
+    def _produce(self, topic: str, event: CloudEvent) -> asyncio.Future[None]:
+        """Write ``event``; the future is done when the broker acknowledged it."""
+        record = to_kafka(event, "structured")
+        partitions = self._batches.partitions(topic)
+        assert partitions is not None  # known since start()
+        partition = pick_partition(record.key, *partitions)
+        return self._batches.add(topic, partition, record.key, record.value, record.headers)
+
+    def _send_answer(
         self, record: ConsumerRecord, request: CloudEvent, result: Any, request_id: Any
     ) -> None:
         response = {"jsonrpc": "2.0", "result": result, "id": request_id}
-        reply_to = request.get_extension(ext.REPLY_TO)
-        self._outbox.append((str(reply_to), self.adaptor.response_event(request, response)))
-        self._has_answers.set()
+        reply_to = str(request.get_extension(ext.REPLY_TO))
+        self._produce(reply_to, self.adaptor.response_event(request, response))
         self._answered[TopicPartition(record.topic, record.partition)] = record.offset + 1
-
-    async def _send_answers(self) -> None:
-        while True:
-            await self._has_answers.wait()
-            self._has_answers.clear()
-            answers, self._outbox = self._outbox, []
-            for topic, event in answers:
-                record = to_kafka(event, "structured")
-                await self.server_producer.send(
-                    topic, record.value, key=record.key, headers=record.headers
-                )
 
     async def _serve(self) -> None:
         async for fetched in _fresh_events(self.server):
@@ -109,13 +111,12 @@ class FloorRequests(RawPingPong):
         request = echo_request(self.adaptor, self.counter, event_id, self.replies)
         future = asyncio.get_running_loop().create_future()
         self.waiting[event_id] = future
-        record = to_kafka(request, "structured")
-        await self.producer.send_and_wait(
-            self.requests, record.value, key=record.key, headers=record.headers
-        )
+        await self._produce(self.requests, request)
         await future
 
     async def stop(self) -> None:
+        await self._batches.wait_handed_over()
+        self._batches.close()
         await super().stop()
         self.actor.stop()
 
