@@ -115,8 +115,7 @@ class FloorRequests(RawPingPong):
         await future
 
     async def stop(self) -> None:
-        await self._batches.wait_handed_over()
-        self._batches.close()
+        await self._batches.aclose()  # stops self.producer (stopping it again is a no-op)
         await super().stop()
         self.actor.stop()
 

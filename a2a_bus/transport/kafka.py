@@ -109,7 +109,6 @@ class KafkaTransport(Transport):
             "binary" if self.settings.content_mode == "binary" else "structured"
         )
         self.metrics = KafkaMetrics()
-        self._producer: AIOKafkaProducer | None = None
         self._batches: Batches | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._known_topics: set[str] = set()
@@ -146,27 +145,34 @@ class KafkaTransport(Transport):
     async def start(self) -> None:
         if self._ready:
             return
+        self._admin = AIOKafkaAdminClient(**self.settings.client_kwargs())
+        try:
+            self._batches = Batches(await self._started_producer(), self._started_producer)
+            await self._admin.start()
+            await self.ensure_topics([self.settings.dlq_topic])
+        except BaseException:
+            await self._close_clients()
+            raise
+        self._ready = True
+
+    async def _started_producer(self) -> AIOKafkaProducer:
+        """A started idempotent producer (``acks=all``) with the settings' tuning."""
         s = self.settings
-        client = s.client_kwargs()
-        self._producer = AIOKafkaProducer(
+        producer = AIOKafkaProducer(
             enable_idempotence=True,
             acks="all",
             linger_ms=s.linger_ms,
             max_batch_size=s.max_batch_size,
             max_request_size=MAX_REQUEST_SIZE,
             compression_type=s.compression_type,
-            **client,
+            **s.client_kwargs(),
         )
-        self._admin = AIOKafkaAdminClient(**client)
         try:
-            await self._producer.start()
-            self._batches = Batches(self._producer)
-            await self._admin.start()
-            await self.ensure_topics([s.dlq_topic])
+            await producer.start()
         except BaseException:
-            await self._close_clients()
+            await producer.stop()
             raise
-        self._ready = True
+        return producer
 
     async def stop(self) -> None:
         for subscription in list(self._subscriptions):
@@ -176,12 +182,8 @@ class KafkaTransport(Transport):
 
     async def _close_clients(self) -> None:
         if self._batches is not None:
-            await self._batches.wait_handed_over()
-            self._batches.close()
+            await self._batches.aclose()
             self._batches = None
-        if self._producer is not None:
-            await self._producer.stop()
-            self._producer = None
         if self._admin is not None:
             await self._admin.close()
             self._admin = None
@@ -311,7 +313,7 @@ class KafkaTransport(Transport):
             # aiokafka's admin requests need one for their timeout.
             await asyncio.ensure_future(self.ensure_topics([topic]))
         if batches.partitions(topic) is None:
-            await self._require(self._producer).partitions_for(topic)  # waits for metadata
+            await batches.producer.partitions_for(topic)  # waits for metadata
             if batches.partitions(topic) is None:
                 raise UnknownTopicOrPartitionError(topic)
         await self._send(topic, value, key, headers)  # both known now

@@ -20,11 +20,13 @@ land where they did.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import logging
 import random
 import struct
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -35,6 +37,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from a2a_bus.errors import JsonRpcError
 from a2a_bus.protocol import ErrorCode
 from a2a_bus.transport.eager import run_eagerly
+
+log = logging.getLogger(__name__)
 
 #: The producer's ``max_request_size`` (aiokafka's default, passed explicitly).
 #: The bounds of :mod:`a2a_bus.payload` keep what the bus makes under it.
@@ -94,19 +98,38 @@ class _Pending:
     """One batch not handed to the producer yet, and who waits for its delivery
     (with the size of each one's value, for the broker's size refusal)."""
 
-    __slots__ = ("builder", "sizes", "waiters")
+    __slots__ = ("builder", "producer", "sizes", "waiters")
 
     def __init__(self, builder: Any) -> None:
         self.builder = builder
         self.waiters: list[asyncio.Future[None]] = []
         self.sizes: list[int] = []
+        #: The producer it was handed to.
+        self.producer: AIOKafkaProducer | None = None
 
 
 class Batches:
-    """Open record batches per partition in front of one producer (see the module)."""
+    """Open record batches per partition in front of one producer (see the module).
 
-    def __init__(self, producer: AIOKafkaProducer) -> None:
+    A batch the broker refuses (a record over the topic's ``max.message.bytes``),
+    or that fails otherwise, leaves an idempotent producer's sequence numbers for
+    its partition ahead of the broker's: aiokafka does not resynchronise them, so
+    every later batch of that partition would fail with OutOfOrderSequenceNumber.
+    ``renew`` (a started producer with the same settings) therefore takes over
+    after such a failure, under a new producer id; batches wait for it, and the
+    old producer is stopped.
+    """
+
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        renew: Callable[[], Awaitable[AIOKafkaProducer]] | None = None,
+    ) -> None:
         self._producer = producer
+        self._renew = renew
+        #: While a new producer is being started: hand-overs wait for it.
+        self._renewal: asyncio.Future[None] | None = None
+        self._renewing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._queued: dict[TopicPartition, deque[_Pending]] = {}
         self._handing_over: set[TopicPartition] = set()
@@ -119,8 +142,19 @@ class Batches:
         self._tps: dict[str, dict[int, TopicPartition]] = {}
         producer.client.cluster.add_listener(self._metadata_changed)
 
-    def close(self) -> None:
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        """The producer batches are handed to now."""
+        return self._producer
+
+    async def aclose(self) -> None:
+        """Hand over what was added, then stop the producer (and any renewal)."""
+        await self.wait_handed_over()
+        if self._renewing is not None:
+            with contextlib.suppress(Exception):
+                await self._renewing
         self._producer.client.cluster.remove_listener(self._metadata_changed)
+        await self._producer.stop()
 
     def _metadata_changed(self, _: object) -> None:
         self._partitions.clear()
@@ -199,15 +233,57 @@ class Batches:
         makes each wait until the one before it is drained into a request."""
         queue = self._queued[tp]
         while queue:
+            if self._renewal is not None:
+                await asyncio.shield(self._renewal)
             pending = queue.popleft()
+            producer = pending.producer = self._producer
             try:
-                delivered = await self._producer.send_batch(
+                delivered = await producer.send_batch(
                     pending.builder, tp.topic, partition=tp.partition
                 )
             except BaseException as exc:  # its publishers get it, the next batch goes on
                 _settle(pending, exc)
                 continue
-            delivered.add_done_callback(partial(_delivered, pending))
+            delivered.add_done_callback(partial(self._delivered, pending))
+
+    def _delivered(self, pending: _Pending, delivered: asyncio.Future[Any]) -> None:
+        if delivered.cancelled():
+            _settle(pending, asyncio.CancelledError())
+            return
+        error = delivered.exception()
+        if error is not None and pending.producer is self._producer:
+            self._start_renewal(error)  # before the publishers hear of it
+        _settle(pending, error)
+
+    def _start_renewal(self, error: BaseException) -> None:
+        if self._renew is None or self._renewal is not None:
+            return
+        log.warning(
+            "a batch failed (%s): a new producer takes over, so that no partition's "
+            "sequence numbers stay out of step with the broker's",
+            error,
+        )
+        self._renewal = self._loop.create_future()
+        self._renewing = self._loop.create_task(self._take_over(self._renew, self._renewal))
+
+    async def _take_over(
+        self, renew: Callable[[], Awaitable[AIOKafkaProducer]], renewal: asyncio.Future[None]
+    ) -> None:
+        old = self._producer
+        try:
+            new = await renew()
+        except Exception:
+            log.exception("starting a new producer failed; the old one goes on")
+            return
+        else:
+            old.client.cluster.remove_listener(self._metadata_changed)
+            new.client.cluster.add_listener(self._metadata_changed)
+            self._producer = new
+            self._metadata_changed(None)
+        finally:
+            self._renewal = None
+            renewal.set_result(None)
+        await old.stop()  # its batches in flight end, delivered or failed
 
     def _handed_over(self, tp: TopicPartition, error: BaseException | None) -> None:
         self._handing_over.discard(tp)
@@ -224,13 +300,6 @@ class Batches:
         self._queued.pop(tp, None)
         if not self._queued:
             self._idle.set()
-
-
-def _delivered(pending: _Pending, delivered: asyncio.Future[Any]) -> None:
-    if delivered.cancelled():
-        _settle(pending, asyncio.CancelledError())
-    else:
-        _settle(pending, delivered.exception())
 
 
 def _settle(pending: _Pending, error: BaseException | None) -> None:

@@ -262,6 +262,12 @@ async def test_a_record_the_broker_refuses_is_too_large_for_its_publisher(
         error = await _refused(kafka.publish(topic, new_event(note("big", 500), "x" * 5000)))
         assert error.code == ErrorCode.TOO_LARGE
         assert "the broker refused the record" in str(error.data)
+        # The refusal does not leave the partition's sequence numbers out of step:
+        # later records of the same partition are written (not OutOfOrderSequenceNumber).
+        for n in range(3):
+            await asyncio.wait_for(kafka.publish(topic, new_event(note(f"after{n}", 500), n)), WAIT)
+        batch = await asyncio.wait_for(kafka.read(topic, limit=10), WAIT)
+        assert [event.get_data() for event in batch.events] == [1, 0, 1, 2]
 
 
 @pytest.mark.parametrize("char", ["a", "\x01", '"', "é", "\U0001f600"])
