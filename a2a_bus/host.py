@@ -330,13 +330,17 @@ class AgentHost:
             adaptor, transport = self.bus.adaptor, self.bus.transport
             while (entry := await queue.get()) is not None:
                 if isinstance(reply_to, str) and not cancelled.is_set():
-                    error = refusal(entry[1], f"chunk {entry[0]}", result=True)
+                    seq, item = entry
+                    error = refusal(item, f"chunk {seq}", result=True)
+                    if error is None:
+                        chunk = chunk_event(adaptor, event, seq, item, reply_to, control)
+                        try:
+                            await transport.publish(reply_to, chunk, key=record_key(chunk))
+                        except Exception as exc:  # the broker refused it, or is gone
+                            error = _unsent(seq, exc)
                     if error is not None:
-                        refused.append((entry[0], error))
+                        refused.append((seq, error))
                         cancel()  # the generator is closed at its next item
-                    else:
-                        chunk = chunk_event(adaptor, event, entry[0], entry[1], reply_to, control)
-                        await transport.publish(reply_to, chunk, key=record_key(chunk))
                 credits.release()
 
         job.emit = emit
@@ -347,8 +351,10 @@ class AgentHost:
             outcome = await replica.submit(job)
         finally:
             queue.put_nowait(None)
-            await pumping
-            self.bus.running_streams.pop(request_id, None)
+            try:
+                await pumping
+            finally:
+                self.bus.running_streams.pop(request_id, None)
         if refused:  # ended where an item could not be sent
             error = refused[0][1]
             log.warning("stream %s of %s ended: %s", request_id, self.agent_id, error.data)
@@ -424,6 +430,14 @@ def handler_error(error: JsonRpcError) -> str:
     # A header of the dead letter: its detail is kept short.
     detail = f": {error.data[:500]}" if isinstance(error.data, str) else ""
     return f"handler-error: {error.code} {error.message}{detail}"
+
+
+def _unsent(seq: int, exc: Exception) -> JsonRpcError:
+    """The error a stream ends with when its chunk ``seq`` could not be published."""
+    if isinstance(exc, JsonRpcError):  # RecordTooLarge: -32005
+        return exc
+    detail = f"chunk {seq} could not be sent: {type(exc).__name__}: {exc}"
+    return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", detail)
 
 
 def _carried(outcome: Outcome) -> Outcome:

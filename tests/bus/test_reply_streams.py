@@ -126,3 +126,49 @@ async def test_a_generator_that_crashes_before_its_first_chunk_is_retried(
     assert (words, error) == ([f"run 2 word {n}" for n in range(4)], None)
     assert bus.metrics.redeliveries == 1
     assert bus.metrics.stream_duplicates == 0
+
+
+class Oversized(Agent):
+    """Streams two small items, one the caller's reply topic refuses, then more."""
+
+    agent_id = "oversized"
+
+    @method
+    def items(self) -> Iterator[str]:
+        for n in range(6):
+            yield "x" * 5000 if n == 2 else f"item {n}"
+
+
+@pytest.mark.kafka
+async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
+    kafka_bootstrap: str,
+) -> None:
+    """The caller's reply topic takes records of at most 2,000 bytes (a cluster's
+    max.message.bytes below the bus's bounds): the stream ends at that chunk with
+    -32005, no later chunk reaches the caller, and nothing is left running."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    uid = uuid.uuid4().hex[:10]
+    options = {"prefix": f"t{uid}", "node": f"n{uid}", "heartbeat": 60.0, "request_timeout": WAIT}
+    bus = Bus.kafka(kafka_bootstrap, bus_options=options, metadata_max_age_ms=1000)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await asyncio.wait_for(admin.start(), WAIT)
+    try:
+        small = NewTopic(bus.reply_topic, 3, 1, topic_configs={"max.message.bytes": "2000"})
+        await asyncio.wait_for(admin.create_topics([small]), WAIT)
+    finally:
+        await admin.close()
+    bus.spawn(Oversized)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        received: list[Any] = []
+        with pytest.raises(JsonRpcError) as failed:
+            async with asyncio.timeout(WAIT):
+                async for item in bus.async_client().stream("oversized", "items"):
+                    received.append(item)
+        assert failed.value.code == ErrorCode.TOO_LARGE
+        assert received == ["item 0", "item 1"]
+        await eventually(lambda: not bus.running_streams)
+        await eventually(lambda: len(bus.correlator) == 0)
+    finally:
+        await asyncio.wait_for(bus.astop(), WAIT)
