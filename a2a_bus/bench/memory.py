@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pykka
@@ -33,6 +34,8 @@ from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
 
 TARGET = 2.0
+#: The longest a KVM guest's idle CPU polls before it halts (0: it halts at once).
+HALT_POLL = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 
 
 class _Echo(pykka.ThreadingActor):
@@ -95,6 +98,23 @@ async def _bus_async(bus: Bus, n: int, samples: list[float]) -> None:
         start = time.perf_counter()
         await client.request("bench-calc", "subtract", [i, 1])
         samples.append(time.perf_counter() - start)
+
+
+def idle_note(halt_poll: Path = HALT_POLL) -> str | None:
+    """What the report should say when idle CPUs here halt without polling: every
+    wake-up of a thread sleeping on another CPU is then a VM exit, and the
+    unpinned round trip pays two of them."""
+    try:
+        polled_ns = int(halt_poll.read_text())
+    except (OSError, ValueError):
+        return None  # not a KVM guest with haltpoll, or unreadable: nothing to say
+    if polled_ns > 0:
+        return None
+    return (
+        "idle CPUs here halt without polling (haltpoll guest_halt_poll_ns=0): each wake-up "
+        "of a thread on the other CPU is a VM exit, paid twice per unpinned round trip "
+        "(see docs/bus.md)"
+    )
 
 
 def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> Report:
@@ -196,6 +216,8 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
         f"the hand-off floor alone is {floor_t.p50_us / ask_t.p50_us:.1f}x ask; the bus adds "
         f"{on_loop_t.p50_us - floor_t.p50_us:.0f} us (p50) over the floor"
     )
+    if (note := idle_note()) is not None:
+        report.notes.append(note)
     report.notes.append(
         f"requests/s: pykka ask {ask_t.per_sec:,.0f}, bus async {on_loop_t.per_sec:,.0f}, "
         f"bus sync {sync_t.per_sec:,.0f}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,3 +29,15 @@ def test_unknown_benchmark_is_a_usage_error() -> None:
     done = run("nope")
     assert done.returncode == 2
     assert "unknown benchmark" in done.stderr
+
+
+def test_the_memory_benchmark_names_idle_cpus_that_halt_without_polling(tmp_path: Path) -> None:
+    from a2a_bus.bench.memory import idle_note
+
+    halt_poll = tmp_path / "guest_halt_poll_ns"
+    halt_poll.write_text("0\n")
+    note = idle_note(halt_poll)
+    assert note is not None and "guest_halt_poll_ns=0" in note
+    halt_poll.write_text("200000\n")
+    assert idle_note(halt_poll) is None  # they poll first: nothing to say
+    assert idle_note(tmp_path / "missing") is None  # no haltpoll here
