@@ -272,8 +272,8 @@ class Batches:
         old = self._producer
         try:
             new = await renew()
-        except Exception:
-            log.exception("starting a new producer failed; the old one goes on")
+        except Exception as exc:  # the broker is unreachable, say: try again at the next failure
+            log.warning("starting a new producer failed (%s); the old one goes on", exc)
             return
         else:
             old.client.cluster.remove_listener(self._metadata_changed)
