@@ -150,6 +150,7 @@ class Batches:
     async def aclose(self) -> None:
         """Hand over what was added, then stop the producer (and any renewal)."""
         await self.wait_handed_over()
+        self._renew = None  # a batch failing from here on starts no new producer
         if self._renewing is not None:
             with contextlib.suppress(Exception):
                 await self._renewing
