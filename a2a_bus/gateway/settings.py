@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,11 +12,14 @@ from typing import Any
 import orjson
 import yaml
 
+from a2a_bus.env import EnvError, seconds
 from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.auth import Access
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
 
 ENV_PREFIX = "A2A_GATEWAY_"
+#: The settings that count something (at least 1).
+_COUNTS = ("max_body_bytes", "max_batch", "a2a_max_tasks", "a2a_max_tasks_per_owner")
 
 
 @dataclass(frozen=True)
@@ -51,21 +55,16 @@ class GatewaySettings:
         ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for name, kind in (
-            ("max_body_bytes", int),
-            ("max_batch", int),
-            ("request_timeout", float),
-            ("source", str),
-            ("a2a_max_tasks", int),
-            ("a2a_max_tasks_per_owner", int),
-        ):
-            raw = env.get(ENV_PREFIX + name.upper())
-            if raw:
-                try:
-                    values[name] = kind(raw)
-                except ValueError:
-                    what = f"{ENV_PREFIX}{name.upper()}={raw!r}"
-                    raise ValueError(f"{what} is not a {kind.__name__}") from None
+        for name in _COUNTS:
+            count = _count(env, ENV_PREFIX + name.upper())
+            if count is not None:
+                values[name] = count
+        timeout = seconds(env, ENV_PREFIX + "REQUEST_TIMEOUT")
+        if timeout is not None:
+            values["request_timeout"] = timeout
+        source = env.get(ENV_PREFIX + "SOURCE")
+        if source:
+            values["source"] = source
         tokens: dict[str, Access] = {}
         tokens_file = env.get(ENV_PREFIX + "TOKENS_FILE")
         if tokens_file:
@@ -79,9 +78,24 @@ class GatewaySettings:
         return cls(**values)
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_batch", "a2a_max_tasks", "a2a_max_tasks_per_owner"):
+        for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        # A deadline <= 0 fails every request at once; nan or inf is no deadline.
+        if not (self.request_timeout > 0 and math.isfinite(self.request_timeout)):
+            raise ValueError(
+                f"request_timeout must be a positive number of seconds, not {self.request_timeout}"
+            )
+
+
+def _count(env: Mapping[str, str], name: str) -> int | None:
+    """The whole number (at least 1) ``name`` holds, or None when unset or empty."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        raise EnvError(f"{name}={raw!r}: expected a whole number, at least 1")
+    return int(raw)
 
 
 def load_tokens(path: Path) -> dict[str, Access]:
