@@ -11,6 +11,9 @@ import orjson
 
 from a2a_bus.protocol import new_id
 
+#: Characters of an error body that is not the gateway's that an error message quotes.
+MAX_REASON = 200
+
 
 class GatewayError(Exception):
     """The gateway answered with an HTTP error; the message is the gateway's reason."""
@@ -30,7 +33,10 @@ def error_reason(status: int, body: Any) -> str:
         data = error.get("data")
         return f"{error['message']}: {data}" if isinstance(data, str) and data else error["message"]
     text = body if isinstance(body, str) else orjson.dumps(body).decode()
-    return f"HTTP {status}: {text}" if text.strip() else f"HTTP {status}"
+    text = " ".join(text.split())  # one line: an error page has many
+    if len(text) > MAX_REASON:
+        text = text[:MAX_REASON] + "..."
+    return f"HTTP {status}: {text}" if text else f"HTTP {status}"
 
 
 class GatewayClient:
@@ -38,6 +44,7 @@ class GatewayClient:
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
         headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.url = url
         self._http = httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout)
 
     async def __aenter__(self) -> GatewayClient:
@@ -54,14 +61,33 @@ class GatewayClient:
                 body = response.text
             raise GatewayError(response.status_code, error_reason(response.status_code, body))
 
+    def _stranger(self, response: httpx.Response, expected: str) -> GatewayError:
+        """The error for an answer no gateway gives (the URL is another web server)."""
+        request = response.request
+        kind = response.headers.get("content-type") or "no content type"
+        answered = f"{request.method} {request.url.path} answered HTTP {response.status_code}"
+        reason = f"{self.url} is not an a2a-bus gateway: {answered} {kind}, not {expected}"
+        return GatewayError(response.status_code, reason)
+
+    def _json(self, response: httpx.Response, status: int = 200) -> dict[str, Any]:
+        """The JSON object a gateway answers with ``status``; GatewayError for an
+        error or for an answer that is not the gateway's."""
+        self._check(response)
+        kind = response.headers.get("content-type", "")
+        try:
+            body = response.json() if kind.startswith("application/json") else None
+        except ValueError:
+            body = None
+        if response.status_code != status or not isinstance(body, dict):
+            raise self._stranger(response, "a JSON object")
+        return body
+
     async def rpc(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """POST one JSON-RPC message; the response, or None for a notification."""
         response = await self._http.post("/rpc", content=orjson.dumps(message))
         if response.status_code == 204:
             return None
-        self._check(response)
-        answer: dict[str, Any] = response.json()
-        return answer
+        return self._json(response)
 
     async def publish(self, subject: str, data: Any, type: str) -> str:
         """Publish a structured CloudEvent on ``subject``; its id."""
@@ -76,13 +102,14 @@ class GatewayClient:
         }
         headers = {"content-type": "application/cloudevents+json"}
         response = await self._http.post("/events", content=orjson.dumps(event), headers=headers)
-        self._check(response)
+        self._json(response, 202)  # anything else did not publish it
         return str(event["id"])
 
     async def agents(self) -> list[dict[str, Any]]:
         response = await self._http.get("/agents")
-        self._check(response)
-        cards: list[dict[str, Any]] = response.json()["agents"]
+        cards = self._json(response).get("agents")
+        if not isinstance(cards, list):
+            raise self._stranger(response, "a list of agents")
         return cards
 
     async def history(
@@ -93,10 +120,7 @@ class GatewayClient:
         if cursor is not None:
             params["cursor"] = cursor
         url = f"/topics/{quote(subject, safe='')}/history"
-        response = await self._http.get(url, params=params)
-        self._check(response)
-        page: dict[str, Any] = response.json()
-        return page
+        return self._json(await self._http.get(url, params=params))
 
     async def tail(self, subject: str) -> AsyncIterator[dict[str, Any]]:
         """Structured CloudEvents published on ``subject`` from now on."""
@@ -105,6 +129,10 @@ class GatewayClient:
             if response.status_code >= 400:
                 await response.aread()
                 self._check(response)
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                raise self._stranger(response, "a live view (text/event-stream)")
             async for line in response.aiter_lines():
                 if line.startswith("data: "):
                     yield orjson.loads(line[len("data: ") :])
+        # A live view never ends by itself: a proxy or the gateway closed it.
+        raise GatewayError(0, f"the gateway ended the live view of {subject!r}")

@@ -58,7 +58,6 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="the answer is taken to be the gateway's JSON")
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command[0])
 def test_a_page_that_is_no_gateway_answer_is_one_line(web: str, command: list[str]) -> None:
     done = run(*command, "--url", web)
@@ -67,7 +66,6 @@ def test_a_page_that_is_no_gateway_answer_is_one_line(web: str, command: list[st
     assert "text/html" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="an error page is printed whole")
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command[0])
 def test_an_error_page_is_one_line(web: str, command: list[str]) -> None:
     done = run(*command, "--url", f"{web}/missing")
@@ -76,7 +74,6 @@ def test_an_error_page_is_one_line(web: str, command: list[str]) -> None:
     assert done.stderr.count("\n") == 1, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="tail waits forever once the view has ended")
 def test_tail_ends_when_the_live_view_ends(web: str) -> None:
     done = run("tail", "orders.eu", "--url", f"{web}/ends")
     line = one_error_line(done, 1)
