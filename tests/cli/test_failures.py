@@ -133,6 +133,25 @@ def test_serve_refuses_a_gateway_timeout_that_is_not_positive(value: str) -> Non
     assert line == f"error: A2A_GATEWAY_REQUEST_TIMEOUT={value!r}: {allowed}"
 
 
+@pytest.mark.xfail(strict=True, reason="a constructor that raises ends serve with a traceback")
+def test_serve_names_an_agent_that_cannot_be_made(tmp_path: Path) -> None:
+    broken = tmp_path / "broken_agent.py"
+    broken.write_text(
+        "from a2a_bus import Agent, method\n\n\n"
+        "class Broken(Agent):\n"
+        "    agent_id = 'broken'\n\n"
+        "    def __init__(self, *args: object, **kwargs: object) -> None:\n"
+        "        raise RuntimeError('no database')\n\n"
+        "    @method\n"
+        "    def ping(self) -> str:\n"
+        "        return 'pong'\n"
+    )
+    done = run("serve", CALC, f"{broken}:Broken", "--http", "127.0.0.1:0")
+    line = one_error_line(done, 2)
+    assert line == "error: cannot start agent 'broken': RuntimeError: no database", line
+    assert "listening on" not in done.stdout
+
+
 def test_serve_refuses_one_agent_twice() -> None:
     done = run("serve", CALC, f"{AGENTS}:Echo", CALC)
     line = one_error_line(done, 2)
