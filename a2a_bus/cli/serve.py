@@ -19,7 +19,15 @@ from rich.markup import escape
 from a2a_bus import loops
 from a2a_bus.agent import Agent
 from a2a_bus.cli import app
-from a2a_bus.cli.common import build_bus, console, fail, kafka_bootstrap, plural, started
+from a2a_bus.cli.common import (
+    build_bus,
+    bus_failure,
+    console,
+    fail,
+    kafka_bootstrap,
+    plural,
+    started,
+)
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
 
@@ -77,6 +85,19 @@ def _where(bus: Bus) -> str:
     return f"Kafka at {bootstrap}" if bootstrap else "the in-memory transport"
 
 
+async def _spawn(bus: Bus, agent_cls: type[Agent], replicas: int) -> None:
+    """Start an agent's actors; one whose class cannot be made (its constructor
+    raises) is a broken target, named with the error (exit 2)."""
+    try:
+        await bus.aspawn(agent_cls, replicas)
+    except Exception as exc:
+        failure = bus_failure(exc, bus)  # Kafka out of reach: exit 1
+        if failure is exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            failure = fail(f"cannot start agent {agent_cls.agent_id!r}: {reason}", 2)
+        raise failure from None
+
+
 async def _serve(
     classes: list[type[Agent]],
     bus: Bus,
@@ -93,7 +114,7 @@ async def _serve(
         loop.add_signal_handler(signum, stop.set)
     async with started(bus):
         for agent_cls in classes:
-            await bus.aspawn(agent_cls, replicas)
+            await _spawn(bus, agent_cls, replicas)
         ingress = Ingress(bus) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()

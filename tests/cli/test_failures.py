@@ -133,7 +133,6 @@ def test_serve_refuses_a_gateway_timeout_that_is_not_positive(value: str) -> Non
     assert line == f"error: A2A_GATEWAY_REQUEST_TIMEOUT={value!r}: {allowed}"
 
 
-@pytest.mark.xfail(strict=True, reason="a constructor that raises ends serve with a traceback")
 def test_serve_names_an_agent_that_cannot_be_made(tmp_path: Path) -> None:
     broken = tmp_path / "broken_agent.py"
     broken.write_text(
