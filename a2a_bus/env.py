@@ -49,6 +49,16 @@ def seconds(env: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+def count(env: Mapping[str, str], name: str) -> int | None:
+    """The whole number (at least 1) ``name`` holds, or None when unset or empty."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        raise EnvError(f"{name}={raw!r}: expected a whole number, at least 1")
+    return int(raw)
+
+
 def choice(env: Mapping[str, str], name: str, choices: Sequence[str], default: str) -> str:
     """The value of ``name`` (case-insensitive, trimmed), one of ``choices``."""
     value = env.get(name, "").strip().lower() or default

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import yaml
 
-from a2a_bus.env import EnvError, seconds
+from a2a_bus.env import count, seconds
 from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.auth import Access
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
@@ -56,9 +56,9 @@ class GatewaySettings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for name in _COUNTS:
-            count = _count(env, ENV_PREFIX + name.upper())
-            if count is not None:
-                values[name] = count
+            number = count(env, ENV_PREFIX + name.upper())
+            if number is not None:
+                values[name] = number
         timeout = seconds(env, ENV_PREFIX + "REQUEST_TIMEOUT")
         if timeout is not None:
             values["request_timeout"] = timeout
@@ -86,16 +86,6 @@ class GatewaySettings:
             raise ValueError(
                 f"request_timeout must be a positive number of seconds, not {self.request_timeout}"
             )
-
-
-def _count(env: Mapping[str, str], name: str) -> int | None:
-    """The whole number (at least 1) ``name`` holds, or None when unset or empty."""
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
-        raise EnvError(f"{name}={raw!r}: expected a whole number, at least 1")
-    return int(raw)
 
 
 def load_tokens(path: Path) -> dict[str, Access]:

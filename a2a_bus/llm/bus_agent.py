@@ -137,15 +137,10 @@ class LlmAgent(Agent):
         content = finished_answer(history)
         if content is None:
             # A redelivered event whose run was cut short continues where it stopped.
-            content = self._run(None if history else event_prompt(event), key).content
-            store = self.loop.store
-            stored = store.load(key)
-            if finished_answer(stored) is None:
-                # Its exit condition ended it after a tool round: store the answer as
-                # the final message, so a redelivery publishes it rather than asking the
-                # model (and running its tools) again. A trigger's conversation is
-                # never continued, so no model sees that message.
-                store.save(key, [*stored, LlmMessage.assistant(content)])
+            output = self._run(None if history else event_prompt(event), key)
+            content = output.content
+            if output.exit_reason == "exit_condition":
+                self._store_final_answer(key, content)
         if self.output_topic is not None and self.client is not None:
             self.client.publish(
                 self.output_topic,
@@ -156,6 +151,16 @@ class LlmAgent(Agent):
         else:
             log.debug("%s answered trigger %s (no output topic)", self.agent_id, event.get_id())
         return content
+
+    def _store_final_answer(self, key: str, content: str) -> None:
+        """A run its exit condition ended after a tool round gets its answer as the
+        stored conversation's last message, so a redelivery publishes it rather than
+        asking the model (and running its tools) again. A trigger's conversation is
+        never continued, so no model sees that message."""
+        store = self.loop.store
+        stored = store.load(key)
+        if finished_answer(stored) is None:  # it may have ended on an answer all the same
+            store.save(key, [*stored, LlmMessage.assistant(content)])
 
 
 def _checked(value: str, name: str = "message") -> str:
