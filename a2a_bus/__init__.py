@@ -1,11 +1,12 @@
 """a2a-bus: an actor-based multi-agent collaboration bus."""
 
-from a2a_bus.agent import Agent, method, subscribe
 from a2a_bus.bus import Bus
 from a2a_bus.client import AsyncClient, Call, Client, EventPage
-from a2a_bus.correlation import ReplyStream
-from a2a_bus.errors import BusStopped, JsonRpcError, StreamError
-from a2a_bus.supervisor import RestartPolicy
+from a2a_bus.core.correlation import ReplyStream
+from a2a_bus.core.errors import BusStopped, StreamError
+from a2a_bus.hosting.agent import Agent, method, subscribe
+from a2a_bus.hosting.supervisor import RestartPolicy
+from a2a_bus.protocol import JsonRpcError
 
 __version__ = "0.1.0"
 

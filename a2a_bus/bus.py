@@ -17,21 +17,22 @@ from typing import Any, TypeVar
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.actor import serving_loop
-from a2a_bus.affinity import choose_cpu, pin_current_thread
-from a2a_bus.agent import Agent
-from a2a_bus.correlation import Correlator, ReplyStream
-from a2a_bus.discovery import (
+from a2a_bus.core.correlation import Correlator, ReplyStream
+from a2a_bus.core.errors import BusStopped
+from a2a_bus.core.metrics import Metrics
+from a2a_bus.core.routing import Route, RouteKind, RoutingError, Topics, decide
+from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
+from a2a_bus.discovery.directory import (
     BUILTIN_METHODS,
     Announcer,
     Directory,
     known_agents_required,
 )
-from a2a_bus.env import bus_options, transport_kind
-from a2a_bus.errors import BusStopped
-from a2a_bus.host import AgentHost
-from a2a_bus.loop_thread import LoopThread, SyncBridge
-from a2a_bus.metrics import Metrics
+from a2a_bus.discovery.registry import follow_registry
+from a2a_bus.hosting.actor import serving_loop
+from a2a_bus.hosting.agent import Agent
+from a2a_bus.hosting.host import AgentHost
+from a2a_bus.hosting.supervisor import RestartPolicy
 from a2a_bus.protocol import (
     Adaptor,
     ErrorCode,
@@ -44,12 +45,11 @@ from a2a_bus.protocol import (
     new_id,
     result_response,
 )
-from a2a_bus.registry import follow_registry
-from a2a_bus.routing import Route, RouteKind, RoutingError, Topics, decide
-from a2a_bus.streams import CANCEL_METHOD, cancel_message
-from a2a_bus.supervisor import RestartPolicy
+from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
+from a2a_bus.runtime.env import bus_options, transport_kind
+from a2a_bus.runtime.portal import LoopThread, SyncBridge
 from a2a_bus.transport.base import Delivery, Subscription, Transport
-from a2a_bus.transport.memory import MemoryTransport
+from a2a_bus.transport.memory.transport import MemoryTransport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,7 +84,7 @@ class Bus:
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
         #: The loop thread that starts the bus and the actor threads stay on this CPU
-        #: (see a2a_bus.affinity); None: off. From ``A2A_PIN_CPU`` unless given.
+        #: (see a2a_bus.runtime.affinity); None: off. From ``A2A_PIN_CPU`` unless given.
         self.pin_cpu = choose_cpu(pin_cpu)
         self.metrics = Metrics()
         self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
@@ -133,7 +133,7 @@ class Bus:
         **kafka_options: Any,
     ) -> Bus:
         """A bus on Kafka; ``kafka_options`` are KafkaSettings fields (SASL/SSL too)."""
-        from a2a_bus.transport.kafka import KafkaTransport
+        from a2a_bus.transport.kafka.transport import KafkaTransport
 
         options = dict(bus_options or {})
         kafka_options.setdefault("dlq_topic", Topics(options.get("prefix", "a2a")).dlq)
@@ -148,8 +148,8 @@ class Bus:
         options = bus_options(env)  # names a bad variable and its allowed values
         if transport_kind(env) == "memory":
             return cls.memory(**options)
-        from a2a_bus.transport.kafka import KafkaTransport
-        from a2a_bus.transport.kafka_config import KafkaSettings
+        from a2a_bus.transport.kafka.config import KafkaSettings
+        from a2a_bus.transport.kafka.transport import KafkaTransport
 
         settings = KafkaSettings.from_env(env, dlq_topic=Topics(options["prefix"]).dlq)
         return cls(KafkaTransport(settings=settings), **options)
@@ -398,7 +398,7 @@ class Bus:
     # -- the caller side (runs on the bus loop) -------------------------------------
 
     def route(self, event: CloudEvent) -> Route:
-        """Where ``event`` goes (:func:`~a2a_bus.routing.decide`); RoutingError -32002
+        """Where ``event`` goes (:func:`~a2a_bus.core.routing.decide`); RoutingError -32002
         "Agent not found" (id in ``data``) for an agent discovery does not know."""
         route = decide(event, self.topics, self.directory.method_owner)
         agent_id = route.agent_id

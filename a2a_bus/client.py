@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.payload import envelope_refusal, refusal
+from a2a_bus.core.payload import envelope_refusal, refusal
+from a2a_bus.core.routing import RoutingError, is_wildcard, validate_subject
+from a2a_bus.core.streams import ABORT_PARAM, CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,
+    JsonRpcError,
     Kind,
     classify,
     error_response,
@@ -38,8 +40,6 @@ from a2a_bus.protocol import (
     new_event,
     new_id,
 )
-from a2a_bus.routing import RoutingError, is_wildcard, validate_subject
-from a2a_bus.streams import ABORT_PARAM, CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class EventPage(NamedTuple):
 
 
 def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
-    """Refuse ``value`` unless every transport carries it (see :mod:`a2a_bus.payload`):
+    """Refuse ``value`` unless every transport carries it (see :mod:`a2a_bus.core.payload`):
     -32602 when it is not JSON, -32005 when it is too large; nothing is sent."""
     error = refusal(value, what, binary=binary)
     if error is not None:
@@ -84,7 +84,7 @@ _OWN_ENVELOPE_CHARS = 512
 
 def _check_envelope(event: CloudEvent) -> None:
     """Refuse ``event`` unless every transport carries its attributes (see
-    :mod:`a2a_bus.payload`): -32005 when they are too large; nothing is sent."""
+    :mod:`a2a_bus.core.payload`): -32005 when they are too large; nothing is sent."""
     error = envelope_refusal(event)
     if error is not None:
         raise error
@@ -177,7 +177,7 @@ class AsyncClient:
         yet); ``newest`` gives the last ``limit`` events instead, with a cursor for
         what comes after them. Reading joins no consumer group and changes no
         subscriber's progress. A wildcard or invalid subject raises
-        :class:`~a2a_bus.routing.RoutingError`, a bad limit or cursor ValueError
+        :class:`~a2a_bus.core.routing.RoutingError`, a bad limit or cursor ValueError
         (RoutingError is one too).
         """
         if isinstance(subject, str) and is_wildcard(subject):
@@ -203,7 +203,7 @@ class AsyncClient:
     ) -> dict[str, Any] | None:
         """Route one event; a request's JSON-RPC response (caller's id), else None.
 
-        Data that no transport carries (see :mod:`a2a_bus.payload`) is refused:
+        Data that no transport carries (see :mod:`a2a_bus.core.payload`) is refused:
         a request is answered with the error, anything else raises it.
         """
         message = jsonrpc_of(event.get_data())

@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from a2a_bus import loops
-from a2a_bus.agent import Agent, method
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.hosting.agent import Agent, method
+from a2a_bus.runtime import loops
 
 TARGET = 0.5
 BODY = orjson.dumps({"jsonrpc": "2.0", "method": "echo", "params": ["ping"], "id": 1})

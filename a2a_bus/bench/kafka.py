@@ -38,15 +38,15 @@ from typing import Any, Protocol
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from a2a_bus import loops
-from a2a_bus.agent import Agent, method
 from a2a_bus.bench.kafka_floor import FloorRequests, echo_request
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
+from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.protocol import Adaptor, ext, new_event
+from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.kafka.transport import KafkaTransport
 
 TITLE = "Kafka: bus vs raw aiokafka (same broker, same run)"
 SUBSCRIBERS = (1, 10, 50)

@@ -8,7 +8,7 @@ consumers plus, per request and nothing more,
 * the JSON-RPC request mapped to a CloudEvent and written as a structured record
   (the bus's own codec, orjson), and the response event likewise, both through
   the cheapest way aiokafka offers to produce (record batches per partition, as
-  the bus's :class:`~a2a_bus.transport.kafka_batches.Batches` build them);
+  the bus's :class:`~a2a_bus.transport.kafka.batches.Batches` build them);
 * both records decoded back into CloudEvents;
 * de-duplication by (source, id) on both consumers;
 * one pykka actor hop for the handler: ``tell`` in, the answer back on the
@@ -32,11 +32,11 @@ import pykka
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.actor import thread_safe
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
+from a2a_bus.hosting.actor import thread_safe
 from a2a_bus.protocol import Adaptor, Failure, ext, from_kafka, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
-from a2a_bus.transport.kafka_batches import Batches, pick_partition
+from a2a_bus.transport.kafka.batches import Batches, pick_partition
 
 #: As the bus's default de-duplication window.
 WINDOW = 10_000

@@ -14,7 +14,7 @@ no bus code. What the bus adds is its p50 minus the floor's.
 
 The async path runs twice: on a bus as it comes by default, its threads
 wherever the OS puts them, and on a bus whose threads are kept on one CPU
-(``pin_cpu``, see :mod:`a2a_bus.affinity`); the ``ask`` baseline is not pinned.
+(``pin_cpu``, see :mod:`a2a_bus.runtime.affinity`); the ``ask`` baseline is not pinned.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 
 import pykka
 
-from a2a_bus.agent import Agent, method
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
+from a2a_bus.hosting.agent import Agent, method
 
 TARGET = 2.0
 #: The longest a KVM guest's idle CPU polls before it halts (0: it halts at once).

@@ -25,7 +25,7 @@ def _register() -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    from a2a_bus.env import EnvError
+    from a2a_bus.runtime.env import EnvError
 
     _register()
     try:

@@ -21,9 +21,9 @@ from a2a_bus.cli.common import (
     run_on_kafka,
     run_remote,
 )
-from a2a_bus.correlation import timeout_response
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.gateway.remote import GatewayClient
+from a2a_bus.cli.http_client import GatewayClient
+from a2a_bus.core.correlation import timeout_response
+from a2a_bus.protocol import JsonRpcError
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus

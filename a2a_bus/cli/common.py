@@ -15,10 +15,11 @@ import orjson
 import typer
 from rich.console import Console
 
-from a2a_bus import loops, protocol
-from a2a_bus.env import EnvError
-from a2a_bus.gateway.remote import GatewayClient, GatewayError
+from a2a_bus import protocol
+from a2a_bus.cli.http_client import GatewayClient, GatewayError
 from a2a_bus.protocol import ErrorCode, ProtocolError
+from a2a_bus.runtime import loops
+from a2a_bus.runtime.env import EnvError
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus

@@ -17,8 +17,8 @@ from a2a_bus.cli.common import (
     run_on_kafka,
     run_remote,
 )
+from a2a_bus.core.routing import RoutingError, validate_subject
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX
-from a2a_bus.routing import RoutingError, validate_subject
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus

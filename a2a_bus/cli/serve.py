@@ -16,8 +16,6 @@ import uvicorn
 from rich.console import Console
 from rich.markup import escape
 
-from a2a_bus import loops
-from a2a_bus.agent import Agent
 from a2a_bus.cli import app
 from a2a_bus.cli.common import (
     build_bus,
@@ -30,6 +28,8 @@ from a2a_bus.cli.common import (
 )
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
+from a2a_bus.hosting.agent import Agent
+from a2a_bus.runtime import loops
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -106,7 +106,7 @@ async def _serve(
     settings: GatewaySettings,
     out: Console,
 ) -> None:
-    from a2a_bus.ingress import Ingress
+    from a2a_bus.gateway.ingress import Ingress
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

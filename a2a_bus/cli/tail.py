@@ -11,7 +11,6 @@ import orjson
 import typer
 from rich.markup import escape
 
-from a2a_bus import loops
 from a2a_bus.cli import app
 from a2a_bus.cli.common import (
     DEFAULT_URL,
@@ -25,9 +24,10 @@ from a2a_bus.cli.common import (
     gateway_failure,
     started,
 )
-from a2a_bus.gateway.remote import GatewayClient
+from a2a_bus.cli.http_client import GatewayClient
+from a2a_bus.core.routing import RoutingError, validate_subject
 from a2a_bus.protocol import to_structured
-from a2a_bus.routing import RoutingError, validate_subject
+from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
 
 if TYPE_CHECKING:

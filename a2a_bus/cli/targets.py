@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from a2a_bus.agent import Agent
+from a2a_bus.hosting.agent import Agent
 
 AGENT_FILE_SUFFIXES = (".yaml", ".yml", ".toml")
 

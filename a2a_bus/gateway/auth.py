@@ -12,8 +12,8 @@ from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.core.routing import RoutingError, is_wildcard, subject_matches, validate_subject
 from a2a_bus.protocol import ext
-from a2a_bus.routing import RoutingError, is_wildcard, subject_matches, validate_subject
 
 Patterns = tuple[str, ...] | None
 

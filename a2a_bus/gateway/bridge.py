@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.core.routing import Route
 from a2a_bus.protocol import ext, new_id
-from a2a_bus.routing import Route
 from a2a_bus.transport.base import Handler, Subscription
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class Bridge:
 
     def route(self, event: CloudEvent) -> Route:
         """Where a native event goes (:meth:`Bus.route <a2a_bus.bus.Bus.route>`); raises
-        :class:`~a2a_bus.routing.RoutingError`, -32002 for an agent discovery does not know."""
+        :class:`~a2a_bus.core.routing.RoutingError`, -32002 for an agent discovery does not know."""
         return self.bus.route(event)
 
     async def publish(self, event: CloudEvent, route: Route) -> None:

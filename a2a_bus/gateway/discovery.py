@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.core.routing import RoutingError, validate_name
 from a2a_bus.gateway.context import context, require_access
 from a2a_bus.gateway.responses import JSONResponse, problem
-from a2a_bus.routing import RoutingError, validate_name
 
 
 async def list_agents(request: Request) -> Response:

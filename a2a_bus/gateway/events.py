@@ -12,13 +12,13 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.core.payload import envelope_refusal, refusal
+from a2a_bus.core.routing import RoutingError, outside_refusal
 from a2a_bus.gateway.context import context, require_access
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
 from a2a_bus.gateway.responses import JSONResponse, problem
-from a2a_bus.payload import envelope_refusal, refusal
 from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
-from a2a_bus.routing import RoutingError, outside_refusal
 
 #: Routing errors that mean "no such thing here" rather than a malformed event.
 _STATUS: dict[int, int] = {ErrorCode.METHOD_NOT_FOUND: 404, ErrorCode.AGENT_UNAVAILABLE: 404}
@@ -42,7 +42,7 @@ async def events(request: Request) -> Response:
         return problem(400, f"the batch has {len(decoded)} events; the limit is {limit}")
     routes = []
     for event in decoded:
-        # The bound every transport applies (a2a_bus.payload): 413, as for the body.
+        # The bound every transport applies (a2a_bus.core.payload): 413, as for the body.
         too_large = refusal(event.get_data(), f"event {event.get_id()!r} data", binary=True)
         too_large = too_large or envelope_refusal(event)
         if too_large is not None:

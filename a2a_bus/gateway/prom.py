@@ -1,7 +1,7 @@
 """Prometheus metrics of the gateway and ``GET /metrics``.
 
 Bus counters (requests, errors, dead letters, in-flight requests...) live in
-:mod:`a2a_bus.metrics`; this module adds the HTTP side and serves them all.
+:mod:`a2a_bus.core.metrics`; this module adds the HTTP side and serves them all.
 """
 
 from __future__ import annotations

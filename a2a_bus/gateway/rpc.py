@@ -15,7 +15,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
@@ -27,6 +26,7 @@ from a2a_bus.protocol import (
     Converted,
     ErrorCode,
     Failure,
+    JsonRpcError,
     Kind,
     ProtocolError,
     error_response,

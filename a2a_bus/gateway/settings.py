@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 import yaml
 
-from a2a_bus.env import count, seconds
 from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.auth import Access
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
+from a2a_bus.runtime.env import count, seconds
 
 ENV_PREFIX = "A2A_GATEWAY_"
 #: The settings that count something (at least 1).

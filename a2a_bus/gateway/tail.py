@@ -17,11 +17,11 @@ from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.core.routing import RoutingError
 from a2a_bus.gateway.context import context, require_access, topic_refusal
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.sse import SSEResponse
 from a2a_bus.protocol import to_structured
-from a2a_bus.routing import RoutingError
 from a2a_bus.transport.base import Delivery
 
 QUEUE = 1024

@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
 from a2a_bus.llm.bindings import BindingError, mapped_tool
 from a2a_bus.llm.builder import AgentBuilder
 from a2a_bus.llm.client import LlmClient
@@ -51,7 +52,6 @@ from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.loop import AgentLoop
 from a2a_bus.llm.memory.strategies import parse_memory
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, FunctionTool
-from a2a_bus.routing import RoutingError, subject_matches, validate_name, validate_subject
 
 Path_ = tuple[str, ...]
 

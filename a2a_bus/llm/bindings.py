@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_bus.hosting.schema import parse_docstring, schema_for
 from a2a_bus.llm.tools import FunctionTool, ToolContext, is_context_hint
-from a2a_bus.schema import parse_docstring, schema_for
 
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

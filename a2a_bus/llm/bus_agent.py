@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.agent import Agent, method, subscribe
-from a2a_bus.errors import JsonRpcError
+from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
+from a2a_bus.hosting.agent import Agent, method, subscribe
 from a2a_bus.llm._sync import close_thread_loop
 from a2a_bus.llm.agent_file import parse_agent_file
 from a2a_bus.llm.bus_tools import bus_tools as make_bus_tools
@@ -45,8 +45,7 @@ from a2a_bus.llm.triggers import (
     session_conversation,
     trigger_conversation,
 )
-from a2a_bus.protocol import ErrorCode, ext
-from a2a_bus.routing import RoutingError, subject_matches, validate_name, validate_subject
+from a2a_bus.protocol import ErrorCode, JsonRpcError, ext
 
 log = logging.getLogger(__name__)
 

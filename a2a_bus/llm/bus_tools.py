@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from a2a_bus.errors import JsonRpcError
+from a2a_bus.core.routing import validate_subject
 from a2a_bus.llm.tools import AgentTool, FunctionTool, ToolContext
-from a2a_bus.protocol import to_structured
-from a2a_bus.routing import validate_subject
+from a2a_bus.protocol import JsonRpcError, to_structured
 
 #: Most events one ``read_topic`` call hands the model (each lands in its context).
 MAX_READ = 100

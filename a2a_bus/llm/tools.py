@@ -15,8 +15,8 @@ from typing import Any, overload
 
 import jsonschema
 
+from a2a_bus.hosting.schema import function_schema
 from a2a_bus.llm.messages import ToolDefinition
-from a2a_bus.schema import function_schema
 
 #: OpenAI's rule for function names.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -18,6 +18,7 @@ from a2a_bus.protocol.constants import (
 from a2a_bus.protocol.errors import (
     ErrorCode,
     Failure,
+    JsonRpcError,
     JsonRpcId,
     ProtocolError,
     error_object,
@@ -46,6 +47,7 @@ __all__ = [
     "Converted",
     "ErrorCode",
     "Failure",
+    "JsonRpcError",
     "JsonRpcId",
     "KafkaRecord",
     "Kind",

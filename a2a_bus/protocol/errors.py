@@ -65,6 +65,41 @@ def result_response(result: Any, id: JsonRpcId) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "result": result, "id": id}
 
 
+class JsonRpcError(Exception):
+    """Raise from a handler to answer with ``{"code", "message", "data"}``.
+
+    Also raised by the client API when a request is answered with an error.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` member."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    @classmethod
+    def from_dict(cls, error: Any) -> JsonRpcError:
+        """Build from a JSON-RPC ``error`` member (tolerates malformed ones)."""
+        if not isinstance(error, dict):
+            return cls(ErrorCode.INTERNAL_ERROR, "malformed error response", error)
+        code = error.get("code")
+        return cls(
+            code if isinstance(code, int) else ErrorCode.INTERNAL_ERROR,
+            str(error.get("message", "")),
+            error.get("data"),
+        )
+
+    def __repr__(self) -> str:
+        return f"JsonRpcError({self.code}, {self.message!r}, {self.data!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """Why one message (or one batch element) could not be converted."""

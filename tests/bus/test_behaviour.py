@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from a2a_bus import Bus, JsonRpcError, RestartPolicy
-from a2a_bus.discovery import card_event
+from a2a_bus.discovery.directory import card_event
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.transport.kafka.records import DLQ_REASON
 from tests.bus.agents import RECORDER, Calc, Echo, Flaky, Phoenix, Slow, Ticker, subscriber
 
 WAIT = 30.0  # upper bound on any single await; never a performance assertion
@@ -26,7 +26,7 @@ FAST_RESTARTS = RestartPolicy(max_retries=2, backoff_initial=0.001, backoff_max=
 
 def _kafka_available() -> bool:
     try:
-        import a2a_bus.transport.kafka  # noqa: F401
+        import a2a_bus.transport.kafka.transport  # noqa: F401
     except ImportError:
         return False
     return True

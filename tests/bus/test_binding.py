@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 import pytest
 
 from a2a_bus import Agent, JsonRpcError, method, subscribe
-from a2a_bus.schema import function_schema, parse_docstring, schema_for
-from a2a_bus.streams import SeqReceiver
+from a2a_bus.core.streams import SeqReceiver
+from a2a_bus.hosting.schema import function_schema, parse_docstring, schema_for
 
 
 @dataclass

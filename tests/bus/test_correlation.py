@@ -6,10 +6,9 @@ import asyncio
 
 import pytest
 
-from a2a_bus.correlation import Correlator
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.metrics import Metrics
-from a2a_bus.protocol import new_event
+from a2a_bus.core.correlation import Correlator
+from a2a_bus.core.metrics import Metrics
+from a2a_bus.protocol import JsonRpcError, new_event
 from a2a_bus.transport.base import Delivery
 
 WAIT = 30.0

@@ -19,11 +19,11 @@ import orjson
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.discovery import Directory, card_event
-from a2a_bus.ingress import Ingress
+from a2a_bus.discovery.directory import Directory, card_event
+from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import Adaptor, new_event
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.transport.kafka.records import DLQ_REASON
 from tests.bus.agents import Calc
 
 pytestmark = pytest.mark.timeout(180)
@@ -124,7 +124,7 @@ async def test_a_record_that_is_no_card_at_the_registry_end_counts_as_read(
 ) -> None:
     first = await make_bus(Calc)
     await first.transport.publish_raw(first.topics.registry, b"{not a card", key=b"junk")
-    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery"):
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
         fresh = await make_bus(registry_timeout=WAIT)
     assert "agent registry" not in caplog.text
     assert await fresh.async_client().request(None, "subtract", [5, 3]) == 2
@@ -137,7 +137,7 @@ async def test_a_registry_not_read_in_time_starts_the_bus_with_a_warning(
     prefix = f"t{uuid.uuid4().hex[:10]}"
     options = {"prefix": prefix, "registry_timeout": 0.0}
     bus = Bus.kafka(kafka_bootstrap, bus_options=options, metadata_max_age_ms=1000)
-    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery"):
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
         await asyncio.wait_for(bus.astart(), WAIT)
     try:
         assert bus.running

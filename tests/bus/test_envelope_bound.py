@@ -20,13 +20,13 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.client import _OWN_ENVELOPE_CHARS
+from a2a_bus.core.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES, envelope_refusal
 from a2a_bus.gateway import GatewaySettings, create_app
-from a2a_bus.ingress import Ingress
-from a2a_bus.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES, envelope_refusal
+from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, ext, new_event
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka import KafkaTransport
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.kafka.transport import KafkaTransport
 from tests.bus.test_behaviour import WAIT, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite

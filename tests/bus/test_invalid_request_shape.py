@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from a2a_bus import Bus, JsonRpcError
-from a2a_bus.routing import RoutingError, Topics, validate_name, validate_subject
+from a2a_bus.core.routing import RoutingError, Topics, validate_name, validate_subject
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from a2a_bus import Bus
-from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.kafka.transport import KafkaTransport
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 

@@ -19,9 +19,9 @@ import pykka
 import pytest
 
 from a2a_bus import Agent, Bus, RestartPolicy, method
-from a2a_bus.errors import BusStopped, JsonRpcError
-from a2a_bus.protocol import ErrorCode
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.core.errors import BusStopped
+from a2a_bus.protocol import ErrorCode, JsonRpcError
+from a2a_bus.transport.kafka.records import DLQ_REASON
 from tests.bus.test_behaviour import header, read_dlq
 
 WAIT = 10.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from a2a_bus.actor import thread_safe
+from a2a_bus.hosting.actor import thread_safe
 
 WAIT = 30.0
 

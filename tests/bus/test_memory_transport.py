@@ -8,7 +8,7 @@ import pytest
 
 from a2a_bus.protocol import CloudEvent, new_event
 from a2a_bus.transport.base import Delivery, Transport
-from a2a_bus.transport.memory import MemoryTransport
+from a2a_bus.transport.memory.transport import MemoryTransport
 
 WAIT = 30.0
 

@@ -6,7 +6,7 @@ import gc
 
 from prometheus_client import REGISTRY
 
-from a2a_bus.metrics import Metrics
+from a2a_bus.core.metrics import Metrics
 
 
 def _sample(name: str) -> float:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.payload import MAX_ERROR_MESSAGE_CHARS, MAX_PAYLOAD_BYTES
+from a2a_bus.core.payload import MAX_ERROR_MESSAGE_CHARS, MAX_PAYLOAD_BYTES
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, new_event
 from tests.bus.test_behaviour import WAIT, make_bus
 

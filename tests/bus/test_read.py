@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from a2a_bus import Bus
+from a2a_bus.core.routing import RoutingError
 from a2a_bus.protocol import new_event
-from a2a_bus.routing import RoutingError
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.memory import MemoryTransport
+from a2a_bus.transport.memory.transport import MemoryTransport
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 WAIT = 30.0  # upper bound on any single await; never a performance assertion
@@ -253,7 +253,7 @@ def test_the_sync_client_reads_too() -> None:
 
 @pytest.mark.kafka
 async def test_a_kafka_read_is_bounded_by_the_request_timeout(kafka_bootstrap: str) -> None:
-    from a2a_bus.transport.kafka import KafkaTransport
+    from a2a_bus.transport.kafka.transport import KafkaTransport
 
     async with KafkaTransport(kafka_bootstrap) as transport:
         topic = f"read-{uuid.uuid4().hex[:10]}"

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from a2a_bus import Bus
-from a2a_bus.routing import Topics
+from a2a_bus.core.routing import Topics
 from a2a_bus.transport.base import Delivery, Transport
-from a2a_bus.transport.kafka_records import DLQ_REASON, DLQ_SOURCE_TOPIC
-from a2a_bus.transport.memory import MemoryTransport
+from a2a_bus.transport.kafka.records import DLQ_REASON, DLQ_SOURCE_TOPIC
+from a2a_bus.transport.memory.transport import MemoryTransport
 from tests.bus.agents import Calc
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,7 +39,7 @@ class Registry:
         if kind == "memory":
             self.outsider = MemoryTransport(dlq_topic=self.topics.dlq)
         else:
-            from a2a_bus.transport.kafka import KafkaTransport
+            from a2a_bus.transport.kafka.transport import KafkaTransport
 
             self.outsider = KafkaTransport(
                 bootstrap, dlq_topic=self.topics.dlq, metadata_max_age_ms=1000
@@ -205,7 +205,7 @@ async def test_keyless_junk_is_dead_lettered_when_it_arrives_and_only_logged_at_
         await registry.start_bus()
         await registry.write(JUNK, key=None)
         await registry.until_records(registry.topics.dlq, 1)
-        with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery"):
+        with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
             await registry.start_bus()
         assert await registry.records(registry.topics.dlq) == 1
         assert "holds no card" in caplog.text

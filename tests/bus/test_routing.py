@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_bus.protocol import Adaptor, new_event
-from a2a_bus.routing import (
+from a2a_bus.core.routing import (
     RouteKind,
     RoutingError,
     Topics,
@@ -13,6 +12,7 @@ from a2a_bus.routing import (
     subject_matches,
     validate_name,
 )
+from a2a_bus.protocol import Adaptor, new_event
 from a2a_bus.transport.base import TopicPattern
 
 adaptor = Adaptor()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from a2a_bus import Agent, RestartPolicy
-from a2a_bus.actor import Job
-from a2a_bus.metrics import Metrics
-from a2a_bus.supervisor import Replica
+from a2a_bus.core.metrics import Metrics
+from a2a_bus.hosting.actor import Job
+from a2a_bus.hosting.supervisor import Replica
 
 WAIT = 30.0
 

@@ -21,7 +21,8 @@ import time
 
 import orjson
 
-from a2a_bus import Agent, Bus, loops, method
+from a2a_bus import Agent, Bus, method
+from a2a_bus.runtime import loops
 
 
 class Worker(Agent):

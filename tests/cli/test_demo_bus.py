@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from a2a_bus.demo import demo_bus
-from a2a_bus.transport.memory import MemoryTransport
+from a2a_bus.transport.memory.transport import MemoryTransport
 
 from .test_failures import one_error_line
 from .test_serve_call import free_port, run

@@ -1,4 +1,4 @@
-"""Reading the environment (a2a_bus.env), the tokens file and serve's checks of its
+"""Reading the environment (a2a_bus.runtime.env), the tokens file and serve's checks of its
 targets, without a process around them."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from a2a_bus import env
 from a2a_bus.cli.serve import host_port
 from a2a_bus.cli.targets import llm_warnings
 from a2a_bus.gateway.settings import load_tokens
+from a2a_bus.runtime import env
 
 
 def test_bus_options_read_the_variables() -> None:
@@ -69,7 +69,7 @@ def test_misspelt_kafka_names_are_warned_once(caplog: pytest.LogCaptureFixture) 
     }
     assert unknown["A2A_KAFKA_SECURITY_PROTOCL"] == "A2A_KAFKA_SECURITY_PROTOCOL"
     assert unknown["A2A_KAFKA_ZZZ_TEST_ONLY"] is None
-    with caplog.at_level(logging.WARNING, logger="a2a_bus.env"):
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.runtime.env"):
         env.bus_options(names)
         env.bus_options(names)
     messages = [record.getMessage() for record in caplog.records]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from a2a_bus.agent import Agent, method, subscribe
+from a2a_bus.hosting.agent import Agent, method, subscribe
 
 #: The last item Echo.count yielded (streams in tests run one at a time).
 COUNTED = {"last": -1}

@@ -15,7 +15,7 @@ import uvicorn
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
-from a2a_bus.ingress import Ingress
+from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.transport.base import Delivery
 
 from .agents import Echo, Secret, Spec

@@ -12,9 +12,9 @@ import httpx
 import orjson
 import pytest
 
-from a2a_bus.agent import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings
+from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
 
 from .conftest import WAIT

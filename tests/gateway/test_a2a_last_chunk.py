@@ -21,11 +21,11 @@ from a2a.helpers.proto_helpers import (
 )
 from a2a.types import a2a_pb2 as pb
 
-from a2a_bus.agent import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task
 from a2a_bus.gateway.a2a.runs import ArtifactChunk, LastChunks, StatusChanged
+from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
 
 from .test_a2a import BASE, WAIT, collect, within

@@ -13,9 +13,9 @@ import httpx
 import orjson
 import pytest
 
-from a2a_bus.agent import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.hosting.agent import Agent, method
 
 pytestmark = pytest.mark.timeout(60)
 

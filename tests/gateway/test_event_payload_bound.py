@@ -1,4 +1,4 @@
-"""POST /events applies the payload bound of every transport (a2a_bus.payload)."""
+"""POST /events applies the payload bound of every transport (a2a_bus.core.payload)."""
 
 from __future__ import annotations
 

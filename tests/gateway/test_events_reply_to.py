@@ -26,7 +26,7 @@ from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.auth import Access
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.memory import MemoryTransport
+from a2a_bus.transport.memory.transport import MemoryTransport
 
 from . import agents
 from .agents import RELEASE, Slow

@@ -24,8 +24,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import Ingress
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.gateway.ingress import Ingress
+from a2a_bus.transport.kafka.records import DLQ_REASON
 
 from .agents import Spec
 from .conftest import WAIT, ingress_replies

@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import REPLY_TOPICS_ENV, Ingress
-from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.gateway.ingress import REPLY_TOPICS_ENV, Ingress
+from a2a_bus.transport.kafka.transport import KafkaTransport
 
 from .agents import Spec
 

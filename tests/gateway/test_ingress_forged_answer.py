@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import Ingress
+from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.transport.kafka.records import DLQ_REASON
 
 from .agents import RELEASE, Slow
 from .conftest import WAIT

@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.ingress import REPLY_TO_HEADER, Ingress
+from a2a_bus.gateway.ingress import REPLY_TO_HEADER, Ingress
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka_records import DLQ_REASON
+from a2a_bus.transport.kafka.records import DLQ_REASON
 
 from .conftest import WAIT
 

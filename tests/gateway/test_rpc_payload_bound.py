@@ -12,8 +12,8 @@ import httpx
 import orjson
 
 from a2a_bus import Bus
+from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.gateway import GatewaySettings, create_app
-from a2a_bus.payload import MAX_PAYLOAD_BYTES
 from tests.bus.agents import Echo
 from tests.bus.test_behaviour import WAIT, make_bus
 

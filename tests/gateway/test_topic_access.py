@@ -19,9 +19,9 @@ from starlette.applications import Starlette
 from starlette.types import Message
 
 from a2a_bus.bus import Bus
+from a2a_bus.core.routing import subject_matches
 from a2a_bus.gateway import Access, GatewaySettings, create_app, load_tokens
 from a2a_bus.gateway.auth import covers
-from a2a_bus.routing import subject_matches
 
 from .conftest import WAIT
 

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from a2a_bus import Bus, JsonRpcError
+from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.llm import AgentBuilder, AgentLoop, llm_agent_class
 from a2a_bus.llm.bus_agent import LLM_FAILED, MAX_TURNS_EXCEEDED
 from a2a_bus.llm.errors import LlmError
 from a2a_bus.llm.openai_wire import StreamAssembler
-from a2a_bus.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.protocol import ErrorCode
 
 from .conftest import Completion, ScriptedOpenAI

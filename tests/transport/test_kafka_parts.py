@@ -14,10 +14,10 @@ from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from a2a_bus.protocol import Adaptor, new_event, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
-from a2a_bus.transport.kafka_batches import murmur2, pick_partition
-from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease, encode_lease
-from a2a_bus.transport.kafka_config import KafkaSettings
-from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
+from a2a_bus.transport.kafka.batches import murmur2, pick_partition
+from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, encode_lease
+from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.records import dead_letter_headers, decode_record, failure_reason
 
 
 def test_position_stops_at_the_first_unfinished_offset() -> None:

@@ -18,7 +18,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
-from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.kafka.transport import KafkaTransport
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

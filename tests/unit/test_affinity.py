@@ -8,7 +8,7 @@ import os
 import pytest
 
 from a2a_bus import Agent, Bus, method
-from a2a_bus.affinity import ENV, choose_cpu
+from a2a_bus.runtime.affinity import ENV, choose_cpu
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 

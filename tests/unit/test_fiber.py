@@ -8,10 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.fiber import Fiber, FiberAborted
-from a2a_bus.protocol import ErrorCode
-from a2a_bus.streams import InboundStream
+from a2a_bus.core.streams import InboundStream
+from a2a_bus.protocol import ErrorCode, JsonRpcError
+from a2a_bus.runtime.fiber import Fiber, FiberAborted
 
 
 def test_slices_run_one_at_a_time_and_hand_back_the_result() -> None:

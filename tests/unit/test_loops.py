@@ -7,7 +7,8 @@ import asyncio
 import pytest
 import uvloop
 
-from a2a_bus import Bus, loops
+from a2a_bus import Bus
+from a2a_bus.runtime import loops
 
 
 def test_default_is_uvloop_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:

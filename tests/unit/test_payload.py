@@ -1,11 +1,11 @@
-"""The payload bound itself (a2a_bus.payload), shortcuts included."""
+"""The payload bound itself (a2a_bus.core.payload), shortcuts included."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from a2a_bus.payload import MAX_PAYLOAD_BYTES, PayloadError, check_payload, refusal
+from a2a_bus.core.payload import MAX_PAYLOAD_BYTES, PayloadError, check_payload, refusal
 from a2a_bus.protocol import ErrorCode
 
 

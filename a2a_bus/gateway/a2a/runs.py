@@ -25,11 +25,10 @@ import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.client import collect
-from a2a_bus.errors import JsonRpcError
 from a2a_bus.gateway.a2a.calls import Call, answer_parts
 from a2a_bus.gateway.a2a.model import Artifact, Part, Task, TaskState
 from a2a_bus.gateway.bridge import Bridge
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.protocol import ErrorCode, JsonRpcError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import ReadBatch
-from a2a_bus.transport.kafka_config import KafkaSettings
+from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.positions import Position, check_partitions
 from a2a_bus.transport.reading import Retained, decoded, newest_last, oldest_first
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from a2a_bus.binding import Binder, Bound
-from a2a_bus.routing import validate_name, validate_subject
-from a2a_bus.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
+from a2a_bus.core.routing import validate_name, validate_subject
+from a2a_bus.hosting.binding import Binder, Bound
+from a2a_bus.hosting.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
 
 F = TypeVar("F", bound=Callable[..., Any])
 

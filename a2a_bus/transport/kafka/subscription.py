@@ -2,13 +2,13 @@
 
 The dispatch loop fetches records, decodes them and starts a handler for each
 (at most ``max_in_flight`` records at once), concurrently across keys and in
-offset order within a key (:class:`~a2a_bus.transport.kafka_keys.KeyedRuns`).
+offset order within a key (:class:`~a2a_bus.transport.kafka.keys.KeyedRuns`).
 Commits follow the
-:class:`~a2a_bus.transport.kafka_commits.PartitionTracker` of each partition,
+:class:`~a2a_bus.transport.kafka.commits.PartitionTracker` of each partition,
 so the committed position never passes an unfinished record; a
-:class:`~a2a_bus.transport.kafka_committer.Committer` writes them. What is known
+:class:`~a2a_bus.transport.kafka.committer.Committer` writes them. What is known
 of each owned partition's previous owner (which records may be redeliveries) is
-kept by :class:`~a2a_bus.transport.kafka_ownership.Ownership`.
+kept by :class:`~a2a_bus.transport.kafka.ownership.Ownership`.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from a2a_bus.transport.base import (
     report_undecodable,
 )
 from a2a_bus.transport.dedup import DedupWindow
-from a2a_bus.transport.kafka_commits import PartitionTracker
-from a2a_bus.transport.kafka_committer import Committer, Uncommitted
-from a2a_bus.transport.kafka_keys import Handling, KeyedRuns
-from a2a_bus.transport.kafka_ownership import Ownership
-from a2a_bus.transport.kafka_records import decode_record, failure_reason
+from a2a_bus.transport.kafka.commits import PartitionTracker
+from a2a_bus.transport.kafka.committer import Committer, Uncommitted
+from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
+from a2a_bus.transport.kafka.ownership import Ownership
+from a2a_bus.transport.kafka.records import decode_record, failure_reason
 
 if TYPE_CHECKING:
-    from a2a_bus.transport.kafka import KafkaTransport
+    from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)
 

@@ -34,14 +34,13 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.protocol import ErrorCode, JsonRpcError
 from a2a_bus.transport.eager import run_eagerly
 
 log = logging.getLogger(__name__)
 
 #: The producer's ``max_request_size`` (aiokafka's default, passed explicitly).
-#: The bounds of :mod:`a2a_bus.payload` keep what the bus makes under it.
+#: The bounds of :mod:`a2a_bus.core.payload` keep what the bus makes under it.
 MAX_REQUEST_SIZE = 1048576
 
 

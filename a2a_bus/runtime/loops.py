@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from a2a_bus.env import choice, environ
+from a2a_bus.runtime.env import choice, environ
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ CHOICES = ("auto", "uvloop", "asyncio")
 
 
 def loop_choice(env: Mapping[str, str] | None = None) -> str:
-    """``A2A_EVENT_LOOP``: one of :data:`CHOICES` (an :class:`~a2a_bus.env.EnvError` else)."""
+    """``A2A_EVENT_LOOP``: one of :data:`CHOICES` (else an :class:`EnvError`)."""
     return choice(environ(env), ENV, CHOICES, "auto")
 
 

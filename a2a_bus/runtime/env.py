@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from a2a_bus.affinity import ENV as PIN_ENV
-from a2a_bus.routing import RoutingError, validate_name
+from a2a_bus.core.routing import RoutingError, validate_name
+from a2a_bus.runtime.affinity import ENV as PIN_ENV
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     ``A2A_KAFKA_*`` names, so that a bad environment fails when the bus is built,
     not later and elsewhere.
     """
-    from a2a_bus import loops
+    from a2a_bus.runtime import loops
 
     env = environ(env)
     prefix = env.get("A2A_PREFIX", "a2a")
@@ -116,7 +116,7 @@ def unknown_kafka_names(env: Mapping[str, str] | None = None) -> list[tuple[str,
         return []
     from dataclasses import fields
 
-    from a2a_bus.transport.kafka_config import KafkaSettings
+    from a2a_bus.transport.kafka.config import KafkaSettings
 
     settable = [f.name for f in fields(KafkaSettings) if f.name not in _KAFKA_CODE_ONLY]
     unknown = []

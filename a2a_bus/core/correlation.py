@@ -31,10 +31,15 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.metrics import Metrics
-from a2a_bus.protocol import ErrorCode, error_response, ext
-from a2a_bus.streams import COLLECT_MAX_BYTES, STREAM_CONTROL, STREAM_END, Collected, SeqReceiver
+from a2a_bus.core.metrics import Metrics
+from a2a_bus.core.streams import (
+    COLLECT_MAX_BYTES,
+    STREAM_CONTROL,
+    STREAM_END,
+    Collected,
+    SeqReceiver,
+)
+from a2a_bus.protocol import ErrorCode, JsonRpcError, error_response, ext
 from a2a_bus.transport.base import Delivery
 
 log = logging.getLogger(__name__)

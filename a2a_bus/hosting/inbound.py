@@ -1,9 +1,9 @@
 """The caller -> agent streams open on one agent host, by session.
 
 The first chunk of a session starts the handler (a job that parks while it
-waits for chunks, see :mod:`a2a_bus.fiber`), or refuses the stream: params
+waits for chunks, see :mod:`a2a_bus.runtime.fiber`), or refuses the stream: params
 that do not bind, or a replica that already has ``max_open_streams`` open.
-Later chunks feed the handler's :class:`~a2a_bus.streams.InboundStream`; the
+Later chunks feed the handler's :class:`~a2a_bus.core.streams.InboundStream`; the
 end marker closes it and is answered with the handler's outcome; an abort
 breaks it. A session whose handler ended is remembered until its end arrives,
 or for :attr:`InboundStreams.linger` seconds.
@@ -16,11 +16,7 @@ import functools
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from a2a_bus.actor import Job, Outcome
-from a2a_bus.agent import Agent, MethodSpec
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode, ext
-from a2a_bus.streams import (
+from a2a_bus.core.streams import (
     ABORT_PARAM,
     CHUNK_PARAM,
     END_PARAM,
@@ -28,7 +24,10 @@ from a2a_bus.streams import (
     Collected,
     InboundStream,
 )
-from a2a_bus.supervisor import Replica
+from a2a_bus.hosting.actor import Job, Outcome
+from a2a_bus.hosting.agent import Agent, MethodSpec
+from a2a_bus.hosting.supervisor import Replica
+from a2a_bus.protocol import ErrorCode, JsonRpcError, ext
 from a2a_bus.transport.base import Delivery
 
 #: Answers the end marker (a request) with the handler's outcome.

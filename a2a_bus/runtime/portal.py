@@ -17,14 +17,14 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from a2a_bus.errors import BusStopped
-from a2a_bus.loops import new_event_loop
+from a2a_bus.core.errors import BusStopped
+from a2a_bus.runtime.loops import new_event_loop
 
 T = TypeVar("T")
 
 
 class LoopThread:
-    """A new event loop (see :mod:`a2a_bus.loops`) running in a daemon thread."""
+    """A new event loop (see :mod:`a2a_bus.runtime.loops`) running in a daemon thread."""
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -1,7 +1,7 @@
 """Commits of one Kafka group member: positions and redelivery leases.
 
 A :class:`Committer` writes what the member's
-:class:`~a2a_bus.transport.kafka_commits.PartitionTracker` objects say: the
+:class:`~a2a_bus.transport.kafka.commits.PartitionTracker` objects say: the
 position of each partition (its first unfinished record) and the lease (the
 offset below which records may be handed out) as commit metadata. It commits
 in the background when asked (:meth:`Committer.want`, at most once per
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
-from a2a_bus.transport.kafka_commits import PartitionTracker, encode_lease
+from a2a_bus.transport.kafka.commits import PartitionTracker, encode_lease
 
 if TYPE_CHECKING:
-    from a2a_bus.transport.kafka import KafkaMetrics
+    from a2a_bus.transport.kafka.transport import KafkaMetrics
 
 log = logging.getLogger(__name__)
 

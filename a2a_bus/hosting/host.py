@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from a2a_bus.actor import Job, Outcome
-from a2a_bus.agent import Agent, SubscriptionSpec
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.inbound import InboundStreams, is_stream_part
-from a2a_bus.payload import error_message, refusal
+from a2a_bus.core.payload import error_message, refusal
+from a2a_bus.core.streams import chunk_event, end_event
+from a2a_bus.hosting.actor import Job, Outcome
+from a2a_bus.hosting.agent import Agent, SubscriptionSpec
+from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
+from a2a_bus.hosting.supervisor import Replica
 from a2a_bus.protocol import (
     ErrorCode,
+    JsonRpcError,
     error_response,
     ext,
     jsonrpc_of,
@@ -35,10 +37,8 @@ from a2a_bus.protocol import (
     result_response,
     to_kafka,
 )
-from a2a_bus.streams import chunk_event, end_event
-from a2a_bus.supervisor import Replica
 from a2a_bus.transport.base import Delivery, Subscription
-from a2a_bus.transport.kafka_records import dead_letter_headers
+from a2a_bus.transport.kafka.records import dead_letter_headers
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -441,10 +441,10 @@ def _unsent(seq: int, exc: Exception) -> JsonRpcError:
 
 
 def _carried(outcome: Outcome) -> Outcome:
-    """``outcome`` as it can travel (see :mod:`a2a_bus.payload`): a result no
+    """``outcome`` as it can travel (see :mod:`a2a_bus.core.payload`): a result no
     transport carries becomes the error the caller gets; an error's ``data`` that
     none carries is replaced by why (its code is kept, its message made one that
-    travels: :func:`~a2a_bus.payload.error_message`)."""
+    travels: :func:`~a2a_bus.core.payload.error_message`)."""
     if outcome.crash is not None:
         return outcome
     if outcome.error is None:

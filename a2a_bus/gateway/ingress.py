@@ -35,13 +35,20 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.errors import JsonRpcError
+from a2a_bus.core.routing import outside_refusal
 from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import INGRESS_RECORDS
-from a2a_bus.protocol import ErrorCode, Kind, error_response, event_kind, ext, to_kafka
-from a2a_bus.routing import outside_refusal
+from a2a_bus.protocol import (
+    ErrorCode,
+    JsonRpcError,
+    Kind,
+    error_response,
+    event_kind,
+    ext,
+    to_kafka,
+)
 from a2a_bus.transport.base import Delivery, Subscription, Undecodable
-from a2a_bus.transport.kafka_records import dead_letter_headers
+from a2a_bus.transport.kafka.records import dead_letter_headers
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus

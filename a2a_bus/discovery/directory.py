@@ -4,14 +4,14 @@ Every hosted agent publishes its card (keyed by agent id) when it starts and
 every ``heartbeat`` seconds, and a "gone" event when it stops. Every bus reads
 the registry from the beginning into a :class:`Directory`, and starts only once
 it has read up to the registry's end as of its start
-(:func:`a2a_bus.registry.follow_registry`),
+(:func:`a2a_bus.discovery.registry.follow_registry`),
 so its first request routed by method already sees every live agent. A card
 not renewed within ``ttl`` seconds is expired (its process died without saying
 so). The bus answers ``methods/list`` and ``agent/card/get`` from that view,
 and refuses messages to agents it does not know (:meth:`Directory.known`).
 
 Reading the registry topic into the view, and reporting what on it is no
-card, is :mod:`a2a_bus.registry`'s.
+card, is :mod:`a2a_bus.discovery.registry`'s.
 """
 
 from __future__ import annotations

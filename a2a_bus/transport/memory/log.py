@@ -18,7 +18,7 @@ from a2a_bus.transport.positions import Position, check_partitions
 from a2a_bus.transport.reading import Retained, decoded, newest_last, oldest_first, take
 
 if TYPE_CHECKING:
-    from a2a_bus.transport.memory import MemorySubscription
+    from a2a_bus.transport.memory.transport import MemorySubscription
 
 TP = tuple[str, int]
 

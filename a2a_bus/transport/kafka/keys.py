@@ -19,8 +19,8 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from a2a_bus.transport.eager import EagerRun
-from a2a_bus.transport.kafka_commits import PartitionTracker
-from a2a_bus.transport.kafka_records import DecodedRecord
+from a2a_bus.transport.kafka.commits import PartitionTracker
+from a2a_bus.transport.kafka.records import DecodedRecord
 
 log = logging.getLogger(__name__)
 

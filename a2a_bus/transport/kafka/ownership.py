@@ -2,7 +2,7 @@
 
 At each assignment the member reads, from the group's commits, where the
 previous owner got to: its committed offset and the redelivery lease in the
-commit metadata (see :mod:`a2a_bus.transport.kafka_commits`). Records below the
+commit metadata (see :mod:`a2a_bus.transport.kafka.commits`). Records below the
 lease may have been handed to a handler before, so they are flagged as
 redeliveries; records produced after the assignment cannot have been. The
 ends at assignment and the first fetched offsets serve lag and the commit of a
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
-from a2a_bus.transport.kafka_commits import PartitionTracker, decode_lease
-from a2a_bus.transport.kafka_committer import Committer
+from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease
+from a2a_bus.transport.kafka.committer import Committer
 
 if TYPE_CHECKING:
-    from a2a_bus.transport.kafka import KafkaTransport
+    from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,7 @@ from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode, Kind, event_kind, ext, record_key
+from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, record_key
 from a2a_bus.transport.base import TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")

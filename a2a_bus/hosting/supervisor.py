@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import pykka
 
-from a2a_bus.actor import AgentActor, Job, Outcome, thread_safe
-from a2a_bus.agent import Agent
-from a2a_bus.metrics import Metrics
+from a2a_bus.core.metrics import Metrics
+from a2a_bus.hosting.actor import AgentActor, Job, Outcome, thread_safe
+from a2a_bus.hosting.agent import Agent
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ and reports the :class:`Outcome` back with ``loop.call_soon_threadsafe``.
 An exception other than :class:`JsonRpcError` is a crash: it is reported,
 then re-raised so pykka logs the traceback and stops the actor; the
 supervisor restarts it. A job that may wait for input (``Job.parks``: a
-handler reading a caller's stream) runs in a :class:`~a2a_bus.fiber.Fiber`
+handler reading a caller's stream) runs in a :class:`~a2a_bus.runtime.fiber.Fiber`
 and gives the actor back while it waits; the actor is told to resume it.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 
 import pykka
 
-from a2a_bus.agent import Agent
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.fiber import Fiber
+from a2a_bus.hosting.agent import Agent
+from a2a_bus.protocol import JsonRpcError
+from a2a_bus.runtime.fiber import Fiber
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,8 @@ from typing import Any
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.fiber import Fiber, FiberAborted
-from a2a_bus.protocol import Adaptor, ErrorCode, ext, result_response
+from a2a_bus.protocol import Adaptor, ErrorCode, JsonRpcError, ext, result_response
+from a2a_bus.runtime.fiber import Fiber, FiberAborted
 
 #: Extension flag on the event that closes a stream.
 STREAM_END = "streamend"
@@ -165,7 +164,7 @@ class InboundStream:
 
     Bounded: ``put`` waits (on the loop) while ``limit`` items are unread; the
     reader gives up after ``idle_timeout`` seconds without a chunk. A reader in
-    a :class:`~a2a_bus.fiber.Fiber` parks while there is nothing to read (its
+    a :class:`~a2a_bus.runtime.fiber.Fiber` parks while there is nothing to read (its
     actor handles other messages meanwhile) and is woken by the next put, the
     end, a failure or the idle timer. Each ``iter()`` reads on from where the
     last reader stopped: items read are not kept, so a handler that crashed

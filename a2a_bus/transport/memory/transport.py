@@ -42,8 +42,8 @@ from a2a_bus.transport.base import (
 )
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import run_eagerly
-from a2a_bus.transport.kafka_records import dead_letter_headers, decode_record, failure_reason
-from a2a_bus.transport.memory_log import TP, Group, Partition, Progress, Record, read_partitions
+from a2a_bus.transport.kafka.records import dead_letter_headers, decode_record, failure_reason
+from a2a_bus.transport.memory.log import TP, Group, Partition, Progress, Record, read_partitions
 from a2a_bus.transport.positions import Position
 from a2a_bus.transport.reading import check_request
 

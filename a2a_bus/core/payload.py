@@ -20,8 +20,7 @@ from typing import Any
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ErrorCode, jsonrpc_of, to_structured
+from a2a_bus.protocol import ErrorCode, JsonRpcError, jsonrpc_of, to_structured
 from a2a_bus.protocol.events import adopt_event
 
 #: Bytes of JSON a payload may have: what is left of Kafka's 1 MiB record size

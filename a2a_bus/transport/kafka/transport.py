@@ -47,15 +47,15 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     checked_topics,
 )
-from a2a_bus.transport.kafka_batches import (
+from a2a_bus.transport.kafka.batches import (
     MAX_REQUEST_SIZE,
     Batches,
     pick_partition,
 )
-from a2a_bus.transport.kafka_config import KafkaSettings
-from a2a_bus.transport.kafka_reader import read_topic
-from a2a_bus.transport.kafka_records import dead_letter_headers
-from a2a_bus.transport.kafka_subscription import KafkaSubscription
+from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.reader import read_topic
+from a2a_bus.transport.kafka.records import dead_letter_headers
+from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.positions import Position
 from a2a_bus.transport.reading import check_request
 

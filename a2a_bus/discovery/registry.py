@@ -1,4 +1,4 @@
-"""Reading the agent registry topic into a :class:`~a2a_bus.discovery.Directory`.
+"""Reading the agent registry topic into a :class:`~a2a_bus.discovery.directory.Directory`.
 
 Every bus reads the whole compacted registry at each start and follows it from
 then on (:func:`follow_registry`). A record on it that is no card (junk from
@@ -15,9 +15,9 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from a2a_bus.discovery import Announcer, Directory
+from a2a_bus.discovery.directory import Announcer, Directory
 from a2a_bus.transport.base import Delivery, Subscription, Transport, Undecodable
-from a2a_bus.transport.kafka_records import dead_letter_headers, failure_reason
+from a2a_bus.transport.kafka.records import dead_letter_headers, failure_reason
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,8 @@ from collections.abc import Callable, Iterable
 from operator import methodcaller
 from typing import Any, NamedTuple
 
-from a2a_bus.errors import JsonRpcError
-from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode
-from a2a_bus.schema import checker, schema_for
+from a2a_bus.hosting.schema import checker, schema_for
+from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode, JsonRpcError
 
 _PLAIN = inspect.Parameter.POSITIONAL_OR_KEYWORD
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL

@@ -1,0 +1,1 @@
+"""a2a_bus/hosting."""

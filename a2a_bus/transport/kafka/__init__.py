@@ -1,0 +1,6 @@
+"""The Kafka transport (aiokafka): see :mod:`a2a_bus.transport.kafka.transport`."""
+
+from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.transport import KafkaTransport
+
+__all__ = ["KafkaSettings", "KafkaTransport"]
