@@ -146,6 +146,56 @@ class Subscription(abc.ABC):
         """Drain in-flight handlers, commit what finished, and leave the group."""
 
 
+class Inboxes(abc.ABC):
+    """The agent inboxes of one process: one topic per agent, consumed together.
+
+    Every agent hosted in the process subscribes its inbox here. On Kafka one
+    consumer serves all of them (not one per agent), in one consumer group shared
+    by the processes that host the same set of agents; each request is handled by
+    one member of that group. Per subscription: records with the same key are
+    handed over one at a time and in order, at most ``max_in_flight`` at once, and
+    :meth:`Subscription.pause` stops fetching that inbox alone.
+    """
+
+    @abc.abstractmethod
+    async def subscribe(
+        self, topic: str, handler: Handler, *, max_in_flight: int = 64
+    ) -> Subscription:
+        """Consume the inbox ``topic`` (from its oldest retained record when it was
+        never consumed before: requests sent before the agent's first start wait
+        for it); stopping the subscription leaves the others running."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop every inbox subscription (draining in-flight work)."""
+
+
+class SharedGroupInboxes(Inboxes):
+    """Inboxes as one consumer group per inbox topic, named after the topic.
+
+    Right for a transport whose subscriptions cost nothing when idle (memory);
+    replicas of an agent in several processes share its topic through the group.
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._subscriptions: list[Subscription] = []
+
+    async def subscribe(
+        self, topic: str, handler: Handler, *, max_in_flight: int = 64
+    ) -> Subscription:
+        subscription = await self._transport.subscribe(
+            [topic], topic, handler, from_beginning=True, max_in_flight=max_in_flight
+        )
+        self._subscriptions.append(subscription)
+        return subscription
+
+    async def stop(self) -> None:
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            await subscription.stop()
+
+
 class Transport(abc.ABC):
     """Moves CloudEvents between topics; see the module docstring for guarantees."""
 
@@ -203,6 +253,11 @@ class Transport(abc.ABC):
         to ``on_undecodable`` alone, which gets their value: for a reader that
         decides itself what to report (the agent registry).
         """
+
+    def inboxes(self, group_prefix: str) -> Inboxes:
+        """The inbox consumer of this process; its consumer groups are named
+        ``<group_prefix>...``. Stopping the transport stops it."""
+        return SharedGroupInboxes(self)
 
     @abc.abstractmethod
     async def read(
