@@ -3,10 +3,11 @@
 from a2a_bus.bus import Bus
 from a2a_bus.client import AsyncClient, Call, Client, EventPage
 from a2a_bus.core.correlation import ReplyStream
-from a2a_bus.core.errors import BusStopped, StreamError
+from a2a_bus.core.errors import StreamError
 from a2a_bus.hosting.agent import Agent, method, subscribe
 from a2a_bus.hosting.supervisor import RestartPolicy
 from a2a_bus.protocol import JsonRpcError
+from a2a_bus.runtime.portal import BusStopped
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,12 @@
-"""The Bus: a transport, the agents hosted in this process, and the caller side.
+"""The Bus: the composition root of one process's part of the bus, and its lifecycle.
+
+It builds the parts and passes each the collaborators it uses: the
+:class:`~a2a_bus.core.context.BusContext` (transport, topic names, adaptor,
+counters, node id), the :class:`~a2a_bus.core.dispatch.Dispatcher` (send,
+route, correlate), the :class:`~a2a_bus.core.service.JsonRpcService` behind
+every JSON-RPC front door, the discovery :class:`~a2a_bus.discovery.directory.Directory`,
+the process's inbox consumer, and the :class:`~a2a_bus.runtime.portal.Portal`
+into the bus loop. No part is given the bus itself.
 
 One asyncio loop per process owns all I/O. Used from async code
 (``async with bus:``) the bus runs on the current loop; used from sync code
@@ -12,48 +20,29 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
-from cloudevents.core.v1.event import CloudEvent
-
-from a2a_bus.core.correlation import Correlator, ReplyStream
-from a2a_bus.core.errors import BusStopped
+from a2a_bus.client import AsyncClient, Client
+from a2a_bus.core.context import BusContext
+from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.metrics import Metrics
-from a2a_bus.core.routing import Route, RouteKind, RoutingError, Topics, decide
-from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
-from a2a_bus.discovery.directory import (
-    BUILTIN_METHODS,
-    Announcer,
-    Directory,
-    known_agents_required,
-)
+from a2a_bus.core.routing import Topics
+from a2a_bus.core.service import JsonRpcService
+from a2a_bus.discovery.directory import Announcer, Directory, known_agents_required
 from a2a_bus.discovery.registry import follow_registry
 from a2a_bus.hosting.actor import serving_loop
 from a2a_bus.hosting.agent import Agent
-from a2a_bus.hosting.host import AgentHost
+from a2a_bus.hosting.host import AgentHost, Hosting
 from a2a_bus.hosting.supervisor import RestartPolicy
-from a2a_bus.protocol import (
-    Adaptor,
-    ErrorCode,
-    Kind,
-    error_response,
-    event_kind,
-    ext,
-    jsonrpc_of,
-    new_event,
-    new_id,
-    result_response,
-)
+from a2a_bus.protocol import Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
-from a2a_bus.runtime.env import bus_options, transport_kind
-from a2a_bus.runtime.portal import LoopThread, SyncBridge
-from a2a_bus.transport.base import Delivery, Subscription, Transport
-from a2a_bus.transport.memory.transport import MemoryTransport
+from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
+from a2a_bus.settings import bus_options, transport_kind
+from a2a_bus.transport.base import Subscription, Transport
+from a2a_bus.transport.kafka import KafkaSettings, KafkaTransport
+from a2a_bus.transport.memory import MemoryTransport
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-BLOCKING_ON_LOOP = "blocking call on the bus loop: use the async client (await ...)"
 
 
 class Bus:
@@ -74,42 +63,47 @@ class Bus:
         require_known_agents: bool | None = None,
         registry_timeout: float = 10.0,
     ) -> None:
-        self.transport = transport
-        self.topics = Topics(prefix)
-        transport.declare_compacted(self.topics.registry)  # one card per agent id
-        self.node = node or uuid.uuid4().hex[:12]
-        self.adaptor = adaptor or Adaptor()
-        self.source = f"a2a-bus/{self.node}"
-        self.request_timeout = request_timeout
+        topics = Topics(prefix)
+        transport.declare_compacted(topics.registry)  # one card per agent id
+        adaptor = adaptor or Adaptor()
+        self.context = BusContext(
+            transport,
+            topics,
+            adaptor,
+            Metrics(),
+            node or uuid.uuid4().hex[:12],
+            request_timeout,
+        )
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
         #: The loop thread that starts the bus and the actor threads stay on this CPU
         #: (see a2a_bus.runtime.affinity); None: off. From ``A2A_PIN_CPU`` unless given.
         self.pin_cpu = choose_cpu(pin_cpu)
-        self.metrics = Metrics()
-        self.correlator = Correlator(self.metrics, stop_upstream=self._send_cancel)
-        self.directory = Directory(self.adaptor, card_ttl if card_ttl else 3 * heartbeat)
-        self.announcer = Announcer(
-            transport, self.topics.registry, self.adaptor, heartbeat, self._cards
-        )
+        self.directory = Directory(adaptor, card_ttl if card_ttl else 3 * heartbeat)
         #: Refuse messages to agents discovery does not know (``Directory.known``);
         #: from ``A2A_REQUIRE_KNOWN_AGENTS`` (default true) unless given.
-        self.require_known_agents = known_agents_required(require_known_agents)
+        self.dispatcher = Dispatcher(
+            self.context,
+            self.directory,
+            require_known_agents=known_agents_required(require_known_agents),
+        )
+        self.service = JsonRpcService(self.dispatcher)
+        self.portal = Portal()
+        self.announcer = Announcer(transport, topics.registry, adaptor, heartbeat, self._cards)
         #: Seconds ``astart`` waits for the registry to be read to its end.
         self.registry_timeout = registry_timeout
-        self.reply_topic = self.topics.reply(self.node)
-        #: Answers to this process's callers skip the reply topic (in-process transport).
-        self.local_replies = isinstance(transport, MemoryTransport)
         self.hosts: list[AgentHost] = []
-        #: Agent -> caller streams running here: request id -> stop it.
-        self.running_streams: dict[str, Callable[[], None]] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._aio = AsyncClient(self.dispatcher, self.service, self.portal)
+        self._client = Client(self._aio, self.portal)
+        self._hosting = Hosting(
+            self.context,
+            self.dispatcher,
+            transport.inboxes(f"{prefix}.inbox"),
+            self.restart_policy,
+            self.client,
+        )
         self._subscriptions: list[Subscription] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: LoopThread | None = None
-        self._running = False
-        self._client: Any = None
-        self._sync = SyncBridge()
 
     # -- construction ---------------------------------------------------------------
 
@@ -133,8 +127,6 @@ class Bus:
         **kafka_options: Any,
     ) -> Bus:
         """A bus on Kafka; ``kafka_options`` are KafkaSettings fields (SASL/SSL too)."""
-        from a2a_bus.transport.kafka.transport import KafkaTransport
-
         options = dict(bus_options or {})
         kafka_options.setdefault("dlq_topic", Topics(options.get("prefix", "a2a")).dlq)
         return cls(KafkaTransport(bootstrap, **kafka_options), **options)
@@ -148,11 +140,42 @@ class Bus:
         options = bus_options(env)  # names a bad variable and its allowed values
         if transport_kind(env) == "memory":
             return cls.memory(**options)
-        from a2a_bus.transport.kafka.config import KafkaSettings
-        from a2a_bus.transport.kafka.transport import KafkaTransport
-
         settings = KafkaSettings.from_env(env, dlq_topic=Topics(options["prefix"]).dlq)
         return cls(KafkaTransport(settings=settings), **options)
+
+    # -- what the parts share (read-only views for callers and tests) -------------------
+
+    @property
+    def transport(self) -> Transport:
+        return self.context.transport
+
+    @property
+    def topics(self) -> Topics:
+        return self.context.topics
+
+    @property
+    def adaptor(self) -> Adaptor:
+        return self.context.adaptor
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.context.metrics
+
+    @property
+    def node(self) -> str:
+        return self.context.node
+
+    @property
+    def source(self) -> str:
+        return self.context.source
+
+    @property
+    def reply_topic(self) -> str:
+        return self.context.reply_topic
+
+    @property
+    def request_timeout(self) -> float:
+        return self.context.request_timeout
 
     # -- agents ---------------------------------------------------------------------
 
@@ -164,9 +187,9 @@ class Bus:
         Before ``start()`` it is recorded; on a running bus it starts now (from
         the bus's own loop use ``await bus.aspawn(...)``).
         """
-        host = AgentHost(self, agent_cls, replicas, args, kwargs)
-        if self._running:
-            self._run(self._add_host(host))
+        host = AgentHost(self._hosting, agent_cls, replicas, args, kwargs)
+        if self.running:
+            self.portal.run(self._add_host(host))
         else:
             self.hosts.append(host)
         return host
@@ -174,9 +197,9 @@ class Bus:
     async def aspawn(
         self, agent_cls: type[Agent], replicas: int = 1, *args: Any, **kwargs: Any
     ) -> AgentHost:
-        host = AgentHost(self, agent_cls, replicas, args, kwargs)
-        if self._running:
-            await self._on_loop(self._add_host(host))
+        host = AgentHost(self._hosting, agent_cls, replicas, args, kwargs)
+        if self.running:
+            await self.portal.on_loop(self._add_host(host))
         else:
             self.hosts.append(host)
         return host
@@ -222,13 +245,11 @@ class Bus:
 
     @property
     def running(self) -> bool:
-        return self._running
+        return self.dispatcher.running
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            raise BusStopped("the bus is not running")
-        return self._loop
+        return self.portal.loop
 
     async def astart(self) -> None:
         """Start on the running loop: transport, reply and registry groups, agents.
@@ -236,9 +257,9 @@ class Bus:
         If it raises (an agent's constructor fails, the broker is unreachable),
         what it started is stopped again and the bus is not running.
         """
-        if self._running:
+        if self.running:
             return
-        self._loop = asyncio.get_running_loop()
+        self.portal.attach(asyncio.get_running_loop())
         if self.pin_cpu is not None:
             # This loop's thread; the threads it starts from now on (the actors) inherit it.
             pin_current_thread(self.pin_cpu)
@@ -252,22 +273,23 @@ class Bus:
             raise
 
     async def _start_parts(self) -> None:
-        await self.transport.start()
-        topics = self.topics
+        context = self.context
+        transport, topics = context.transport, context.topics
+        await transport.start()
         self._subscriptions.append(
-            await self.transport.subscribe(
-                [self.reply_topic],
-                self.reply_topic,
-                self._on_reply,
+            await transport.subscribe(
+                [context.reply_topic],
+                context.reply_topic,
+                self.dispatcher.on_reply,
                 max_in_flight=1024,
                 durable=False,  # answers for this process's callers only
             )
         )
         self._subscriptions.append(
             await follow_registry(
-                self.transport,
+                transport,
                 topics.registry,
-                f"{topics.registry}.{self.node}",
+                f"{topics.registry}.{context.node}",
                 self.directory,
                 self.registry_timeout,
                 dlq_topic=topics.dlq,
@@ -275,14 +297,14 @@ class Bus:
             )
         )
         # Running from here: an agent's on_start may already call other agents.
-        self._running = True
+        self.dispatcher.open()
         for host in list(self.hosts):
             await self._start_host(host)
         self.announcer.start()
 
     async def astop(self) -> None:
         """Drain in-flight work, say goodbye on the registry, and disconnect."""
-        if self._running:
+        if self.running:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
@@ -296,23 +318,22 @@ class Bus:
                 replica.begin_stop()
         for host in self.hosts:
             await host.stop()
+        await self._hosting.inboxes.stop()
         subscriptions, self._subscriptions = self._subscriptions, []
-        self.correlator.drain()  # a stream reader that is behind does not hold the reply topic
+        self.dispatcher.drain()  # a stream reader that is behind does not hold the reply topic
         for subscription in subscriptions:
             await subscription.stop()
-        await asyncio.gather(*self._background, return_exceptions=True)
-        self._running = False
-        self.correlator.close()
-        await self.transport.stop()
+        await self.dispatcher.close()
+        await self.context.transport.stop()
 
     def start(self) -> Bus:
         """Start on a loop thread owned by the bus (for sync code)."""
-        if self._running:
+        if self.running:
             return self
         self._thread = LoopThread(f"a2a-bus-{self.node}")
-        loop = self._loop = self._thread.start()
+        self.portal.attach(self._thread.start())
         try:
-            self._sync.call(loop, self.astart())
+            self.portal.run(self.astart())
         except BaseException:
             self._stop_thread()
             raise
@@ -326,10 +347,9 @@ class Bus:
         """
         if self._thread is None:
             return
-        loop = self.loop
-        _refuse_waiting_on(loop, "bus.stop()")
+        self._refuse_waiting_on_loop("bus.stop()")
         try:
-            self._sync.call(loop, self.astop())
+            self.portal.run(self.astop())
         finally:
             self._stop_thread()
 
@@ -337,8 +357,20 @@ class Bus:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.stop()
-            self._loop = None  # closed: later calls get BusStopped, not "loop is closed"
-            self._sync.abandon()  # calls that never ran or never ended: no hang
+            # Closed: later calls get BusStopped, not "loop is closed"; calls that
+            # never ran or never ended are woken (no hang).
+            self.portal.detach()
+
+    def _refuse_waiting_on_loop(self, call: str) -> None:
+        """Raise RuntimeError if ``call``, which blocks until work on the bus loop
+        (and the handlers it runs) ends, is made from that loop or those handlers."""
+        if self.portal.on_loop_thread():
+            raise RuntimeError(BLOCKING_ON_LOOP)
+        if serving_loop() is self.portal.attached:
+            raise RuntimeError(
+                f"{call} from a handler of this bus: it waits for the handlers to end, so"
+                " it would wait for itself; stop the bus from outside its agents"
+            )
 
     def __enter__(self) -> Bus:
         return self.start()
@@ -353,222 +385,15 @@ class Bus:
     async def __aexit__(self, *exc: object) -> None:
         await self.astop()
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the bus loop from another thread and wait for it."""
-        try:
-            loop = self.loop
-        except BusStopped:
-            coro.close()  # never started: no "never awaited" warning on top
-            raise
-        if _running_on(loop):
-            coro.close()
-            raise RuntimeError(BLOCKING_ON_LOOP)
-        return self._sync.call(loop, coro)
-
-    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
-        """``coro`` to await on the bus loop, from the bus loop or any other loop.
-
-        On the bus loop it is ``coro`` itself (no wrapping coroutine: this sits on
-        every request's path).
-        """
-        loop = self._loop
-        if loop is None:
-            coro.close()
-            raise BusStopped("the bus is not running")
-        if asyncio.get_running_loop() is loop:
-            return coro
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-
     # -- clients --------------------------------------------------------------------
 
-    def client(self) -> Any:
-        """The sync client (:class:`a2a_bus.client.Client`) of this bus."""
-        from a2a_bus.client import Client
-
-        if self._client is None:
-            self._client = Client(self)
+    def client(self) -> Client:
+        """The sync client of this bus (for threads other than the bus loop)."""
         return self._client
 
-    def async_client(self) -> Any:
-        """An async client (:class:`a2a_bus.client.AsyncClient`) of this bus."""
-        from a2a_bus.client import AsyncClient
-
-        return AsyncClient(self)
-
-    # -- the caller side (runs on the bus loop) -------------------------------------
-
-    def route(self, event: CloudEvent) -> Route:
-        """Where ``event`` goes (:func:`~a2a_bus.core.routing.decide`); RoutingError -32002
-        "Agent not found" (id in ``data``) for an agent discovery does not know."""
-        route = decide(event, self.topics, self.directory.method_owner)
-        agent_id = route.agent_id
-        if (
-            route.kind is RouteKind.P2P
-            and self.require_known_agents
-            and not self.directory.known(agent_id or "")
-        ):
-            raise RoutingError(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", agent_id)
-        return route
-
-    async def send(
-        self, event: CloudEvent, *, timeout: float | None = None, fresh: bool = False
-    ) -> dict[str, Any] | None:
-        """Route ``event``; for a request wait for its response (the caller's id restored).
-
-        An event without ``a2amethod`` whose type is ``<prefix>.<method>.req`` (or
-        ``.stream``, or a notification's ``<prefix>.<method>``) calls that method.
-
-        ``fresh``: the event was made for this call alone, so it is sent as is
-        (given its bus-wide id and reply topic) rather than copied.
-        """
-        if not self._running:
-            raise BusStopped("the bus is not running")
-        # The attributes dict is read directly: this runs for every request.
-        attributes = event.get_attributes()
-        if ext.METHOD not in attributes:
-            # A native event calls the method its type names (PROTOCOL.md section 3);
-            # events made from JSON-RPC always carry a2amethod, so they skip this.
-            event = self.adaptor.with_method(event)
-            attributes = event.get_attributes()
-        is_request = event_kind(event) is Kind.REQUEST
-        data = event.get_data()
-        message = jsonrpc_of(data)
-        caller_id = message.get("id") if message is not None else attributes["id"]
-        method = attributes.get(ext.METHOD)
-        if (
-            method in BUILTIN_METHODS
-            and attributes.get(ext.TARGET_AGENT) is None
-            and attributes.get("subject") is None
-        ):
-            params = message.get("params") if message is not None else data
-            return self.directory.answer(method, params, caller_id) if is_request else None
-        try:
-            route = self.route(event)
-            if (
-                not is_request
-                and route.kind is RouteKind.P2P
-                and isinstance(method, str)
-                and self.directory.lacks(route.agent_id or "", method)
-            ):
-                # A request is answered -32601 by the agent; a notification would
-                # only be dead-lettered there, out of its sender's sight.
-                raise RoutingError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
-        except RoutingError as exc:
-            error = exc.json_rpc_error()
-            if is_request:
-                self.metrics.inc("errors")
-                return error_response(error.code, error.message, caller_id, error.data)
-            # Nothing is written (no topic made for a typo); the sender is told, as
-            # for a request (a gateway or the ingress counts or dead-letters it).
-            raise error from None
-        if not is_request or route.kind is RouteKind.PUBSUB:
-            await self.transport.publish(route.topic, event, key=route.key)
-            if is_request:
-                return result_response(
-                    {"published": event.get_id(), "topic": route.topic}, caller_id
-                )
-            return None
-        request_id, outgoing = self._request_event(event, route.agent_id, fresh)
-        future = self.correlator.expect(request_id, timeout or self.request_timeout)
-        self.metrics.requests += 1
-        try:
-            await self.transport.publish(route.topic, outgoing, key=route.key)
-            response = await future
-        except BaseException:
-            self.correlator.cancel(request_id)
-            raise
-        return {"jsonrpc": "2.0", **response, "id": caller_id}
-
-    async def open_stream(self, event: CloudEvent, *, timeout: float | None = None) -> ReplyStream:
-        """Send a request whose handler streams; chunks arrive on the returned stream."""
-        if not self._running:
-            raise BusStopped("the bus is not running")
-        try:
-            route = self.route(event)
-        except RoutingError as exc:
-            stream = ReplyStream()
-            stream.fail(exc.json_rpc_error())
-            return stream
-        request_id, outgoing = self._request_event(event, route.agent_id)
-        stream = self.correlator.expect_stream(request_id, timeout or self.request_timeout)
-        self.metrics.inc("requests")
-        try:
-            await self.transport.publish(route.topic, outgoing, key=route.key)
-        except BaseException:
-            self.correlator.cancel(request_id)
-            raise
-        stream.request_id = request_id
-        return stream
-
-    def _request_event(
-        self, event: CloudEvent, agent_id: str | None, fresh: bool = False
-    ) -> tuple[str, CloudEvent]:
-        """``event`` (a copy unless ``fresh``) with an id unique in the bus and this
-        node's reply topic."""
-        attributes = event.get_attributes() if fresh else dict(event.get_attributes())
-        request_id = new_id()
-        attributes["id"] = request_id
-        attributes[ext.REPLY_TO] = self.reply_topic
-        if agent_id is not None:
-            attributes[ext.TARGET_AGENT] = agent_id
-        return request_id, event if fresh else new_event(attributes, event.get_data())
-
-    # -- the reply topic: answers for this node's callers, cancels for its streams ----
-
-    async def _on_reply(self, delivery: Delivery) -> None:
-        event = delivery.event
-        if event.get_extension(ext.METHOD) != CANCEL_METHOD:
-            await self.correlator.on_reply(delivery)
-            return
-        data = event.get_data()
-        params = data.get("params") if isinstance(data, dict) else None
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        stop = self.running_streams.get(request_id) if isinstance(request_id, str) else None
-        if stop is not None:
-            stop()
-        else:  # it ended before the cancel came
-            log.debug("stream/cancel for %r: no such stream running here", request_id)
-
-    def _send_cancel(self, request_id: str, control: str) -> None:
-        """Tell the node running a stream's generator to stop it (from the loop)."""
-        if control == self.reply_topic:
-            # Running here: stop it now rather than behind the chunks queued on
-            # this node's reply topic.
-            stop = self.running_streams.get(request_id)
-            if stop is not None:
-                stop()
-            return
-        if not self._running or not control.startswith(f"{self.topics.prefix}.reply."):
-            return  # only a node's reply topic takes cancels
-        item = self.adaptor.from_jsonrpc(cancel_message(request_id))[0]
-        if not isinstance(item, CloudEvent):
-            return
-        task = asyncio.get_running_loop().create_task(self._publish_cancel(control, item))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _publish_cancel(self, control: str, event: CloudEvent) -> None:
-        try:
-            await self.transport.publish(control, event)
-        except Exception as exc:  # the generator then runs to its end, unread
-            log.warning("could not send stream/cancel to %s: %s", control, exc)
+    def async_client(self) -> AsyncClient:
+        """An async client of this bus (from the bus loop or any other loop)."""
+        return AsyncClient(self.dispatcher, self.service, self.portal)
 
 
-def _refuse_waiting_on(loop: asyncio.AbstractEventLoop, call: str) -> None:
-    """Raise RuntimeError if ``call``, which blocks until work on ``loop`` (and the
-    handlers it runs) ends, is made from that loop or from one of those handlers."""
-    if _running_on(loop):
-        raise RuntimeError(BLOCKING_ON_LOOP)
-    if serving_loop() is loop:
-        raise RuntimeError(
-            f"{call} from a handler of this bus: it waits for the handlers to end, so"
-            " it would wait for itself; stop the bus from outside its agents"
-        )
-
-
-def _running_on(loop: asyncio.AbstractEventLoop) -> bool:
-    """True when the calling thread is running ``loop`` (a blocking wait would hang it)."""
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
+__all__ = ["Bus"]

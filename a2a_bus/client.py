@@ -2,8 +2,13 @@
 
 ``request``/``notify``/``publish``/``stream``/``stream_to``/``batch`` for
 Python callers, ``read`` to page through a subject's retained events;
-``call``/``call_event``/``call_stream`` for gateways that hold an already
-parsed JSON-RPC message (or event) and want JSON-RPC back.
+``call``/``call_event``/``call_stream`` for code that holds an already parsed
+JSON-RPC message (or event) and wants JSON-RPC back: those go through the
+bus's :class:`~a2a_bus.core.service.JsonRpcService`, as every front door does.
+
+A client is made by its bus (``bus.client()``, ``bus.async_client()``) with the
+collaborators it uses: the dispatcher that sends, the JSON-RPC service, and
+the portal into the bus loop.
 """
 
 from __future__ import annotations
@@ -20,30 +25,26 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import envelope_refusal, refusal
 from a2a_bus.core.routing import RoutingError, is_wildcard, validate_subject
-from a2a_bus.core.streams import ABORT_PARAM, CHUNK_PARAM, COLLECT_MAX_BYTES, END_PARAM, Collected
+from a2a_bus.core.service import JsonRpcService, Reply
+from a2a_bus.core.streams import ABORT_PARAM, CHUNK_PARAM, END_PARAM
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,
     JsonRpcError,
-    Kind,
     classify,
-    error_response,
-    event_kind,
     ext,
-    jsonrpc_of,
     new_event,
     new_id,
 )
+from a2a_bus.runtime.portal import Portal
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
-
-if TYPE_CHECKING:
-    from a2a_bus.bus import Bus
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,11 @@ def _unwrap(response: dict[str, Any] | None) -> Any:
 class AsyncClient:
     """Async API of a bus; works from the bus loop or from any other loop."""
 
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
+    def __init__(self, dispatcher: Dispatcher, service: JsonRpcService, portal: Portal) -> None:
+        self._dispatcher = dispatcher
+        self._service = service
+        self._portal = portal
+        self._context = dispatcher.context
         self._ids = itertools.count(1)
 
     def _event(self, agent: str | None, method: str, params: Any, *, request: bool) -> CloudEvent:
@@ -117,7 +121,7 @@ class AsyncClient:
         kind = classify(message)
         if isinstance(kind, Failure):
             raise JsonRpcError(kind.code, kind.message, kind.data)
-        item = self.bus.adaptor.event_from_message(message, kind)
+        item = self._context.adaptor.event_from_message(message, kind)
         if isinstance(item, Failure):
             raise JsonRpcError(item.code, item.message, item.data)
         if agent is not None:
@@ -135,9 +139,9 @@ class AsyncClient:
         A streaming (generator) method's result is the list of all its items (at
         most 1 MiB of JSON, else -32005): use :meth:`stream` to read them as they come.
         """
-        bus = self.bus
         event = self._event(agent, method, params, request=True)
-        return _unwrap(await bus._on_loop(bus.send(event, timeout=timeout, fresh=True)))
+        sent = self._dispatcher.send(event, timeout=timeout, fresh=True)
+        return _unwrap(await self._portal.on_loop(sent))
 
     async def notify(self, agent: str | None, method: str, params: Any = None) -> None:
         """Send a notification (no response)."""
@@ -157,8 +161,8 @@ class AsyncClient:
             raise exc.json_rpc_error() from None
         _check_json(data, "data", binary=True)
         attributes: dict[str, Any] = {
-            "source": self.bus.source,
-            "type": type or f"{self.bus.adaptor.prefix}.{subject}",
+            "source": self._context.source,
+            "type": type or f"{self._context.adaptor.prefix}.{subject}",
             "subject": subject,
             "datacontenttype": "application/json",
             **extensions,
@@ -186,11 +190,11 @@ class AsyncClient:
                 f"cannot read {subject!r}: wildcards select subjects to subscribe to; "
                 "read one subject at a time",
             )
-        bus = self.bus
-        topic = bus.topics.subject(subject)
+        context = self._context
+        topic = context.topics.subject(subject)
         position = None if cursor is None else parse_cursor(topic, cursor)
-        batch = await bus._on_loop(
-            bus.transport.read(topic, limit=limit, position=position, newest=newest)
+        batch = await self._portal.on_loop(
+            context.transport.read(topic, limit=limit, position=position, newest=newest)
         )
         return EventPage(batch.events, encode_cursor(topic, batch.position), batch.undecodable)
 
@@ -206,49 +210,34 @@ class AsyncClient:
         Data that no transport carries (see :mod:`a2a_bus.core.payload`) is refused:
         a request is answered with the error, anything else raises it.
         """
-        message = jsonrpc_of(event.get_data())
-        try:
-            if message is None:
-                _check_json(event.get_data(), "data", binary=True)
-            else:  # bounded as the client bounds the params it sends
-                _check_json(message.get("params"), "params")
-            _check_envelope(event)
-        except JsonRpcError as exc:
-            if event_kind(event) is not Kind.REQUEST:
-                raise
-            id = message.get("id") if message is not None else event.get_id()
-            return error_response(exc.code, exc.message, id, exc.data)
-        return await self._send(event, timeout)
+        reply = await self._answer(event, timeout)
+        if reply.response is None and reply.refused is not None:
+            raise reply.refused
+        return reply.response
+
+    def _answer(self, item: CloudEvent | Failure, timeout: float | None) -> Awaitable[Reply]:
+        return self._portal.on_loop(self._service.answer(item, timeout=timeout))
 
     async def _send(self, event: CloudEvent, timeout: float | None = None) -> dict[str, Any] | None:
-        return await self.bus._on_loop(self.bus.send(event, timeout=timeout))
+        return await self._portal.on_loop(self._dispatcher.send(event, timeout=timeout))
 
     async def call(
         self, message: Any, *, timeout: float | None = None
     ) -> dict[str, Any] | list[dict[str, Any]] | None:
         """A parsed JSON-RPC message or batch in, the JSON-RPC response(s) out
         (None when nothing is to be answered, as for notifications)."""
-        items = self.bus.adaptor.from_jsonrpc(message)
+        items = self._context.adaptor.from_json(message)
         batch = isinstance(message, list)
-        answers = await asyncio.gather(*(self._one(item, timeout, batch) for item in items))
+        replies = await asyncio.gather(*(self._answer(item, timeout) for item in items))
         if batch:
-            responses = [a for a in answers if a is not None]
+            # A refused notification has nobody to answer in a batch (the service
+            # logged it), and the neighbours' answers must not be lost.
+            responses = [r.response for r in replies if r.response is not None]
             return responses or None
-        return answers[0]
-
-    async def _one(
-        self, item: CloudEvent | Failure, timeout: float | None, batch: bool
-    ) -> dict[str, Any] | None:
-        if isinstance(item, Failure):
-            return item.response()
-        try:
-            return await self.call_event(item, timeout=timeout)
-        except JsonRpcError as exc:  # only a notification is refused by raising
-            if not batch:
-                raise
-            # Nobody to answer in a batch, and the neighbours' answers must not be lost.
-            log.warning("notification %s refused: %s: %s", item.get_id(), exc.message, exc.data)
-            return None
+        [reply] = replies
+        if reply.response is None and reply.refused is not None:
+            raise reply.refused
+        return reply.response
 
     async def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Send several requests at once; each result, or the :class:`JsonRpcError`."""
@@ -277,9 +266,9 @@ class AsyncClient:
     async def call_stream(
         self, message: dict[str, Any], *, timeout: float | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        """Gateway form of :meth:`stream`: one JSON-RPC response per chunk; a failure
+        """JSON-RPC form of :meth:`stream`: one JSON-RPC response per chunk; a failure
         ends the stream with an error response."""
-        item = self.bus.adaptor.from_jsonrpc(message)[0]
+        item = self._context.adaptor.from_json(message)[0]
         if isinstance(item, Failure):
             yield item.response()
             return
@@ -296,19 +285,19 @@ class AsyncClient:
     async def _stream_event(
         self, event: CloudEvent, timeout: float | None
     ) -> AsyncGenerator[Any, None]:
-        bus = self.bus
-        stream = await bus._on_loop(bus.open_stream(event, timeout=timeout))
+        portal, dispatcher = self._portal, self._dispatcher
+        stream = await portal.on_loop(dispatcher.open_stream(event, timeout=timeout))
         items = stream.__aiter__()
         try:
             while True:
                 try:
-                    item = await bus._on_loop(_next(items))
+                    item = await portal.on_loop(_next(items))
                 except StopAsyncIteration:
                     return
                 yield item
         finally:
             if stream.request_id is not None:
-                bus.loop.call_soon_threadsafe(bus.correlator.cancel, stream.request_id)
+                portal.call_soon(dispatcher.forget, stream.request_id)
 
     async def stream_to(
         self,
@@ -366,32 +355,6 @@ def _stream_base(params: dict[str, Any] | None) -> dict[str, Any]:
     return {**(params or {}), "_sessionId": new_id()}
 
 
-async def collect(
-    responses: AsyncGenerator[dict[str, Any], None],
-    id: Any,
-    max_bytes: int = COLLECT_MAX_BYTES,
-) -> dict[str, Any]:
-    """One JSON-RPC response for a whole stream: the result is the list of its items.
-
-    ``responses`` is a stream as :meth:`AsyncClient.call_stream` yields it; an error
-    response ends it with that error, and past ``max_bytes`` of JSON the answer is
-    -32005 (read it as a stream instead). The stream is closed however this ends,
-    also when the caller is cancelled, which cancels the generator upstream. The
-    same rules as :meth:`AsyncClient.request` on a streaming method.
-    """
-    collected = Collected(max_bytes)
-    try:
-        async for response in responses:
-            if "error" in response:
-                return response
-            collected.add(response.get("result"))
-    except JsonRpcError as exc:
-        return {"jsonrpc": "2.0", "error": exc.to_dict(), "id": id}
-    finally:
-        await responses.aclose()
-    return {"jsonrpc": "2.0", "result": collected.items, "id": id}
-
-
 async def _quietly(send: Awaitable[None]) -> None:
     """Send a best-effort message on the way out of a failure (or a cancel)."""
     try:
@@ -407,33 +370,33 @@ async def _next(items: AsyncIterator[Any]) -> Any:
 class Client:
     """Blocking API of a bus, for threads other than the bus loop (scripts, agents)."""
 
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-        self.aio = AsyncClient(bus)
+    def __init__(self, aio: AsyncClient, portal: Portal) -> None:
+        self.aio = aio
+        self._run = portal.run
 
     def request(
         self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
     ) -> Any:
-        return self.bus._run(self.aio.request(agent, method, params, timeout=timeout))
+        return self._run(self.aio.request(agent, method, params, timeout=timeout))
 
     def notify(self, agent: str | None, method: str, params: Any = None) -> None:
-        self.bus._run(self.aio.notify(agent, method, params))
+        self._run(self.aio.notify(agent, method, params))
 
     def publish(
         self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
     ) -> str:
-        return self.bus._run(self.aio.publish(subject, data, type=type, **extensions))
+        return self._run(self.aio.publish(subject, data, type=type, **extensions))
 
     def read(
         self, subject: str, *, limit: int = 100, cursor: str | None = None, newest: bool = False
     ) -> EventPage:
-        return self.bus._run(self.aio.read(subject, limit=limit, cursor=cursor, newest=newest))
+        return self._run(self.aio.read(subject, limit=limit, cursor=cursor, newest=newest))
 
     def call(self, message: Any, *, timeout: float | None = None) -> Any:
-        return self.bus._run(self.aio.call(message, timeout=timeout))
+        return self._run(self.aio.call(message, timeout=timeout))
 
     def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
-        return self.bus._run(self.aio.batch(calls, timeout=timeout))
+        return self._run(self.aio.batch(calls, timeout=timeout))
 
     def stream(
         self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
@@ -442,11 +405,11 @@ class Client:
         try:
             while True:
                 try:
-                    yield self.bus._run(_next(items))
+                    yield self._run(_next(items))
                 except StopAsyncIteration:
                     return
         finally:
-            self.bus._run(items.aclose())
+            self._run(items.aclose())
 
     def stream_to(
         self,
@@ -459,7 +422,7 @@ class Client:
     ) -> Any:
         """As :meth:`AsyncClient.stream_to`; ``chunks`` is iterated in this thread, not
         on the bus loop, so it may block or call the bus itself."""
-        aio, run = self.aio, self.bus._run
+        aio, run = self.aio, self._run
         base = _stream_base(params)
         seq = 0
         sending = False

@@ -124,7 +124,7 @@ def echo_request(adaptor: Adaptor, value: int, event_id: str, reply_to: str) -> 
     """The request event of JSON-RPC ``echo(value)``, with the bus-wide unique
     ``event_id`` the bus gives every request and the caller's reply topic."""
     message = {"jsonrpc": "2.0", "method": "echo", "params": [value], "id": 1}
-    [request] = adaptor.from_jsonrpc(message)
+    [request] = adaptor.from_json(message)
     if isinstance(request, Failure):
         raise RuntimeError(request.message)
     attributes = request.get_attributes()

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 
 #: Benchmark name -> module with ``run(quick: bool) -> Report``.
 BENCHMARKS: dict[str, str] = {

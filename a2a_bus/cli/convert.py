@@ -10,7 +10,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, Adaptor, Failure, to_structured
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 from a2a_bus.cli.common import build_bus, bus_failure, kafka_logs_held
 
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,

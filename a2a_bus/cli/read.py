@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,

@@ -16,7 +16,7 @@ import uvicorn
 from rich.console import Console
 from rich.markup import escape
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
     build_bus,
     bus_failure,
@@ -115,7 +115,7 @@ async def _serve(
     async with started(bus):
         for agent_cls in classes:
             await _spawn(bus, agent_cls, replicas)
-        ingress = Ingress(bus) if kafka_bootstrap(bus) else None
+        ingress = Ingress(bus.service) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()
         config = uvicorn.Config(

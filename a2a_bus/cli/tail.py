@@ -11,7 +11,7 @@ import orjson
 import typer
 from rich.markup import escape
 
-from a2a_bus.cli import app
+from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
     DEFAULT_URL,
     KafkaOption,
@@ -26,6 +26,7 @@ from a2a_bus.cli.common import (
 )
 from a2a_bus.cli.http_client import GatewayClient
 from a2a_bus.core.routing import RoutingError, validate_subject
+from a2a_bus.core.watch import watch
 from a2a_bus.protocol import to_structured
 from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
@@ -83,16 +84,13 @@ async def _from_gateway(url: str, token: str | None, subjects: list[str]) -> Asy
 
 
 async def _from_kafka(bus: Bus, subjects: list[str]) -> AsyncIterator[Any]:
-    from a2a_bus.gateway.bridge import Bridge
-
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def on_event(delivery: Delivery) -> None:
         await queue.put(to_structured(delivery.event))
 
     async with started(bus):
-        bridge = Bridge(bus)
-        subscriptions = [await bridge.watch(subject, on_event) for subject in subjects]
+        subscriptions = [await watch(bus.context, subject, on_event) for subject in subjects]
         try:
             while True:
                 yield await queue.get()

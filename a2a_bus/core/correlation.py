@@ -314,7 +314,7 @@ class Correlator:
         if pending is None:
             return
         self._settle(request_id, pending, _EXPIRED)
-        self._metrics.inc("errors")
+        self._metrics.errors += 1
         response = timeout_response(pending.timeout)
         if pending.future is not None and not pending.future.done():
             pending.future.set_result(response)
@@ -379,9 +379,9 @@ class Correlator:
         if self._pending.get(request_id) is pending:
             self._set_deadline(request_id, pending, asyncio.get_running_loop())
         if stream.receiver.duplicates > duplicates:
-            self._metrics.inc("stream_duplicates")
+            self._metrics.stream_duplicates += 1
         if stream.receiver.out_of_order > early:
-            self._metrics.inc("stream_gaps")
+            self._metrics.stream_gaps += 1
 
     def _gather(
         self, request_id: str, pending: _Pending, event: Any, seq: Any, message: Any
@@ -407,9 +407,9 @@ class Correlator:
             for ready in receiver.accept(seq, item):
                 gathering.collected.add(ready)
             if receiver.duplicates > duplicates:
-                self._metrics.inc("stream_duplicates")
+                self._metrics.stream_duplicates += 1
             if receiver.out_of_order > early:
-                self._metrics.inc("stream_gaps")
+                self._metrics.stream_gaps += 1
         except JsonRpcError as exc:  # a gap, or too much to gather
             self.answer(request_id, {"error": exc.to_dict()})
             if not end:  # stop the generator; what it sent meanwhile counts as late
@@ -422,10 +422,10 @@ class Correlator:
             self._finished[request_id] = _EXPIRED
             self._cancel_upstream(request_id, control)
         if how == _ANSWERED:
-            self._metrics.inc("duplicate_replies")
+            self._metrics.duplicate_replies += 1
             log.debug("dropped a second reply to %s", request_id)
         else:
-            self._metrics.inc("late_replies")
+            self._metrics.late_replies += 1
             log.info("dropped a late or unknown reply to %s", request_id)
 
     def drain(self) -> None:

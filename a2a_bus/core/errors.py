@@ -5,7 +5,3 @@ from __future__ import annotations
 
 class StreamError(Exception):
     """A stream broke: a gap in ``seq`` that never filled, or an error chunk."""
-
-
-class BusStopped(RuntimeError):
-    """The bus is not running."""

@@ -61,12 +61,6 @@ class Metrics:
         # when the bus is collected its last counts move to the retired totals.
         weakref.finalize(self, _COLLECTOR.retire, self.__dict__).atexit = False
 
-    def inc(self, name: str, amount: int = 1) -> None:
-        setattr(self, name, getattr(self, name) + amount)
-
-    def in_flight_delta(self, amount: int) -> None:
-        self.in_flight += amount
-
     def snapshot(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

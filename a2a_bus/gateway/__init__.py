@@ -2,7 +2,6 @@
 
 from a2a_bus.gateway.app import create_app
 from a2a_bus.gateway.auth import Access, Authenticator
-from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.settings import GatewaySettings, load_tokens
 
-__all__ = ["Access", "Authenticator", "Bridge", "GatewaySettings", "create_app", "load_tokens"]
+__all__ = ["Access", "Authenticator", "GatewaySettings", "create_app", "load_tokens"]

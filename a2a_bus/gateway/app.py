@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -19,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from a2a_bus.bus import Bus
 from a2a_bus.gateway.a2a import A2ABinding
 from a2a_bus.gateway.auth import Authenticator
-from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.context import GatewayContext
 from a2a_bus.gateway.discovery import get_agent, list_agents
 from a2a_bus.gateway.events import events
@@ -33,9 +32,6 @@ from a2a_bus.gateway.rpc import rpc
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.gateway.tail import tail
 from a2a_bus.protocol import Adaptor
-
-if TYPE_CHECKING:
-    from a2a_bus.bus import Bus
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +57,8 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         max_batch=settings.max_batch,
     )
     gateway = GatewayContext(
-        bridge=Bridge(bus),
+        service=bus.service,
+        client=bus.async_client(),
         settings=settings,
         adaptor=adaptor,
         authenticator=Authenticator(settings.tokens),

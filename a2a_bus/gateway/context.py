@@ -1,4 +1,10 @@
-"""What every endpoint of one gateway shares, kept on ``app.state.gateway``."""
+"""What every endpoint of one gateway shares, kept on ``app.state.gateway``.
+
+The gateway is given the bus's collaborators, not the bus: the JSON-RPC
+service (every ``/rpc`` and A2A method call goes through it), an async client
+(history pages, A2A streams), and through the service the dispatcher and the
+discovery directory.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.client import AsyncClient
+from a2a_bus.core.context import BusContext
+from a2a_bus.core.dispatch import Dispatcher
+from a2a_bus.core.service import JsonRpcService
+from a2a_bus.discovery.directory import Directory
 from a2a_bus.gateway.auth import Access, Authenticator
-from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.settings import GatewaySettings
@@ -21,10 +31,29 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="a2a-bus"'}
 
 @dataclass(frozen=True)
 class GatewayContext:
-    bridge: Bridge
+    service: JsonRpcService
+    client: AsyncClient
     settings: GatewaySettings
+    #: The gateway's own adaptor (its source, body and batch limits).
     adaptor: Adaptor
     authenticator: Authenticator
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self.service.dispatcher
+
+    @property
+    def directory(self) -> Directory:
+        return self.service.directory
+
+    @property
+    def bus(self) -> BusContext:
+        return self.service.dispatcher.context
+
+    @property
+    def ready(self) -> bool:
+        """True once the bus runs on a connected transport."""
+        return self.dispatcher.running and self.bus.transport.ready
 
 
 def context(request: Request) -> GatewayContext:

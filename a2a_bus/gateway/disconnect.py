@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from starlette.types import Receive
 
@@ -35,7 +35,7 @@ class DisconnectWatch:
         self._receive = receive
         self._watching: asyncio.Task[None] | None = None
 
-    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+    async def run(self, work: Awaitable[T]) -> T:
         """The result of ``work``; :class:`ClientGone` once the client left first."""
         if self._watching is None:
             self._watching = asyncio.create_task(self._until_disconnect())

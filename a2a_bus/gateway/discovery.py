@@ -13,7 +13,7 @@ from a2a_bus.gateway.responses import JSONResponse, problem
 async def list_agents(request: Request) -> Response:
     ctx = context(request)
     access = require_access(request)
-    cards = [card for card in ctx.bridge.cards() if access.may_see_agent(str(card.get("id")))]
+    cards = [card for card in ctx.directory.cards() if access.may_see_agent(str(card.get("id")))]
     return JSONResponse({"agents": cards})
 
 
@@ -25,7 +25,7 @@ async def get_agent(request: Request) -> Response:
         validate_name(agent_id)
     except RoutingError as exc:
         return problem(400, exc.message)
-    card = ctx.bridge.card(agent_id) if access.may_see_agent(agent_id) else None
+    card = ctx.directory.card(agent_id) if access.may_see_agent(agent_id) else None
     if card is None:
         return problem(404, f"no live agent {agent_id!r}")
     return JSONResponse(card)

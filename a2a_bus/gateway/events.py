@@ -56,7 +56,7 @@ async def events(request: Request) -> Response:
         # routing and the methods allow-list alike; the event is published as sent.
         routable = ctx.adaptor.with_method(event)
         try:
-            route = ctx.bridge.route(routable)
+            route = ctx.dispatcher.route(routable)
         except RoutingError as exc:
             status = _STATUS.get(exc.code, 400)
             detail = exc.message if exc.data is None else f"{exc.message}: {exc.data}"
@@ -67,7 +67,7 @@ async def events(request: Request) -> Response:
             return problem(403, f"event {event.get_id()!r}: {reason}")
         routes.append(route)
     for event, route in zip(decoded, routes, strict=True):
-        await ctx.bridge.publish(event, route)
+        await ctx.dispatcher.publish(event, route)
         EVENTS_PUBLISHED.inc()
     accepted = [{"id": e.get_id(), "topic": r.topic} for e, r in zip(decoded, routes, strict=True)]
     return JSONResponse({"accepted": accepted}, 202)

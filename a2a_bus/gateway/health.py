@@ -14,6 +14,6 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    if context(request).bridge.ready:
+    if context(request).ready:
         return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "not ready", "reason": "the transport is not connected"}, 503)

@@ -35,7 +35,7 @@ async def history(request: Request) -> Response:
     if newest is None:
         return problem(400, "newest must be true or false")
     try:
-        page = await ctx.bridge.read(
+        page = await ctx.client.read(
             subject, limit=int(raw_limit), cursor=query.get("cursor") or None, newest=newest
         )
     except ValueError as exc:  # subject, limit, cursor (RoutingError is one)

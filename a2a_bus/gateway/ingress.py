@@ -30,17 +30,16 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.core.routing import outside_refusal
-from a2a_bus.gateway.bridge import Bridge
+from a2a_bus.core.service import JsonRpcService
 from a2a_bus.gateway.prom import INGRESS_RECORDS
 from a2a_bus.protocol import (
     ErrorCode,
-    JsonRpcError,
     Kind,
     error_response,
     event_kind,
@@ -49,9 +48,6 @@ from a2a_bus.protocol import (
 )
 from a2a_bus.transport.base import Delivery, Subscription, Undecodable
 from a2a_bus.transport.kafka.records import dead_letter_headers
-
-if TYPE_CHECKING:
-    from a2a_bus.bus import Bus
 
 log = logging.getLogger(__name__)
 
@@ -71,21 +67,23 @@ def header(headers: Sequence[tuple[str, bytes]], name: str) -> str | None:
 
 
 class Ingress:
-    """Consumes the ingress topic of ``bus`` and answers on reply topics.
+    """Consumes the ingress topic of a bus and answers on reply topics.
 
-    ``async with Ingress(bus):`` on a started bus. Replicas in several processes
-    share the ingress partitions (one consumer group, ``<prefix>.ingress``).
+    ``async with Ingress(bus.service):`` on a started bus: requests go through
+    the bus's JSON-RPC service, as every front door's do. Replicas in several
+    processes share the ingress partitions (one consumer group, ``<prefix>.ingress``).
     """
 
     def __init__(
         self,
-        bus: Bus,
+        service: JsonRpcService,
         *,
         timeout: float | None = None,
         max_in_flight: int = 256,
         reply_topics: str | None = None,
     ):
-        self.bus = bus
+        self._service = service
+        self._bus = bus = service.dispatcher.context
         #: Which ``reply-to`` topics may be answered on (a regular expression the
         #: whole name must match); None: any but the bus's own. From
         #: ``A2A_INGRESS_REPLY_TOPICS`` unless given, so producers cannot make the
@@ -102,11 +100,10 @@ class Ingress:
         self.group = self.topic
         self.timeout = timeout
         self.max_in_flight = max_in_flight
-        self._bridge = Bridge(bus)
         self._subscription: Subscription | None = None
 
     async def start(self) -> None:
-        transport = self.bus.transport
+        transport = self._bus.transport
         self._subscription = await transport.subscribe(
             [self.topic],
             self.group,
@@ -146,7 +143,7 @@ class Ingress:
 
     def _internal(self, topic: str) -> bool:
         """True for the bus's own topics and Kafka's internal ones."""
-        topics = self.bus.topics
+        topics = self._bus.topics
         if topic in (topics.registry, topics.ingress, topics.dlq) or topic.startswith("__"):
             return True
         families = ("agent", "topic", "reply")
@@ -155,7 +152,7 @@ class Ingress:
     async def _reply(self, topic: str, response: dict[str, Any]) -> None:
         id = response.get("id")
         key = None if id is None else str(id).encode()
-        await self.bus.transport.publish_raw(topic, orjson.dumps(response), key=key)
+        await self._bus.transport.publish_raw(topic, orjson.dumps(response), key=key)
 
     async def _on_delivery(self, delivery: Delivery) -> None:
         event = delivery.event
@@ -170,16 +167,12 @@ class Ingress:
                 await self._reply(self._reply_topic(delivery.headers), refusal)
             await self._dead_letter(delivery, f"forbidden: {refused}")
             return
-        try:
-            response = await self._bridge.send(event, self.timeout)
-        except JsonRpcError as exc:  # refused before it was sent: nobody else to tell
-            why = "too-large" if exc.code == ErrorCode.TOO_LARGE else "unroutable"
+        response, error = await self._service.answer(event, timeout=self.timeout)
+        if response is None and error is not None:  # not sent: nobody else to tell
+            why = "too-large" if error.code == ErrorCode.TOO_LARGE else "unroutable"
             INGRESS_RECORDS.labels(why).inc()
-            await self._dead_letter(delivery, f"{why}: {exc.message}: {exc.data}")
+            await self._dead_letter(delivery, f"{why}: {error.message}: {error.data}")
             return
-        except Exception:
-            log.exception("ingress request %s failed", event.get_id())
-            response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
         if response is None or not request:
             INGRESS_RECORDS.labels("notification").inc()
             return
@@ -206,10 +199,10 @@ class Ingress:
         headers = dead_letter_headers(
             delivery.headers, reason, delivery.topic, delivery.partition, delivery.offset
         )
-        await self.bus.transport.publish_raw(
-            self.bus.topics.dlq, record.value, key=delivery.key, headers=headers + record.headers
+        await self._bus.transport.publish_raw(
+            self._bus.topics.dlq, record.value, key=delivery.key, headers=headers + record.headers
         )
-        self.bus.metrics.inc("dead_letters")
+        self._bus.metrics.dead_letters += 1
 
     async def _on_undecodable(self, record: Undecodable) -> None:
         """Answer a record that is not JSON-RPC (nor a CloudEvent) with its errors;

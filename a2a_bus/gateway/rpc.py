@@ -1,27 +1,31 @@
 """``POST /rpc``: JSON-RPC 2.0, single and batch, exactly per the specification.
 
 Conversion and validation are the adaptor's (each batch element on its own);
-this module routes the converted messages through the bus and shapes the HTTP
-answer: a batch gets an array, notifications get nothing (204 when nothing at
-all is to be answered), JSON-RPC errors travel with HTTP 200.
+answering is the bus's :class:`~a2a_bus.core.service.JsonRpcService`, as for
+every other front door. This module shapes the HTTP answer: a batch gets an
+array, notifications get nothing (204 when nothing at all is to be answered),
+JSON-RPC errors travel with HTTP 200, and a streaming method asked for with
+``Accept: text/event-stream`` answers with Server-Sent Events.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
+from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.core.routing import RoutingError
+from a2a_bus.core.service import Authorize, Reply
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
-from a2a_bus.gateway.sse import collect, sse_response, wants_sse
+from a2a_bus.gateway.sse import sse_response, wants_sse
 from a2a_bus.protocol import (
     Converted,
     ErrorCode,
@@ -29,13 +33,10 @@ from a2a_bus.protocol import (
     JsonRpcError,
     Kind,
     ProtocolError,
-    error_response,
     event_kind,
     jsonrpc_of,
     parse_json,
 )
-
-log = logging.getLogger(__name__)
 
 #: The status recorded for a request whose client left before its answer (nginx's 499).
 CLIENT_GONE = 499
@@ -55,6 +56,18 @@ def parse(ctx: GatewayContext, body: bytes) -> tuple[list[Converted], bool]:
     return items, type(message) is list and len(items) == len(message)
 
 
+def authorizer(access: Access) -> Authorize:
+    """The service's access rule for this caller: a reason to refuse, or None."""
+
+    def authorize(event: CloudEvent, agent: str | None) -> str | None:
+        reason = access.denies(event, agent)
+        if reason is not None:
+            DENIED.labels("forbidden").inc()
+        return reason
+
+    return authorize
+
+
 async def answer(
     ctx: GatewayContext, access: Access, item: Converted, watch: DisconnectWatch
 ) -> dict[str, Any] | None:
@@ -63,42 +76,19 @@ async def answer(
     A streaming method's chunks are collected while ``watch`` looks out for the
     client: when it leaves, the collection stops and :class:`ClientGone` is raised.
     """
-    if isinstance(item, Failure):
-        return item.response()
-    message = jsonrpc_of(item.get_data())
-    kind = event_kind(item)
-    if message is None or kind is Kind.RESPONSE:
-        detail = "only JSON-RPC requests and notifications are accepted here"
-        return error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
-    request = kind is Kind.REQUEST
-    id = message.get("id")
-    agent = ctx.bridge.agent_for(item)
-    reason = access.denies(item, agent)
-    if reason is not None:
-        DENIED.labels("forbidden").inc()
-        return error_response(ErrorCode.FORBIDDEN, "Forbidden", id, reason) if request else None
-    timeout = ctx.settings.request_timeout
-    try:
-        if request and ctx.bridge.streams(item, agent):
-            limit = ctx.settings.max_body_bytes
-            return await watch.run(collect(ctx.bridge, message, timeout, limit))
-        response = await ctx.bridge.send(item, timeout)
-    except ClientGone:
-        raise
-    except JsonRpcError as exc:
-        # Only a notification is refused by raising (an agent discovery does not know):
-        # JSON-RPC answers no notification, so the refusal is counted and logged.
-        if request:
-            return error_response(exc.code, exc.message, id, exc.data)
-        NOTIFICATIONS_REFUSED.labels(str(exc.code)).inc()
-        method = message.get("method")
-        log.warning("JSON-RPC notification %s refused: %s: %s", method, exc.message, exc.data)
-        return None
-    except Exception:
-        # The log has the traceback; the caller learns only that it failed.
-        log.exception("JSON-RPC %s failed in the gateway", message.get("method"))
-        response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
-    return response if request else None
+    reply: Reply = await ctx.service.answer(
+        item,
+        timeout=ctx.settings.request_timeout,
+        authorize=authorizer(access),
+        jsonrpc_only=True,
+        collect_limit=ctx.settings.max_body_bytes,
+        guard=watch.run,
+    )
+    refused = reply.refused
+    if reply.response is None and refused is not None:
+        # JSON-RPC answers no notification: the refusal is counted (the service logged it).
+        NOTIFICATIONS_REFUSED.labels(str(refused.code)).inc()
+    return reply.response
 
 
 async def rpc(request: Request) -> Response:
@@ -137,11 +127,16 @@ async def rpc(request: Request) -> Response:
 
 
 def _stream(ctx: GatewayContext, access: Access, item: Converted) -> Response | None:
-    """An SSE response when ``item`` is an allowed request of a streaming method."""
+    """An SSE response when ``item`` is an allowed request of a streaming method
+    (anything else is answered as plain JSON, with the error if any)."""
     if isinstance(item, Failure) or event_kind(item) is not Kind.REQUEST:
         return None
-    message = jsonrpc_of(item.get_data())
-    agent = ctx.bridge.agent_for(item)
-    if message is None or not ctx.bridge.streams(item, agent) or access.denies(item, agent):
-        return None  # answered as plain JSON, with the error if any
-    return sse_response(ctx.bridge, message, ctx.settings.request_timeout)
+    if jsonrpc_of(item.get_data()) is None:
+        return None
+    try:
+        plan = ctx.service.plan(item)
+    except (RoutingError, JsonRpcError):
+        return None
+    if not plan.streams or access.denies(plan.event, plan.agent):
+        return None
+    return sse_response(ctx.service.stream(plan, ctx.settings.request_timeout), plan.id)

@@ -12,13 +12,17 @@ from typing import Any
 import orjson
 import yaml
 
-from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.auth import Access
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
 from a2a_bus.runtime.env import count, seconds
 
 ENV_PREFIX = "A2A_GATEWAY_"
 #: The settings that count something (at least 1).
+#: How many A2A tasks a gateway remembers; the oldest finished are forgotten first.
+DEFAULT_MAX_TASKS = 1000
+#: How many of them one owner may hold: a quarter of the store, so one token's
+#: flood leaves the rest to the others.
+DEFAULT_MAX_TASKS_PER_OWNER = DEFAULT_MAX_TASKS // 4
 _COUNTS = ("max_body_bytes", "max_batch", "a2a_max_tasks", "a2a_max_tasks_per_owner")
 
 

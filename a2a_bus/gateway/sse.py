@@ -20,8 +20,6 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from a2a_bus.client import collect as collect_stream
-from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.gateway.prom import RPC_ERRORS
 from a2a_bus.protocol import result_response
 
@@ -75,36 +73,24 @@ def frame(data: dict[str, Any], event: str, id: int | None = None) -> bytes:
 
 
 async def _events(
-    bridge: Bridge, message: dict[str, Any], timeout: float
+    responses: AsyncGenerator[dict[str, Any], None], id: Any
 ) -> AsyncGenerator[bytes, None]:
-    stream = bridge.stream(message, timeout)
     seq = 0
     try:
-        async for response in stream:
+        async for response in responses:
             if "error" in response:
                 RPC_ERRORS.labels(str(response["error"].get("code"))).inc()
                 yield frame(response, "error")
                 return
             yield frame(response, "chunk", seq)
             seq += 1
-        yield frame(result_response({"chunks": seq}, message.get("id")), "end")
+        yield frame(result_response({"chunks": seq}, id), "end")
     finally:
         # Reached on a normal end and when the client went away (cancellation):
-        # closing the client stream forgets the request upstream.
-        await stream.aclose()
+        # closing the stream forgets the request upstream.
+        await responses.aclose()
 
 
-def sse_response(bridge: Bridge, message: dict[str, Any], timeout: float) -> SSEResponse:
-    return SSEResponse(_events(bridge, message, timeout))
-
-
-async def collect(
-    bridge: Bridge, message: dict[str, Any], timeout: float, max_bytes: int
-) -> dict[str, Any]:
-    """A streaming method called without SSE: the result is the list of all chunks.
-
-    The client's rules (:func:`a2a_bus.client.collect`): past ``max_bytes`` of JSON
-    the answer is ``-32005``, telling to ask for Server-Sent Events; the bus stream
-    is closed however it ends, also when the caller is cancelled (its client left).
-    """
-    return await collect_stream(bridge.stream(message, timeout), message.get("id"), max_bytes)
+def sse_response(responses: AsyncGenerator[dict[str, Any], None], id: Any) -> SSEResponse:
+    """The chunk responses of a streaming method (a request ``id``) as SSE events."""
+    return SSEResponse(_events(responses, id))

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_bus.core.routing import RoutingError
+from a2a_bus.core.watch import watch
 from a2a_bus.gateway.context import context, require_access, topic_refusal
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.sse import SSEResponse
@@ -46,7 +47,7 @@ async def tail(request: Request) -> Response:
         queue.put_nowait(delivery.event)
 
     try:
-        subscription = await ctx.bridge.watch(subject, on_event)
+        subscription = await watch(ctx.bus, subject, on_event)
     except RoutingError as exc:
         return problem(400, exc.message)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from a2a_bus.client import Client
 from a2a_bus.core.routing import validate_name, validate_subject
 from a2a_bus.hosting.binding import Binder, Bound
 from a2a_bus.hosting.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
@@ -166,7 +167,7 @@ class Agent:
     methods: ClassVar[dict[str, MethodSpec]] = {}
     subscriptions: ClassVar[tuple[SubscriptionSpec, ...]] = ()
 
-    client: Any = None
+    _client: Client | None = None
     #: The CloudEvent being handled (set before each handler call).
     event: Any = None
     #: True when this message may have been handled before (crash, redelivery).
@@ -191,6 +192,25 @@ class Agent:
                     subscriptions.append(SubscriptionSpec(subject, attribute, replay))
         cls.methods = methods
         cls.subscriptions = tuple(subscriptions)
+
+    @property
+    def client(self) -> Client:
+        """The sync client of the bus this agent runs on: call other agents with it.
+
+        RuntimeError when the agent is not running on a bus.
+        """
+        if self._client is None:
+            raise RuntimeError(f"agent {self.agent_id!r} is not running on a bus")
+        return self._client
+
+    @client.setter
+    def client(self, client: Client) -> None:
+        self._client = client
+
+    @property
+    def hosted(self) -> bool:
+        """True once a bus hosts this instance (``client`` is set)."""
+        return self._client is not None
 
     def on_start(self) -> None:
         """Called in the actor thread before the first message."""

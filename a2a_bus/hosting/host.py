@@ -1,11 +1,14 @@
 """The agent side of the bus: one :class:`AgentHost` per spawned agent class.
 
-Each replica is a supervised pykka actor with its own member in the agent's
-inbox group (``<prefix>.agent.<id>``: replicas share the load, also across
-processes) and in one group per ``@subscribe`` handler (every subscriber gets
-every event). The host turns deliveries into jobs, answers requests on the
-caller's reply topic, streams generator results, feeds caller streams to
-handlers, and writes dead messages to the dead-letter topic with the reason.
+The host consumes the agent's inbox (``<prefix>.agent.<id>``) through the
+process's :class:`~a2a_bus.transport.base.Inboxes` (replicas in several
+processes share it) and one group per ``@subscribe`` handler (every subscriber
+gets every event), and hands each message to the least busy of its replicas,
+each a supervised pykka actor. It turns deliveries into jobs, answers requests
+on the caller's reply topic (or, for a caller in this process on the in-process
+transport, straight to the dispatcher), streams generator results, feeds caller
+streams to handlers, and writes dead messages to the dead-letter topic with the
+reason.
 """
 
 from __future__ import annotations
@@ -15,18 +18,22 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import methodcaller
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from a2a_bus.client import Client
+from a2a_bus.core.context import BusContext
+from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import error_message, refusal
 from a2a_bus.core.streams import chunk_event, end_event
 from a2a_bus.hosting.actor import Job, Outcome
 from a2a_bus.hosting.agent import Agent, SubscriptionSpec
 from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
-from a2a_bus.hosting.supervisor import Replica
+from a2a_bus.hosting.supervisor import Replica, RestartPolicy
 from a2a_bus.protocol import (
     ErrorCode,
     JsonRpcError,
@@ -37,11 +44,8 @@ from a2a_bus.protocol import (
     result_response,
     to_kafka,
 )
-from a2a_bus.transport.base import Delivery, Subscription
+from a2a_bus.transport.base import Delivery, Inboxes, Subscription
 from a2a_bus.transport.kafka.records import dead_letter_headers
-
-if TYPE_CHECKING:
-    from a2a_bus.bus import Bus
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +57,26 @@ AGENT_HEADER = "a2a-dlq-agent"
 ATTEMPTS_HEADER = "a2a-dlq-attempts"
 
 
+@dataclass(frozen=True, slots=True)
+class Hosting:
+    """What the agent hosts of one bus share: passed to each, never the bus itself."""
+
+    context: BusContext
+    #: Answers callers in this process, and tracks the generators streaming from here.
+    dispatcher: Dispatcher
+    #: The process's inbox consumer (one per process on Kafka).
+    inboxes: Inboxes
+    policy: RestartPolicy
+    #: Makes the sync client each agent instance gets as ``agent.client``.
+    client: Callable[[], Client]
+
+
 class AgentHost:
     """Runs ``replicas`` supervised actors of one agent class on a bus."""
 
     def __init__(
         self,
-        bus: Bus,
+        hosting: Hosting,
         agent_cls: type[Agent],
         replicas: int = 1,
         args: Sequence[Any] = (),
@@ -68,73 +86,70 @@ class AgentHost:
             raise TypeError(f"{agent_cls!r} is not an Agent subclass")
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
-        self.bus = bus
+        self.hosting = hosting
+        self._context = hosting.context
+        self._dispatcher = hosting.dispatcher
         self.agent_cls = agent_cls
         self.agent_id = agent_cls.agent_id
         self.replica_count = replicas
         self._args = tuple(args)
         self._kwargs = dict(kwargs or {})
         self.replicas: list[Replica] = []
-        self._subscriptions: dict[Replica, list[Subscription]] = {}
+        self._subscriptions: list[Subscription] = []
         self.inbound = InboundStreams(agent_cls, self._answer)
+        #: Replicas whose mailbox is full: the inbox pauses once all of them are.
+        self._full: set[Replica] = set()
 
     # -- lifecycle ------------------------------------------------------------------
 
     def card(self) -> dict[str, Any]:
         card = self.agent_cls.card()
-        card.update(node=self.bus.node, replicas=self.replica_count, heartbeatAt=time.time())
+        card.update(node=self._context.node, replicas=self.replica_count, heartbeatAt=time.time())
         return card
 
     def _new_agent(self) -> Agent:
         agent = self.agent_cls(*self._args, **self._kwargs)
-        agent.client = self.bus.client()
+        agent.client = self.hosting.client()
         return agent
 
     async def start(self) -> None:
-        transport, topics = self.bus.transport, self.bus.topics
+        """Start the replicas, then consume the inbox and the subscribed subjects."""
+        hosting, topics = self.hosting, self._context.topics
         mailbox = self.agent_cls.mailbox_size
         for index in range(self.replica_count):
             replica = Replica(
                 self._new_agent,
                 name=f"{self.agent_id}#{index}",
                 mailbox_size=mailbox,
-                policy=self.bus.restart_policy,
-                metrics=self.bus.metrics,
+                policy=hosting.policy,
+                metrics=self._context.metrics,
+                on_pressure=functools.partial(self._pressure, index),
             )
-            replica._on_pressure = functools.partial(self._pressure, replica)
             replica.start()
             self.replicas.append(replica)
-            inbox = topics.agent(self.agent_id)
-            # A new inbox group starts at the oldest retained record: requests sent
-            # before the agent's first start wait for it instead of being skipped.
-            subscriptions = [
-                await transport.subscribe(
-                    [inbox],
-                    inbox,
-                    functools.partial(self._on_inbox, replica),
-                    from_beginning=True,
-                    max_in_flight=mailbox,
+        in_flight = mailbox * self.replica_count
+        self._subscriptions.append(
+            await hosting.inboxes.subscribe(
+                topics.agent(self.agent_id), self._on_inbox, max_in_flight=in_flight
+            )
+        )
+        for number, spec in enumerate(self.agent_cls.subscriptions):
+            target = topics.subscription(spec.subject)
+            group = f"{topics.prefix}.sub.{self.agent_id}.{spec.attribute}.{number}"
+            self._subscriptions.append(
+                await self._context.transport.subscribe(
+                    [target] if isinstance(target, str) else target,
+                    group,
+                    functools.partial(self._on_event, spec),
+                    from_beginning=spec.replay,
+                    max_in_flight=in_flight,
                 )
-            ]
-            for number, spec in enumerate(self.agent_cls.subscriptions):
-                target = topics.subscription(spec.subject)
-                group = f"{topics.prefix}.sub.{self.agent_id}.{spec.attribute}.{number}"
-                subscriptions.append(
-                    await transport.subscribe(
-                        [target] if isinstance(target, str) else target,
-                        group,
-                        functools.partial(self._on_event, replica, spec),
-                        from_beginning=spec.replay,
-                        max_in_flight=mailbox,
-                    )
-                )
-            self._subscriptions[replica] = subscriptions
+            )
 
     async def stop(self) -> None:
         """Leave the groups after in-flight work drained, then stop the actors."""
-        for subscriptions in self._subscriptions.values():
-            for subscription in subscriptions:
-                await subscription.stop()
+        for subscription in self._subscriptions:
+            await subscription.stop()
         # No more chunks will come here: handlers still reading end now, not
         # after their idle time (the stream's end marker goes to the next owner).
         stopped = JsonRpcError(
@@ -145,16 +160,34 @@ class AgentHost:
             await replica.stop()
         self._subscriptions.clear()
         self.replicas.clear()
+        self._full.clear()
 
-    def _pressure(self, replica: Replica, full: bool) -> None:
-        for subscription in self._subscriptions.get(replica, ()):
-            subscription.pause() if full else subscription.resume()
+    def _pressure(self, index: int, full: bool) -> None:
+        """Pause the inbox and the subscriptions once every replica's mailbox is
+        full; fetch again as soon as one has room."""
+        replica = self.replicas[index]
+        was_paused = len(self._full) == len(self.replicas)
+        if full:
+            self._full.add(replica)
+        else:
+            self._full.discard(replica)
+        paused = len(self._full) == len(self.replicas)
+        if paused != was_paused:
+            for subscription in self._subscriptions:
+                subscription.pause() if paused else subscription.resume()
+
+    def _replica(self) -> Replica:
+        """The replica to hand the next message to: the one holding the fewest."""
+        replicas = self.replicas
+        if len(replicas) == 1:
+            return replicas[0]
+        return min(replicas, key=_held)
 
     # -- requests -------------------------------------------------------------------
 
-    async def _on_inbox(self, replica: Replica, delivery: Delivery) -> None:
+    async def _on_inbox(self, delivery: Delivery) -> None:
         event = delivery.event
-        message = jsonrpc_of(event.get_data()) or self.bus.adaptor.to_jsonrpc(event)
+        message = jsonrpc_of(event.get_data()) or self._context.adaptor.to_jsonrpc(event)
         method = message.get("method")
         if not isinstance(method, str):
             await self.dead_letter(delivery, "not a request: the message has no method")
@@ -170,7 +203,7 @@ class AgentHost:
                 error = JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
                 await self._answer(delivery, message, Outcome(error=error))
             else:
-                await self.inbound.on_chunk(replica, delivery, spec, message)
+                await self.inbound.on_chunk(self._replica(), delivery, spec, message)
             return
         try:
             bound = spec.binder.bind(message.get("params"))
@@ -185,26 +218,18 @@ class AgentHost:
             else spec.binder.call(spec.attribute, bound)
         )
         job = Job(call, method, event, delivery.redelivered)
+        replica = self._replica()
         if "id" in message:
             if spec.streams_out:
                 await self._stream_out(replica, delivery, message, job)
                 return
-            if self._is_local_caller(delivery):
+            if self._dispatcher.is_local_caller(delivery):
                 job.answer = functools.partial(self._answer_local_caller, event.get_id())
         outcome = await replica.submit(job)
         if job.answered:
-            self.bus.metrics.handled += 1
+            self._context.metrics.handled += 1
             return
         await self._answer(delivery, message, outcome)
-
-    def _is_local_caller(self, delivery: Delivery) -> bool:
-        """The caller is in this process and the transport lets us skip the reply topic."""
-        bus = self.bus
-        return (
-            bus.local_replies
-            and not delivery.raw
-            and delivery.event.get_extension(ext.REPLY_TO) == bus.reply_topic
-        )
 
     def _answer_local_caller(self, request_id: str, outcome: Outcome) -> bool:
         """Resolve the caller's request at once, on the loop, as the outcome lands."""
@@ -212,9 +237,9 @@ class AgentHost:
             return False  # dead-lettered first, then answered by _answer
         outcome = _carried(outcome)
         if outcome.error is None:
-            self.bus.correlator.answer(request_id, {"result": outcome.result})
+            self._dispatcher.answer_local(request_id, {"result": outcome.result})
         else:
-            self.bus.correlator.answer(request_id, {"error": outcome.error.to_dict()})
+            self._dispatcher.answer_local(request_id, {"error": outcome.error.to_dict()})
         return True
 
     async def _builtin_or_unknown(
@@ -234,7 +259,7 @@ class AgentHost:
     async def _answer(self, delivery: Delivery, message: dict[str, Any], outcome: Outcome) -> None:
         """Count the outcome, dead-letter a dead message (or a notification that
         failed: nobody else hears of it), and reply to a request."""
-        self.bus.metrics.inc("handled")
+        self._context.metrics.handled += 1
         id = message.get("id")
         if "id" in message:
             outcome = _carried(outcome)
@@ -271,19 +296,20 @@ class AgentHost:
 
     async def _respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
         event = delivery.event
-        if self._is_local_caller(delivery):
-            self.bus.correlator.answer(event.get_id(), response)
+        if self._dispatcher.is_local_caller(delivery):
+            self._dispatcher.answer_local(event.get_id(), response)
             return
+        context = self._context
         reply_to = event.get_extension(ext.REPLY_TO)
-        transport = self.bus.transport
+        transport = context.transport
         if delivery.raw:
-            topic = reply_to if isinstance(reply_to, str) else self.bus.topics.ingress_reply
+            topic = reply_to if isinstance(reply_to, str) else context.topics.ingress_reply
             await transport.publish_raw(topic, orjson.dumps(response), key=event.get_id().encode())
             return
         if not isinstance(reply_to, str):
             log.debug("request %s has no reply topic; its response is dropped", event.get_id())
             return
-        answer = self.bus.adaptor.response_event(event, response, source=self.bus.source)
+        answer = context.adaptor.response_event(event, response, source=context.source)
         answer.get_attributes()[ext.REPLY_TO] = reply_to
         await transport.publish(reply_to, answer, key=record_key(answer))
 
@@ -296,7 +322,7 @@ class AgentHost:
         event = delivery.event
         request_id = event.get_id()
         reply_to = event.get_extension(ext.REPLY_TO)
-        control = self.bus.reply_topic
+        control = self._context.reply_topic
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
         credits = threading.Semaphore(STREAM_CREDITS)
@@ -327,7 +353,7 @@ class AgentHost:
             credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
 
         async def pump() -> None:
-            adaptor, transport = self.bus.adaptor, self.bus.transport
+            adaptor, transport = self._context.adaptor, self._context.transport
             while (entry := await queue.get()) is not None:
                 if isinstance(reply_to, str) and not cancelled.is_set():
                     seq, item = entry
@@ -345,7 +371,7 @@ class AgentHost:
 
         job.emit = emit
         job.unretryable = unretryable
-        self.bus.running_streams[request_id] = cancel
+        self._dispatcher.stream_started(request_id, cancel)
         pumping = loop.create_task(pump())
         try:
             outcome = await replica.submit(job)
@@ -354,13 +380,13 @@ class AgentHost:
             try:
                 await pumping
             finally:
-                self.bus.running_streams.pop(request_id, None)
+                self._dispatcher.stream_ended(request_id)
         if refused:  # ended where an item could not be sent
             error = refused[0][1]
             log.warning("stream %s of %s ended: %s", request_id, self.agent_id, error.data)
             outcome = Outcome(error=error)
         elif cancelled.is_set():  # the caller is gone: nothing more to send
-            self.bus.metrics.inc("handled")
+            self._context.metrics.handled += 1
             await self._answer_stream_failure(delivery, outcome)
             return
         id = message.get("id")
@@ -374,10 +400,10 @@ class AgentHost:
                 ErrorCode.INTERNAL_ERROR, "Internal error"
             )
             response = error_response(error.code, error.message, id, error.data)
-        self.bus.metrics.inc("handled")
+        self._context.metrics.handled += 1
         if isinstance(reply_to, str):
-            end = end_event(self.bus.adaptor, event, count, response, reply_to)
-            await self.bus.transport.publish(reply_to, end, key=record_key(end))
+            end = end_event(self._context.adaptor, event, count, response, reply_to)
+            await self._context.transport.publish(reply_to, end, key=record_key(end))
 
     async def _answer_stream_failure(self, delivery: Delivery, outcome: Outcome) -> None:
         if outcome.crash is not None:
@@ -385,7 +411,7 @@ class AgentHost:
 
     # -- pub/sub --------------------------------------------------------------------
 
-    async def _on_event(self, replica: Replica, spec: SubscriptionSpec, delivery: Delivery) -> None:
+    async def _on_event(self, spec: SubscriptionSpec, delivery: Delivery) -> None:
         event = delivery.event
         job = Job(
             methodcaller(spec.attribute, event),
@@ -393,8 +419,8 @@ class AgentHost:
             event=event,
             redelivered=delivery.redelivered,
         )
-        outcome = await replica.submit(job)
-        self.bus.metrics.inc("handled")
+        outcome = await self._replica().submit(job)
+        self._context.metrics.handled += 1
         if outcome.crash is not None:
             await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
         elif outcome.error is not None:
@@ -418,11 +444,16 @@ class AgentHost:
             (AGENT_HEADER, self.agent_id.encode()),
             (ATTEMPTS_HEADER, str(attempts).encode()),
         ]
-        await self.bus.transport.publish_raw(
-            self.bus.topics.dlq, record.value, key=delivery.key, headers=headers
+        context = self._context
+        await context.transport.publish_raw(
+            context.topics.dlq, record.value, key=delivery.key, headers=headers
         )
-        self.bus.metrics.inc("dead_letters")
+        context.metrics.dead_letters += 1
         log.warning("dead letter from %s: %s", self.agent_id, reason)
+
+
+def _held(replica: Replica) -> int:
+    return replica.held
 
 
 def handler_error(error: JsonRpcError) -> str:

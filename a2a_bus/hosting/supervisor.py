@@ -148,7 +148,7 @@ class Replica:
         self._full = full
         if full:
             self._space.clear()
-            self._metrics.inc("pauses")
+            self._metrics.pauses += 1
         else:
             self._space.set()
         self._on_pressure(full)
@@ -195,7 +195,7 @@ class Replica:
                 outcome.crash = f"{outcome.crash}; not retried: {why_not}"
             self._resolve(job, outcome)
         else:
-            self._metrics.inc("redeliveries")
+            self._metrics.redeliveries += 1
         self._end_unreplayable(job)
         self._crashed()
 
@@ -243,7 +243,7 @@ class Replica:
         assert self._loop is not None
         self._actor = None
         self._generation += 1
-        self._metrics.inc("restarts")
+        self._metrics.restarts += 1
         delay, self._backoff = self._backoff, min(self._backoff * 2, self._policy.backoff_max)
         self._restart_handle = self._loop.call_later(delay, self._restart)
 

@@ -2,8 +2,8 @@
 
 ``run_sync``/``iterate_sync`` use one private event loop per thread: agents on
 the bus run in actor threads, and each such thread gets a long-lived loop so a
-sync ``run()`` costs no event-loop setup per call. A :class:`Portal` is one loop
-thread shared by every caller, for clients that keep connections.
+sync ``run()`` costs no event-loop setup per call. Clients that keep connections
+across threads use a :class:`~a2a_bus.runtime.portal.Portal` on a loop thread instead.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from a2a_bus.runtime.portal import drive_iterator
 
 T = TypeVar("T")
 
@@ -71,72 +73,3 @@ def iterate_sync(what: str, start: Callable[[], AsyncIterator[T]]) -> Iterator[T
     """Iterate the async iterator made by ``start`` from sync code."""
     loop = _loop(what)
     return drive_iterator(lambda step: loop.run_until_complete(_await(step)), start)
-
-
-def drive_iterator(
-    run: Callable[[Callable[[], Awaitable[Any]]], Any], start: Callable[[], AsyncIterator[T]]
-) -> Iterator[T]:
-    """Iterate an async iterator from sync code; ``run`` waits for one awaitable."""
-    iterator = start()
-    try:
-        while True:
-            try:
-                item = run(iterator.__anext__)
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        close = getattr(iterator, "aclose", None)
-        if close is not None:
-            run(close)
-
-
-class Portal:
-    """An event loop in a daemon thread, started on first use, that any thread can hand
-    coroutines to and wait for (also from inside another running loop).
-
-    A client whose sync methods run its async ones here keeps one connection pool for
-    all threads, and can close it from any thread.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self._loop
-
-    def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name=self.name, daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def call(self, start: Callable[[], Awaitable[T]]) -> T:
-        """Run the coroutine made by ``start`` on the portal's loop and wait for it."""
-        loop = self._started()
-        if threading.current_thread() is self._thread:
-            raise RuntimeError(f"{self.name}: a blocking call from the portal's own loop")
-
-        return asyncio.run_coroutine_threadsafe(_await(start), loop).result()
-
-    def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-        """Iterate the async iterator made by ``start`` on the portal's loop."""
-        return drive_iterator(self.call, start)
-
-    def close(self) -> None:
-        """Stop the loop thread (a later call starts a new one)."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()

@@ -17,7 +17,8 @@ from a2a_bus.llm.errors import AgentConfigError
 from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.listeners import AgentListener
 from a2a_bus.llm.loop import AgentLoop
-from a2a_bus.llm.memory.stores import ConversationStore, open_store
+from a2a_bus.llm.memory.store_urls import open_store
+from a2a_bus.llm.memory.stores import ConversationStore
 from a2a_bus.llm.memory.strategies import MemoryStrategy, llm_summarizer, parse_memory, summary
 from a2a_bus.llm.soul import FileSoul, SoulProvider
 from a2a_bus.llm.tools import AgentTool, FunctionTool

@@ -121,7 +121,7 @@ class LlmAgent(Agent):
         return session_conversation(_checked(session_id, "session_id"))
 
     def _context(self) -> Mapping[str, Any]:
-        if self.client is None:
+        if not self.hosted:
             return {}
         return {BUS_CLIENT_KEY: self.client, BUS_AGENT_KEY: self.agent_id}
 

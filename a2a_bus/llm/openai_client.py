@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from a2a_bus.llm._sync import Portal, idle_thread_loop
+from a2a_bus.llm._sync import idle_thread_loop
 from a2a_bus.llm.client import LlmClient, StreamItem
 from a2a_bus.llm.errors import LlmError
 from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolDefinition
@@ -31,6 +31,7 @@ from a2a_bus.llm.openai_wire import (
     error_from_response,
     parse_completion,
 )
+from a2a_bus.runtime.portal import Portal
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -114,7 +115,7 @@ class OpenAIClient(LlmClient):
         self._url = f"{self.base_url}/chat/completions"
         # An httpx.AsyncClient belongs to the event loop that created it: one for the
         # portal that runs the sync calls, one for each loop the async ones are awaited on.
-        self._portal = Portal("openai-client")
+        self._portal = Portal.on_thread("openai-client")
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -135,11 +136,11 @@ class OpenAIClient(LlmClient):
     def close(self) -> None:
         """Close the connections of sync calls, and of async calls made from this
         thread's private loop (``AgentLoop.run``); use ``aclose`` on other loops."""
-        loop = self._portal.loop
+        loop = self._portal.attached
         if loop is not None:
             client = self._async.pop(loop, None)
             if client is not None:
-                self._portal.call(client.aclose)
+                self._portal.run(client.aclose())
             self._portal.close()
         loop = idle_thread_loop()
         client = self._async.pop(loop, None) if loop is not None else None
@@ -197,9 +198,7 @@ class OpenAIClient(LlmClient):
         model: str | None = None,
         temperature: float | None = None,
     ) -> ChatResponse:
-        return self._portal.call(
-            lambda: self.achat(messages, tools, model=model, temperature=temperature)
-        )
+        return self._portal.run(self.achat(messages, tools, model=model, temperature=temperature))
 
     def stream(
         self,

@@ -151,10 +151,6 @@ class Adaptor:
             return [self._one(item) for item in message]
         return [self._one(message)]
 
-    def from_jsonrpc(self, message: Any) -> list[Converted]:
-        """Alias of :meth:`from_json` for callers that hold JSON-RPC."""
-        return self.from_json(message)
-
     def _one(self, item: Any) -> Converted:
         if type(item) is dict and "specversion" in item and "jsonrpc" not in item:
             try:

@@ -1,21 +1,17 @@
-"""The bus's ``A2A_*`` environment variables, read with errors that name them.
+"""Reading ``A2A_*`` environment variables, with errors that name them.
 
-A value that cannot be used is refused with the variable's name and what it
-accepts (``A2A_REQUEST_TIMEOUT='abc': expected a positive number of seconds``),
-and an ``A2A_KAFKA_*`` name that is no Kafka setting (a typo, most likely) is
-reported once instead of being ignored without a word.
+The one reader of settings: every part that takes a setting from the
+environment (the bus in :mod:`a2a_bus.settings`, the Kafka transport, the
+gateway, the event loop choice) reads it with these functions, so a value that
+cannot be used is refused the same way everywhere, with the variable's name and
+what it accepts (``A2A_REQUEST_TIMEOUT='abc': expected a positive number of seconds``).
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from a2a_bus.core.routing import RoutingError, validate_name
-from a2a_bus.runtime.affinity import ENV as PIN_ENV
 
 log = logging.getLogger(__name__)
 
@@ -65,74 +61,3 @@ def choice(env: Mapping[str, str], name: str, choices: Sequence[str], default: s
     if value not in choices:
         raise EnvError(f"{name}={env.get(name)!r}: expected one of {', '.join(choices)}")
     return value
-
-
-def transport_kind(env: Mapping[str, str] | None = None) -> str:
-    """``A2A_TRANSPORT``; without it ``kafka`` when a bootstrap is set, else ``memory``."""
-    env = environ(env)
-    has_kafka = "A2A_KAFKA_BOOTSTRAP_SERVERS" in env or "KAFKA_BOOTSTRAP_SERVERS" in env
-    return choice(env, "A2A_TRANSPORT", TRANSPORTS, "kafka" if has_kafka else "memory")
-
-
-def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``Bus(...)`` keyword arguments from ``A2A_PREFIX``, ``A2A_NODE``,
-    ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT`` and ``A2A_PIN_CPU``.
-
-    Also checks ``A2A_TRANSPORT`` and ``A2A_EVENT_LOOP`` and reports misspelt
-    ``A2A_KAFKA_*`` names, so that a bad environment fails when the bus is built,
-    not later and elsewhere.
-    """
-    from a2a_bus.runtime import loops
-
-    env = environ(env)
-    prefix = env.get("A2A_PREFIX", "a2a")
-    options: dict[str, Any] = {"prefix": _name(env, "A2A_PREFIX", prefix, "topic prefix")}
-    if env.get("A2A_NODE"):
-        options["node"] = _name(env, "A2A_NODE", env["A2A_NODE"], "node id")
-    for option, name in _SECONDS:
-        value = seconds(env, name)
-        if value is not None:
-            options[option] = value
-    options["pin_cpu"] = env.get(PIN_ENV, "off")
-    transport_kind(env)
-    loops.loop_choice(env)
-    warn_unknown_kafka_names(env)
-    return options
-
-
-def _name(env: Mapping[str, str], variable: str, value: str, what: str) -> str:
-    try:
-        return validate_name(value, what)
-    except RoutingError:
-        raise EnvError(f"{variable}={value!r}: a {what} is made of [A-Za-z0-9._-]") from None
-
-
-def unknown_kafka_names(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
-    """``A2A_KAFKA_*`` variables that name no Kafka setting, each with the closest
-    known name (or None)."""
-    env = environ(env)
-    names = [name for name in env if name.startswith(KAFKA_PREFIX)]
-    if not names:
-        return []
-    from dataclasses import fields
-
-    from a2a_bus.transport.kafka.config import KafkaSettings
-
-    settable = [f.name for f in fields(KafkaSettings) if f.name not in _KAFKA_CODE_ONLY]
-    unknown = []
-    for name in sorted(names):
-        setting = name.removeprefix(KAFKA_PREFIX).lower()
-        if setting not in settable:
-            close = difflib.get_close_matches(setting, settable, n=1)
-            unknown.append((name, KAFKA_PREFIX + close[0].upper() if close else None))
-    return unknown
-
-
-def warn_unknown_kafka_names(env: Mapping[str, str] | None = None) -> None:
-    """Log a warning, once per name, for each misspelt ``A2A_KAFKA_*`` variable."""
-    for name, close in unknown_kafka_names(env):
-        if name in _warned:
-            continue
-        _warned.add(name)
-        hint = f" (did you mean {close}?)" if close else ""
-        log.warning("%s is not a Kafka setting and is ignored%s", name, hint)

@@ -1,26 +1,37 @@
-"""An asyncio loop on a thread of its own, and blocking calls into a loop from
-other threads: what lets sync code use the bus.
+"""Sync code calling into an asyncio loop: the one portal of the project.
 
-:class:`LoopThread` starts and stops the thread. :class:`SyncBridge` runs a
-coroutine on a loop from another thread and blocks until it ends; it waits on
-a C ``SimpleQueue`` fed by the task's done callback (cheaper than the
-``Condition`` behind ``run_coroutine_threadsafe``'s future, and this is the
-sync client's path for every call), and :meth:`SyncBridge.abandon` wakes every
-caller still waiting when their loop goes away, so none waits forever.
+:class:`LoopThread` runs a loop in a daemon thread. :class:`Portal` lets any
+other thread run a coroutine on a loop and block until it ends, lets another
+loop await work that must run on it, and wakes every caller still waiting when
+its loop goes away, so none waits forever. The bus uses one for its loop (the
+sync client's path for every call), and long-lived async clients used from sync
+code (the OpenAI client) use one on a loop thread of their own
+(:meth:`Portal.on_thread`).
+
+Blocking calls wait on a C ``SimpleQueue`` fed by the task's done callback:
+cheaper than the ``Condition`` behind ``run_coroutine_threadsafe``'s future.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from a2a_bus.core.errors import BusStopped
 from a2a_bus.runtime.loops import new_event_loop
 
 T = TypeVar("T")
+
+
+class BusStopped(RuntimeError):
+    """The bus is not running (its loop is gone, or was never there)."""
+
+
+#: What a blocking call made on the loop it would wait for raises.
+BLOCKING_ON_LOOP = "blocking call on the bus loop: use the async client (await ...)"
 
 
 class LoopThread:
@@ -57,18 +68,86 @@ class LoopThread:
             thread.join(timeout=10)
 
 
-class SyncBridge:
-    """Blocking calls into a loop from other threads."""
+class Portal:
+    """Calls into one event loop from other threads and other loops.
 
-    def __init__(self) -> None:
-        #: What calls wait on; each gets None when :meth:`abandon` is called.
+    ``attach`` the loop once it runs, ``detach`` it when it stops: calls then
+    raise :class:`~a2a_bus.core.errors.BusStopped` (``stopped`` says why).
+    """
+
+    def __init__(self, stopped: str = "the bus is not running") -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = stopped
+        #: What blocking calls wait on; each gets None when the loop goes away.
         self._waiting: set[queue.SimpleQueue[Any]] = set()
+        #: The loop thread of :meth:`on_thread` portals, started on first use.
+        self._own: LoopThread | None = None
+        self._own_name: str | None = None
+        self._lock = threading.Lock()
 
-    def call(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` as a task on ``loop`` and return its result (or raise).
+    @classmethod
+    def on_thread(cls, name: str) -> Portal:
+        """A portal to a loop thread of its own, started on first use (see :meth:`close`)."""
+        portal = cls(f"{name}: closed")
+        portal._own_name = name
+        return portal
 
-        Raises BusStopped if the loop closed, or went away before the task ended.
-        """
+    # -- the loop -------------------------------------------------------------------
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def detach(self) -> None:
+        """The loop is gone: later calls raise BusStopped, waiting ones are woken."""
+        self._loop = None
+        for waiting in list(self._waiting):
+            waiting.put(None)
+
+    @property
+    def attached(self) -> asyncio.AbstractEventLoop | None:
+        """The loop, or None (no error): for callers that only want to know."""
+        return self._loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            if self._own_name is None:
+                raise BusStopped(self._stopped)
+            return self._start_own()
+        return loop
+
+    def on_loop_thread(self) -> bool:
+        """True when the calling thread runs the loop (a blocking wait would hang it)."""
+        loop = self._loop
+        if loop is None:
+            return False
+        try:
+            return asyncio.get_running_loop() is loop
+        except RuntimeError:
+            return False
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> None:
+        """Schedule ``callback`` on the loop from any thread (nothing if it is gone)."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                loop.call_soon_threadsafe(callback, *args)
+
+    # -- calls ----------------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` as a task on the loop, from another thread, and return its
+        result (or raise). BusStopped if the loop is gone or goes away meanwhile;
+        RuntimeError (at once) when called on the loop itself."""
+        try:
+            loop = self.loop
+        except BusStopped:
+            coro.close()  # never started: no "never awaited" warning on top
+            raise
+        if self.on_loop_thread():
+            coro.close()
+            raise RuntimeError(BLOCKING_ON_LOOP)
         ended: queue.SimpleQueue[asyncio.Task[T] | None] = queue.SimpleQueue()
         started: list[asyncio.Task[T]] = []
 
@@ -92,10 +171,65 @@ class SyncBridge:
         if task is None:
             if not started:
                 coro.close()
-            raise BusStopped("the bus stopped before the call ended")
+            raise BusStopped(f"{self._stopped} before the call ended")
         return task.result()
 
-    def abandon(self) -> None:
-        """Wake every call still waiting (their loop is gone): they raise BusStopped."""
-        for waiting in list(self._waiting):
-            waiting.put(None)
+    def on_loop(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        """``coro`` to await from the loop itself or from any other loop.
+
+        On the loop it is ``coro`` itself (no wrapping coroutine: this sits on
+        every request's path).
+        """
+        loop = self._loop
+        if loop is None:
+            coro.close()
+            raise BusStopped(self._stopped)
+        if asyncio.get_running_loop() is loop:
+            return coro
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+        """Iterate the async iterator made by ``start`` (on the loop) from another thread."""
+        return drive_iterator(lambda step: self.run(_await(step)), start)
+
+    # -- a loop thread of its own -------------------------------------------------------
+
+    def _start_own(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._own = LoopThread(self._own_name or "portal")
+                self._loop = self._own.start()
+            return self._loop
+
+    def close(self) -> None:
+        """Stop the loop thread of an :meth:`on_thread` portal (a later call starts a
+        new one)."""
+        with self._lock:
+            own, self._own = self._own, None
+            loop, self._loop = self._loop, None
+        if own is not None and loop is not None:
+            for waiting in list(self._waiting):
+                waiting.put(None)
+            own.stop()
+
+
+async def _await(start: Callable[[], Awaitable[T]]) -> T:
+    return await start()
+
+
+def drive_iterator(
+    run: Callable[[Callable[[], Awaitable[Any]]], Any], start: Callable[[], AsyncIterator[T]]
+) -> Iterator[T]:
+    """Iterate an async iterator from sync code; ``run`` waits for one awaitable."""
+    iterator = start()
+    try:
+        while True:
+            try:
+                item = run(iterator.__anext__)
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            run(close)

@@ -287,6 +287,11 @@ class Transport(abc.ABC):
         ``cleanup.policy=compact``). Declare it before the topic is first used."""
 
     @property
+    def in_process(self) -> bool:
+        """True when every subscriber is in this process (the memory transport)."""
+        return False
+
+    @property
     def dead_lettered(self) -> int:
         """Records written to the dead-letter topic through this transport (its own
         and the bus's)."""

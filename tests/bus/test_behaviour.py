@@ -386,7 +386,7 @@ async def test_closing_a_stream_stops_the_agents_generator(
     await eventually(Ticker.done.is_set)
     assert Ticker.closed_early.is_set()
     assert Ticker.produced < limit
-    await eventually(lambda: not bus.running_streams)
+    await eventually(lambda: not bus.dispatcher.running_streams)
 
     def read_three_then_break() -> list[int]:  # the sync client of the agent's node
         seen = []

@@ -11,7 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from a2a_bus import demo
-from a2a_bus.cli import _register, app
+from a2a_bus.cli import app
 from a2a_bus.demo import run
 
 # The checks of the step "LLM agent on the bus", by label.
@@ -121,7 +121,6 @@ def test_demo_on_kafka_passes_every_step(kafka_bootstrap: str) -> None:
 
 
 def test_demo_command_is_registered() -> None:
-    _register()
     result = CliRunner().invoke(app, ["demo", "--help"])
     assert result.exit_code == 0
     assert "--kafka" in result.output

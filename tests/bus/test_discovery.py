@@ -233,7 +233,7 @@ async def test_the_ingress_answers_and_dead_letters_messages_to_unknown_agents(
     await bus.transport.subscribe(
         [topics.ingress_reply], f"{topics.ingress_reply}.test", on_answer, from_beginning=True
     )
-    async with Ingress(bus):
+    async with Ingress(bus.service):
         notification = {"jsonrpc": "2.0", "method": "echo", "params": {"_agentId": "nobody"}}
         request = {**notification, "id": "r1", "params": {"_agentId": "ghost"}}
         await bus.transport.publish_raw(topics.ingress, orjson.dumps(notification))
@@ -259,12 +259,12 @@ async def test_the_ingress_answers_and_dead_letters_messages_to_unknown_agents(
 
 def test_the_opt_out_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "0")
-    assert Bus.memory().require_known_agents is False
-    assert Bus.memory(require_known_agents=True).require_known_agents is True
+    assert Bus.memory().dispatcher.require_known_agents is False
+    assert Bus.memory(require_known_agents=True).dispatcher.require_known_agents is True
     monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "true")
-    assert Bus.memory().require_known_agents is True
+    assert Bus.memory().dispatcher.require_known_agents is True
     monkeypatch.delenv("A2A_REQUIRE_KNOWN_AGENTS")
-    assert Bus.memory().require_known_agents is True
+    assert Bus.memory().dispatcher.require_known_agents is True
     monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "maybe")
     with pytest.raises(ValueError, match="A2A_REQUIRE_KNOWN_AGENTS must be true or false"):
         Bus.memory()

@@ -214,7 +214,7 @@ async def test_the_ingress_dead_letters_an_envelope_over_the_bound(make_bus: Mak
     # A record well under Kafka's limit, with attributes over the bus's bound (a
     # request would be answered -32005 on the reply topic instead).
     record = {**note("raw", 100_000), "data": {"n": 1}}
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         await bus.transport.publish_raw(ingress.topic, orjson.dumps(record))
         await asyncio.wait_for(arrived.wait(), WAIT)
     [letter] = letters

@@ -18,8 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pykka
 import pytest
 
-from a2a_bus import Agent, Bus, RestartPolicy, method
-from a2a_bus.core.errors import BusStopped
+from a2a_bus import Agent, Bus, BusStopped, RestartPolicy, method
 from a2a_bus.protocol import ErrorCode, JsonRpcError
 from a2a_bus.transport.kafka.records import DLQ_REASON
 from tests.bus.test_behaviour import header, read_dlq

@@ -19,9 +19,9 @@ def test_prometheus_totals_add_up_buses_and_never_go_down() -> None:
     requests_before = _sample("a2a_requests_total")
     in_flight_before = _sample("a2a_in_flight")
     first, second = Metrics(), Metrics()
-    first.inc("requests", 3)
-    second.inc("requests")
-    second.in_flight_delta(2)
+    first.requests += 3
+    second.requests += 1
+    second.in_flight += 2
     assert (first.requests, second.requests, second.in_flight) == (3, 1, 2)
     assert _sample("a2a_requests_total") - requests_before == 4
     assert _sample("a2a_in_flight") - in_flight_before == 2

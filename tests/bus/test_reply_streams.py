@@ -49,7 +49,7 @@ async def test_a_reader_behind_for_longer_than_the_deadline_gets_every_chunk(
     await asyncio.sleep(2 * TIMEOUT)  # the reader is busy elsewhere
     assert await asyncio.wait_for(_rest(stream), WAIT) == list(range(1, CHUNKS))
     assert bus.metrics.late_replies == 0
-    await eventually(lambda: len(bus.correlator) == 0)
+    await eventually(lambda: len(bus.dispatcher.correlator) == 0)
 
 
 async def test_stop_with_a_reader_behind_ends_its_stream(make_bus: MakeBus) -> None:
@@ -63,7 +63,7 @@ async def test_stop_with_a_reader_behind_ends_its_stream(make_bus: MakeBus) -> N
             items.append(item)
     assert error.value.code == ErrorCode.AGENT_UNAVAILABLE
     assert items == list(range(len(items)))  # what came before the end, in order
-    assert len(bus.correlator) == 0
+    assert len(bus.dispatcher.correlator) == 0
 
 
 class Teller(Agent):
@@ -168,7 +168,7 @@ async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
                     received.append(item)
         assert failed.value.code == ErrorCode.TOO_LARGE
         assert received == ["item 0", "item 1"]
-        await eventually(lambda: not bus.running_streams)
-        await eventually(lambda: len(bus.correlator) == 0)
+        await eventually(lambda: not bus.dispatcher.running_streams)
+        await eventually(lambda: len(bus.dispatcher.correlator) == 0)
     finally:
         await asyncio.wait_for(bus.astop(), WAIT)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from a2a_bus import Agent, Bus, Call, JsonRpcError, method
-from a2a_bus.client import collect
+from a2a_bus.core.service import collect
 from tests.bus.agents import Calc, Ticker
 from tests.bus.test_behaviour import WAIT, eventually, make_bus
 
@@ -71,7 +71,7 @@ async def test_too_much_to_gather_is_refused_and_the_generator_stopped(
 ) -> None:
     bus = await make_bus(Ticker)
     caller = await make_bus(peer=bus)  # another node: the cancel travels the transport
-    caller.correlator.collect_max_bytes = 1000
+    caller.dispatcher.correlator.collect_max_bytes = 1000
     limit = 1_000_000  # bounded: without the cancel the generator runs to the end
     with pytest.raises(JsonRpcError) as error:
         await asyncio.wait_for(caller.async_client().request("ticker", "tick", [limit]), WAIT)
@@ -86,7 +86,7 @@ async def test_too_much_to_gather_is_refused_and_the_generator_stopped(
 async def test_a_caller_that_gives_up_stops_the_generator(make_bus: MakeBus) -> None:
     bus = await make_bus(Ticker)
     caller = await make_bus(peer=bus)
-    caller.correlator.collect_max_bytes = 1 << 40
+    caller.dispatcher.correlator.collect_max_bytes = 1 << 40
     limit = 10_000_000
     task = asyncio.ensure_future(caller.async_client().request("ticker", "tick", [limit]))
     await eventually(lambda: Ticker.produced > 300)

@@ -20,7 +20,7 @@ topics = Topics("a2a")
 
 
 def event(message: dict) -> object:
-    item = adaptor.from_jsonrpc(message)[0]
+    item = adaptor.from_json(message)[0]
     assert not hasattr(item, "code"), item
     return item
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from a2a_bus import settings as env
 from a2a_bus.cli.serve import host_port
 from a2a_bus.cli.targets import llm_warnings
 from a2a_bus.gateway.settings import load_tokens
-from a2a_bus.runtime import env
 
 
 def test_bus_options_read_the_variables() -> None:

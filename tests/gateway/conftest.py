@@ -98,7 +98,7 @@ async def ingress_replies(bus: Bus) -> AsyncIterator[tuple[Ingress, list[Any]]]:
     async def deliver(delivery: Delivery) -> None:
         replies.append(delivery.event.get_data())
 
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         await bus.transport.subscribe(
             [ingress.reply_topic], "replies", deliver, from_beginning=True
         )

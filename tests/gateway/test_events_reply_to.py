@@ -183,9 +183,9 @@ async def test_a_posted_response_event_cannot_answer_another_callers_request(
     async def pending() -> list[str]:
         # the id an attacker would guess (ids are <process id>-<counter>); read here
         # so the test is deterministic
-        while not bus.correlator._pending:
+        while not bus.dispatcher.correlator._pending:
             await asyncio.sleep(0.01)
-        return list(bus.correlator._pending)
+        return list(bus.dispatcher.correlator._pending)
 
     (request_id,) = await asyncio.wait_for(pending(), WAIT)
     forged = {

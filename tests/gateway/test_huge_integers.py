@@ -142,7 +142,7 @@ async def test_an_outside_consumer_reads_the_refusal_with_id_null(kafka_bootstra
     bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
     async with bus:
         await bus.aspawn(Spec)
-        async with Ingress(bus, timeout=WAIT) as ingress:
+        async with Ingress(bus.service, timeout=WAIT) as ingress:
             await bus.transport.publish_raw(ingress.topic, BODY)
             consumer = AIOKafkaConsumer(
                 ingress.reply_topic,

@@ -56,7 +56,7 @@ async def ingress(kafka_bootstrap: str) -> AsyncIterator[Ingress]:
     bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
     async with bus:
         await bus.aspawn(Spec)
-        async with Ingress(bus, timeout=WAIT) as running:
+        async with Ingress(bus.service, timeout=WAIT) as running:
             yield running
 
 
@@ -166,7 +166,10 @@ async def test_kcat_reply_to_outside_the_allowed_pattern_is_answered_on_the_defa
     prefix = f"t{uuid.uuid4().hex[:10]}"
     bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
     allowed, refused = f"{prefix}-replies.ok", f"{prefix}-elsewhere"
-    async with bus, Ingress(bus, timeout=WAIT, reply_topics=rf"{prefix}-replies\..+") as ingress:
+    async with (
+        bus,
+        Ingress(bus.service, timeout=WAIT, reply_topics=rf"{prefix}-replies\..+") as ingress,
+    ):
         await bus.aspawn(Spec)
         ok = b'{"jsonrpc": "2.0", "method": "subtract", "params": [5, 3], "id": "ok"}'
         await produce(kcat, kafka_bootstrap, ingress.topic, ok, reply_to=allowed)
@@ -186,9 +189,9 @@ def test_reply_topics_come_from_the_environment_and_must_be_a_regex(
 ) -> None:
     bus = Bus.memory()
     monkeypatch.setenv(REPLY_TOPICS_ENV, r"replies\..*")
-    pattern = Ingress(bus).reply_topics
+    pattern = Ingress(bus.service).reply_topics
     assert pattern is not None and pattern.fullmatch("replies.me")
     assert not pattern.fullmatch("other")
-    assert Ingress(bus, reply_topics="").reply_topics is None  # explicit: no narrowing
+    assert Ingress(bus.service, reply_topics="").reply_topics is None  # explicit: no narrowing
     with pytest.raises(ValueError, match="regular expression"):
-        Ingress(bus, reply_topics="(unclosed")
+        Ingress(bus.service, reply_topics="(unclosed")

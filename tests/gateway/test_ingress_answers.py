@@ -94,7 +94,7 @@ async def test_a_failing_on_undecodable_is_logged_and_does_not_stop_the_subscrip
 
 async def test_the_ingress_answers_bad_input_and_dead_letters_it(bus: Bus) -> None:
     replies = Inbox()
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         await bus.transport.subscribe(
             [ingress.reply_topic], "replies", replies.deliver, from_beginning=True
         )
@@ -122,7 +122,7 @@ async def test_a_notification_over_the_payload_bound_is_dead_lettered_as_too_lar
     message = {"jsonrpc": "2.0", "method": "subtract", "params": {"text": text}}
     letters = Inbox()
     await bus.transport.subscribe([bus.topics.dlq], "letters", letters.deliver, from_beginning=True)
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         await bus.transport.publish_raw(ingress.topic, orjson.dumps(message))
         await letters.until(lambda: len(letters.deliveries) == 1)
     [letter] = letters.deliveries

@@ -38,9 +38,9 @@ async def pending_request(bus: Bus) -> str:
     """The id an attacker would guess; read here so the test is deterministic."""
 
     async def pending() -> list[str]:
-        while not bus.correlator._pending:
+        while not bus.dispatcher.correlator._pending:
             await asyncio.sleep(0.01)
-        return list(bus.correlator._pending)
+        return list(bus.dispatcher.correlator._pending)
 
     (request_id,) = await asyncio.wait_for(pending(), WAIT)
     return request_id
@@ -77,7 +77,7 @@ async def test_an_ingress_response_cannot_answer_another_callers_request(
 
     await bus.transport.subscribe([bus.topics.dlq], "letters", letter, from_beginning=True)
     client = bus.async_client()
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         victim = asyncio.create_task(client.request("slow", "wait", [], timeout=WAIT))
         request_id = await pending_request(bus)
         await bus.transport.publish_raw(ingress.topic, orjson.dumps(forge(bus, request_id)))

@@ -69,7 +69,7 @@ async def test_a_request_naming_its_replyto_is_answered_with_an_error_and_dead_l
     bus = either_bus
     subject = await watch(bus, bus.topics.subject("news.x"))
     letters = await watch(bus, bus.topics.dlq)
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         replies = await watch(bus, ingress.reply_topic)
         record = structured(bus, replyto=bus.topics.subject("news.x"))
         await bus.transport.publish_raw(ingress.topic, record)
@@ -95,7 +95,7 @@ async def test_a_notification_carrying_a_request_and_a_replyto_is_dead_lettered(
     record = structured(
         bus, mcptype="notification", data=message, replyto=bus.topics.subject("news.x")
     )
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         await bus.transport.publish_raw(ingress.topic, record)
         [letter] = await letters.until(1)
         # spec handles one message at a time: a later call answered means an answer
@@ -112,7 +112,7 @@ async def test_a_request_without_replyto_is_still_answered_on_its_reply_to(
     bus = either_bus
     topic = f"{bus.topics.prefix}-replies"  # outside the bus's own topics
     replies = await watch(bus, topic)
-    async with Ingress(bus, timeout=WAIT) as ingress:
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
         headers = [(REPLY_TO_HEADER, topic.encode())]
         await bus.transport.publish_raw(ingress.topic, structured(bus), headers=headers)
         [reply] = await replies.until(1)

@@ -8,8 +8,7 @@ import warnings
 
 import pytest
 
-from a2a_bus import Agent, Bus, method
-from a2a_bus.core.errors import BusStopped
+from a2a_bus import Agent, Bus, BusStopped, method
 
 
 def test_sync_call_after_stop_is_bus_stopped_and_a_restart_serves_again() -> None:

@@ -7,6 +7,7 @@ Each agent X gets ``POST /a2a/X`` (``SendMessage``, ``SendStreamingMessage``,
 """
 
 from a2a_bus.gateway.a2a.endpoint import A2ABinding
-from a2a_bus.gateway.a2a.tasks import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER, TaskStore
+from a2a_bus.gateway.a2a.tasks import TaskStore
+from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 
 __all__ = ["DEFAULT_MAX_TASKS", "DEFAULT_MAX_TASKS_PER_OWNER", "A2ABinding", "TaskStore"]

@@ -25,12 +25,7 @@ from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params, task_not_found
 from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.runs import ArtifactChunk, LastChunks, Run, StatusChanged, Update
-from a2a_bus.gateway.a2a.tasks import (
-    DEFAULT_MAX_TASKS,
-    DEFAULT_MAX_TASKS_PER_OWNER,
-    TaskRecord,
-    TaskStore,
-)
+from a2a_bus.gateway.a2a.tasks import TaskRecord, TaskStore
 from a2a_bus.gateway.a2a.wire import (
     Op,
     Version,
@@ -50,6 +45,7 @@ from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import CLIENT_GONE, parse
+from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.sse import SSEResponse, frame
 from a2a_bus.protocol import (
     Failure,
@@ -102,7 +98,7 @@ class A2ABinding:
 
     def _card(self, access: Access, agent_id: str) -> dict[str, Any] | None:
         """The discovery card of a live agent this caller may see."""
-        return self.gateway.bridge.card(agent_id) if access.may_see_agent(agent_id) else None
+        return self.gateway.directory.card(agent_id) if access.may_see_agent(agent_id) else None
 
     async def agent_card(self, request: Request) -> Response:
         access = require_access(request)
@@ -116,7 +112,9 @@ class A2ABinding:
 
     async def gateway_card(self, request: Request) -> Response:
         access = require_access(request)
-        cards = [c for c in self.gateway.bridge.cards() if access.may_see_agent(str(c.get("id")))]
+        cards = [
+            c for c in self.gateway.directory.cards() if access.may_see_agent(str(c.get("id")))
+        ]
         urls = {
             str(c.get("id")): str(request.url_for("a2a_agent", agent_id=str(c.get("id"))))
             for c in cards
@@ -260,7 +258,7 @@ class A2ABinding:
         record = TaskRecord(task, agent_id, access.identity)
         self.tasks.add(record)
         limit = ctx.settings.max_body_bytes
-        return record, Run(ctx.bridge, task, target, call, event, self.timeout, limit)
+        return record, Run(ctx.service, ctx.client, task, target, call, event, self.timeout, limit)
 
     def _owner(self, message: Message, access: Access) -> str:
         """The agent the gateway's own endpoint routes a message to: the method's owner."""
@@ -270,7 +268,7 @@ class A2ABinding:
                 'this endpoint takes a data part {"method": ..., "params": ...}; to talk to '
                 "one agent, use its own endpoint /a2a/{agent_id} (see the gateway's card)"
             )
-        for card in self.gateway.bridge.cards():
+        for card in self.gateway.directory.cards():
             agent_id = str(card.get("id"))
             if access.may_see_agent(agent_id) and any(
                 m.get("name") == method for m in card.get("methods", ())

@@ -4,7 +4,7 @@ state and artifact kept up to date as the answer arrives.
 Each run reports what changed on the way through ``emit`` (the SSE stream of
 ``SendStreamingMessage`` renders it); the final state is on the task when the run's
 asyncio task is done. A run nobody watches (a plain send) gathers a streaming
-method's chunks by the client's rules (:func:`a2a_bus.client.collect`): up to
+method's chunks by the client's rules (:func:`a2a_bus.core.service.collect`): up to
 ``max_bytes`` of JSON, else the task fails with -32005. A watched stream is not
 limited, but what the task keeps of it (for ``GetTask``) is: up to ``max_bytes`` of
 JSON, then the stored artifact stops growing and its metadata says it was cut.
@@ -24,10 +24,10 @@ from typing import Any
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.client import collect
+from a2a_bus.client import AsyncClient
+from a2a_bus.core.service import JsonRpcService, collect
 from a2a_bus.gateway.a2a.calls import Call, answer_parts
 from a2a_bus.gateway.a2a.model import Artifact, Part, Task, TaskState
-from a2a_bus.gateway.bridge import Bridge
 from a2a_bus.protocol import ErrorCode, JsonRpcError
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,8 @@ class Run:
 
     def __init__(
         self,
-        bridge: Bridge,
+        service: JsonRpcService,
+        client: AsyncClient,
         task: Task,
         agent_id: str,
         call: Call,
@@ -113,7 +114,8 @@ class Run:
         timeout: float,
         max_bytes: int,
     ) -> None:
-        self.bridge = bridge
+        self.service = service
+        self.client = client
         self.task = task
         self.agent_id = agent_id
         self.call = call
@@ -151,7 +153,7 @@ class Run:
             task.set_state(TaskState.FAILED, task.agent_message(error_parts(error)))
 
     async def _once(self, emit: Emit | None) -> dict[str, Any] | None:
-        response = await self.bridge.send(self.event, self.timeout)
+        response = (await self.service.answer(self.event, timeout=self.timeout)).response
         if response is None:
             return {"code": -32603, "message": "Internal error", "data": "no answer"}
         if "error" in response:
@@ -189,9 +191,7 @@ class Run:
         consumer asks for the next: one :func:`collect` refuses is never put there.
         Closing it closes the bus stream (a streaming agent is told to stop)."""
         call = self.call
-        items = self.bridge.client.stream(
-            self.agent_id, call.method, call.params, timeout=self.timeout
-        )
+        items = self.client.stream(self.agent_id, call.method, call.params, timeout=self.timeout)
         try:
             async for item in items:
                 yield {"jsonrpc": "2.0", "result": item, "id": self.task.id}

@@ -13,12 +13,7 @@ from dataclasses import dataclass
 
 from a2a_bus.gateway.a2a.errors import too_many_tasks
 from a2a_bus.gateway.a2a.model import Task
-
-#: How many tasks the store remembers; the oldest finished are forgotten first.
-DEFAULT_MAX_TASKS = 1000
-#: How many of them one owner may hold: a quarter of the store, so one token's
-#: flood leaves the rest to the others.
-DEFAULT_MAX_TASKS_PER_OWNER = DEFAULT_MAX_TASKS // 4
+from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS
 
 
 @dataclass

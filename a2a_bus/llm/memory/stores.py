@@ -2,7 +2,7 @@
 
 Conversations are isolated by key. The in-memory store is the default; the
 SQLite store is the embedded durable one; the Redis store serves replicas on
-several machines. ``open_store`` picks one from a URL.
+several machines. :func:`~a2a_bus.llm.memory.store_urls.open_store` picks one from a URL.
 """
 
 from __future__ import annotations
@@ -90,19 +90,3 @@ class InMemoryStore(ConversationStore):
     def keys(self) -> list[str]:
         with self._lock:
             return list(self._data)
-
-
-def open_store(url: str | None = None) -> ConversationStore:
-    """A store from a URL: ``memory://``, ``sqlite:///path.db`` or ``redis://host:port/db``."""
-    if url is None or url in ("memory", "memory://"):
-        return InMemoryStore()
-    if url.startswith("sqlite://"):
-        from a2a_bus.llm.memory.sqlite_store import SqliteStore
-
-        path = url.removeprefix("sqlite://").removeprefix("/") or ":memory:"
-        return SqliteStore(path)
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from a2a_bus.llm.memory.redis_store import RedisStore
-
-        return RedisStore(url)
-    raise ValueError(f"unsupported store URL {url!r}: use memory://, sqlite:///path or redis://")

@@ -73,7 +73,7 @@ def decode_record(
     except ProtocolError as exc:
         return DecodedRecord(failures=[exc.failure])
     raw = _is_jsonrpc(message)
-    items = adaptor.from_jsonrpc(message)
+    items = adaptor.from_json(message)
     position = f"{topic}/{partition}/{offset}"
     events: list[Decoded] = []
     failures: list[Failure] = []

@@ -254,6 +254,10 @@ class MemoryTransport(Transport):
         self.writes: dict[str, int] = {}
 
     @property
+    def in_process(self) -> bool:
+        return True
+
+    @property
     def ready(self) -> bool:
         return self._started
 

@@ -1,0 +1,306 @@
+"""The caller side of one bus: route, send, open streams, correlate the answers.
+
+Every message a process sends goes through its :class:`Dispatcher` (on the bus
+loop): it decides the route (once: a caller that planned the route passes it
+in), writes the event, and for a request waits for the answer that the reply
+topic (or, in-process, the agent host itself) brings back to the
+:class:`~a2a_bus.core.correlation.Correlator`. It also runs this node's side of
+stream cancels: the generators running here, stopped by ``stream/cancel``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.core.context import BusContext
+from a2a_bus.core.correlation import Correlator, ReplyStream
+from a2a_bus.core.routing import Route, RouteKind, RoutingError, decide
+from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
+from a2a_bus.discovery.directory import BUILTIN_METHODS, Directory
+from a2a_bus.protocol import (
+    ErrorCode,
+    Failure,
+    Kind,
+    classify,
+    error_response,
+    event_kind,
+    ext,
+    jsonrpc_of,
+    new_event,
+    new_id,
+    result_response,
+)
+from a2a_bus.runtime.portal import BusStopped
+from a2a_bus.transport.base import Delivery
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Sends this node's messages and brings their answers back to the callers."""
+
+    def __init__(
+        self, context: BusContext, directory: Directory, *, require_known_agents: bool
+    ) -> None:
+        self.context = context
+        self.directory = directory
+        #: Refuse messages to agents discovery does not know (``Directory.known``).
+        self.require_known_agents = require_known_agents
+        self.correlator = Correlator(context.metrics, stop_upstream=self._send_cancel)
+        self._running = False
+        #: Agent -> caller streams whose generator runs here: request id -> stop it.
+        self._streams: dict[str, Callable[[], None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def open(self) -> None:
+        """Accept messages from now on (the transport runs)."""
+        self._running = True
+
+    def drain(self) -> None:
+        """A stream reader that is behind no longer holds the reply topic."""
+        self.correlator.drain()
+
+    async def close(self) -> None:
+        """Refuse new messages; callers still waiting are answered -32002."""
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._running = False
+        self.correlator.close()
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise BusStopped("the bus is not running")
+
+    # -- routing --------------------------------------------------------------------
+
+    def route(self, event: CloudEvent) -> Route:
+        """Where ``event`` goes (:func:`~a2a_bus.core.routing.decide`); RoutingError -32002
+        "Agent not found" (id in ``data``) for an agent discovery does not know."""
+        route = decide(event, self.context.topics, self.directory.method_owner)
+        agent_id = route.agent_id
+        if (
+            route.kind is RouteKind.P2P
+            and self.require_known_agents
+            and not self.directory.known(agent_id or "")
+        ):
+            raise RoutingError(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", agent_id)
+        return route
+
+    def route_notification(self, event: CloudEvent, method: Any) -> Route:
+        """The route of a notification, refused (-32601) when the agent it names is
+        known to lack its method: a request is answered -32601 by the agent, a
+        notification would only be dead-lettered there, out of its sender's sight."""
+        route = self.route(event)
+        if (
+            route.kind is RouteKind.P2P
+            and isinstance(method, str)
+            and self.directory.lacks(route.agent_id or "", method)
+        ):
+            raise RoutingError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
+        return route
+
+    # -- sending --------------------------------------------------------------------
+
+    async def send(
+        self,
+        event: CloudEvent,
+        *,
+        route: Route | None = None,
+        timeout: float | None = None,
+        fresh: bool = False,
+    ) -> dict[str, Any] | None:
+        """Route ``event`` (unless ``route`` is given); for a request wait for its
+        response, with the caller's id restored.
+
+        An event without ``a2amethod`` whose type is ``<prefix>.<method>.req`` (or
+        ``.stream``, or a notification's ``<prefix>.<method>``) calls that method.
+        ``fresh``: the event was made for this call alone, so it is sent as is
+        (given its bus-wide id and reply topic) rather than copied.
+        """
+        self._check_running()
+        # The attributes dict is read directly: this runs for every request.
+        attributes = event.get_attributes()
+        if ext.METHOD not in attributes:
+            # A native event calls the method its type names (PROTOCOL.md section 3);
+            # events made from JSON-RPC always carry a2amethod, so they skip this.
+            event = self.context.adaptor.with_method(event)
+            attributes = event.get_attributes()
+        is_request = event_kind(event) is Kind.REQUEST
+        data = event.get_data()
+        message = jsonrpc_of(data)
+        caller_id = message.get("id") if message is not None else attributes["id"]
+        method = attributes.get(ext.METHOD)
+        if route is None:
+            if is_builtin(event):
+                params = message.get("params") if message is not None else data
+                return self.directory.answer(str(method), params, caller_id) if is_request else None
+            try:
+                route = self.route(event) if is_request else self.route_notification(event, method)
+            except RoutingError as exc:
+                error = exc.json_rpc_error()
+                if is_request:
+                    self.context.metrics.errors += 1
+                    return error_response(error.code, error.message, caller_id, error.data)
+                # Nothing is written (no topic made for a typo); the sender is told, as
+                # for a request (a gateway or the ingress counts or dead-letters it).
+                raise error from None
+        transport = self.context.transport
+        if not is_request or route.kind is RouteKind.PUBSUB:
+            await transport.publish(route.topic, event, key=route.key)
+            if is_request:
+                return result_response(
+                    {"published": event.get_id(), "topic": route.topic}, caller_id
+                )
+            return None
+        request_id, outgoing = self._request_event(event, route.agent_id, fresh)
+        future = self.correlator.expect(request_id, timeout or self.context.request_timeout)
+        self.context.metrics.requests += 1
+        try:
+            await transport.publish(route.topic, outgoing, key=route.key)
+            response = await future
+        except BaseException:
+            self.correlator.cancel(request_id)
+            raise
+        return {"jsonrpc": "2.0", **response, "id": caller_id}
+
+    async def publish(self, event: CloudEvent, route: Route) -> None:
+        """Put ``event`` on the bus as sent, on a route decided before; no answer
+        is waited for."""
+        self._check_running()
+        await self.context.transport.publish(route.topic, event, key=route.key)
+
+    async def open_stream(
+        self, event: CloudEvent, *, route: Route | None = None, timeout: float | None = None
+    ) -> ReplyStream:
+        """Send a request whose handler streams; chunks arrive on the returned stream."""
+        self._check_running()
+        if route is None:
+            try:
+                route = self.route(event)
+            except RoutingError as exc:
+                stream = ReplyStream()
+                stream.fail(exc.json_rpc_error())
+                return stream
+        request_id, outgoing = self._request_event(event, route.agent_id)
+        stream = self.correlator.expect_stream(request_id, timeout or self.context.request_timeout)
+        self.context.metrics.requests += 1
+        try:
+            await self.context.transport.publish(route.topic, outgoing, key=route.key)
+        except BaseException:
+            self.correlator.cancel(request_id)
+            raise
+        stream.request_id = request_id
+        return stream
+
+    def forget(self, request_id: str) -> None:
+        """The caller gave up on ``request_id`` (a stream it stopped reading)."""
+        self.correlator.cancel(request_id)
+
+    def _request_event(
+        self, event: CloudEvent, agent_id: str | None, fresh: bool = False
+    ) -> tuple[str, CloudEvent]:
+        """``event`` (a copy unless ``fresh``) with an id unique in the bus and this
+        node's reply topic."""
+        attributes = event.get_attributes() if fresh else dict(event.get_attributes())
+        request_id = new_id()
+        attributes["id"] = request_id
+        attributes[ext.REPLY_TO] = self.context.reply_topic
+        if agent_id is not None:
+            attributes[ext.TARGET_AGENT] = agent_id
+        return request_id, event if fresh else new_event(attributes, event.get_data())
+
+    # -- answers for this node's callers ----------------------------------------------
+
+    def is_local_caller(self, delivery: Delivery) -> bool:
+        """The caller is in this process and the transport lets answers skip the
+        reply topic (:meth:`answer_local`)."""
+        context = self.context
+        return (
+            context.local_replies
+            and not delivery.raw
+            and delivery.event.get_extension(ext.REPLY_TO) == context.reply_topic
+        )
+
+    def answer_local(self, request_id: str, response: dict[str, Any]) -> None:
+        """Resolve a request of this process's caller at once (on the loop)."""
+        self.correlator.answer(request_id, response)
+
+    async def on_reply(self, delivery: Delivery) -> None:
+        """Handle a record of this node's reply topic: an answer, or a cancel for a
+        stream whose generator runs here."""
+        event = delivery.event
+        if event.get_extension(ext.METHOD) != CANCEL_METHOD:
+            await self.correlator.on_reply(delivery)
+            return
+        data = event.get_data()
+        params = data.get("params") if isinstance(data, dict) else None
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        stop = self._streams.get(request_id) if isinstance(request_id, str) else None
+        if stop is not None:
+            stop()
+        else:  # it ended before the cancel came
+            log.debug("stream/cancel for %r: no such stream running here", request_id)
+
+    # -- streams whose generator runs here ----------------------------------------------
+
+    def stream_started(self, request_id: str, stop: Callable[[], None]) -> None:
+        """A generator answering ``request_id`` runs here; ``stop`` cancels it."""
+        self._streams[request_id] = stop
+
+    def stream_ended(self, request_id: str) -> None:
+        self._streams.pop(request_id, None)
+
+    @property
+    def running_streams(self) -> int:
+        """Generators streaming to callers from this node now."""
+        return len(self._streams)
+
+    def _send_cancel(self, request_id: str, control: str) -> None:
+        """Tell the node running a stream's generator to stop it (from the loop)."""
+        context = self.context
+        if control == context.reply_topic:
+            # Running here: stop it now rather than behind the chunks queued on
+            # this node's reply topic.
+            stop = self._streams.get(request_id)
+            if stop is not None:
+                stop()
+            return
+        if not self._running or not control.startswith(f"{context.topics.prefix}.reply."):
+            return  # only a node's reply topic takes cancels
+        message = cancel_message(request_id)
+        kind = classify(message)
+        event = (
+            None if isinstance(kind, Failure) else context.adaptor.event_from_message(message, kind)
+        )
+        if not isinstance(event, CloudEvent):
+            return
+        task = asyncio.get_running_loop().create_task(self._publish_cancel(control, event))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _publish_cancel(self, control: str, event: CloudEvent) -> None:
+        try:
+            await self.context.transport.publish(control, event)
+        except Exception as exc:  # the generator then runs to its end, unread
+            log.warning("could not send stream/cancel to %s: %s", control, exc)
+
+
+def is_builtin(event: CloudEvent) -> bool:
+    """True for ``methods/list`` / ``agent/card/get`` sent to no agent nor subject:
+    the bus answers them itself, from its directory."""
+    attributes = event.get_attributes()
+    return (
+        attributes.get(ext.METHOD) in BUILTIN_METHODS
+        and attributes.get(ext.TARGET_AGENT) is None
+        and attributes.get("subject") is None
+    )
