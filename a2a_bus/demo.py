@@ -3,54 +3,29 @@ fan-out, late-joiner replay, streaming both ways, batches, an LLM agent (scripte
 model, no key) that calls another agent and answers events, and the counters.
 
 Runs on the in-memory transport (default) or on Kafka (``--kafka BOOTSTRAP``);
-``python -m a2a_bus.demo`` or ``a2a-bus demo``. The example agents live in the
-repository's ``agents/`` folder and are loaded from there by path.
+``python -m a2a_bus.demo`` or ``a2a-bus demo``. The agents are the package's own
+examples (:mod:`a2a_bus.examples`), so the demo runs wherever the package is installed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from a2a_bus import Bus, Call, Client, JsonRpcError
-
-
-def _agents_dir() -> Path:
-    """``$A2A_AGENTS_DIR``, else the source checkout's ``agents/``, else ``./agents``."""
-    configured = os.environ.get("A2A_AGENTS_DIR")
-    if configured:
-        return Path(configured)
-    checkout = Path(__file__).resolve().parent.parent / "agents"
-    return checkout if checkout.is_dir() else Path.cwd() / "agents"
-
-
-AGENTS_DIR = _agents_dir()
-
-
-def load_agents(name: str) -> ModuleType:
-    """Import ``agents/<name>.py`` by path (``agents`` is not an installed package)."""
-    path = AGENTS_DIR / f"{name}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"example agent {path} not found (run from a source checkout)")
-    spec = importlib.util.spec_from_file_location(f"a2a_demo_agents.{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from a2a_bus import Agent, Bus, Call, Client, JsonRpcError
+from a2a_bus.examples import concierge, news
+from a2a_bus.examples.calculator import Calculator
+from a2a_bus.examples.echo import Echo
+from a2a_bus.llm import LlmClient
+from a2a_bus.settings import bus_environment
 
 
 def _wait(check: Callable[[], bool], timeout: float = 30.0) -> bool:
@@ -72,20 +47,24 @@ def demo_bus(kafka: str | None = None) -> Bus:
     and SSL too, ``A2A_REQUEST_TIMEOUT``...) read by ``Bus.from_env``, on a fresh prefix."""
     if not kafka:
         return Bus.memory()
-    from a2a_bus.cli.common import bus_environment
-
     return Bus.from_env(bus_environment(kafka, fresh_prefix()))
 
 
-def run(kafka: str | None = None, console: Console | None = None, *, bus: Bus | None = None) -> int:
+def run(
+    kafka: str | None = None,
+    console: Console | None = None,
+    *,
+    bus: Bus | None = None,
+    calculator: type[Agent] = Calculator,
+    model: LlmClient | None = None,
+) -> int:
     """Run the session on ``bus`` (default: :func:`demo_bus` of ``kafka``); 0 when
-    every step gave the expected answer."""
+    every step gave the expected answer. ``calculator`` and the concierge's ``model``
+    (default: its scripted one) can be swapped to see a wrong answer fail a step."""
     out = console or Console()
-    calculator, echo, news = load_agents("calculator"), load_agents("echo"), load_agents("news")
-    concierge = load_agents("concierge")
-    # Always the scripted model, even when the environment names a real one: the
-    # demo checks exact answers.
-    llm_agent = concierge.concierge_class(concierge.scripted_client())
+    # The scripted model unless one is given, even when the environment names a real
+    # one: the demo checks exact answers.
+    llm_agent = concierge.concierge_class(model or concierge.scripted_client())
     if bus is None:
         bus = demo_bus(kafka)
     failures: list[str] = []
@@ -97,8 +76,8 @@ def run(kafka: str | None = None, console: Console | None = None, *, bus: Bus | 
         if not ok:
             failures.append(label)
 
-    bus.spawn(calculator.Calculator, replicas=2)
-    bus.spawn(echo.Echo)
+    bus.spawn(calculator, replicas=2)
+    bus.spawn(Echo)
     bus.spawn(news.NewsDesk)
     bus.spawn(news.SportsFan)
     bus.spawn(news.NewsJunkie)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
@@ -34,6 +35,20 @@ def transport_kind(env: Mapping[str, str] | None = None) -> str:
     env = environ(env)
     has_kafka = "A2A_KAFKA_BOOTSTRAP_SERVERS" in env or "KAFKA_BOOTSTRAP_SERVERS" in env
     return choice(env, "A2A_TRANSPORT", TRANSPORTS, "kafka" if has_kafka else "memory")
+
+
+def bus_environment(
+    kafka: str | None, prefix: str | None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment a command's bus is built from: the process's, with the
+    command-line flags on top (``--kafka`` chooses Kafka at that bootstrap)."""
+    out = dict(os.environ if env is None else env)
+    if kafka:
+        out["A2A_TRANSPORT"] = "kafka"
+        out["A2A_KAFKA_BOOTSTRAP_SERVERS"] = kafka
+    if prefix is not None:
+        out["A2A_PREFIX"] = prefix
+    return out
 
 
 def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
@@ -20,6 +19,7 @@ from a2a_bus.cli.http_client import GatewayClient, GatewayError
 from a2a_bus.protocol import ErrorCode, ProtocolError
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.env import EnvError
+from a2a_bus.settings import bus_environment
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -109,20 +109,6 @@ def gateway_failure(exc: Exception, url: str) -> BaseException:
     if type(exc).__module__.startswith(("httpx", "httpcore")):
         return fail(f"cannot reach the gateway at {url}: {exc}")
     return exc
-
-
-def bus_environment(
-    kafka: str | None, prefix: str | None, env: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The environment a command's bus is built from: the process's, with the
-    command-line flags on top (``--kafka`` chooses Kafka at that bootstrap)."""
-    out = dict(os.environ if env is None else env)
-    if kafka:
-        out["A2A_TRANSPORT"] = "kafka"
-        out["A2A_KAFKA_BOOTSTRAP_SERVERS"] = kafka
-    if prefix is not None:
-        out["A2A_PREFIX"] = prefix
-    return out
 
 
 def build_bus(kafka: str | None, prefix: str | None) -> Bus:

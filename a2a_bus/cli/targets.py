@@ -3,16 +3,14 @@ anything starts (a bad target is bad usage, exit 2, never a traceback)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import typer
 
 from a2a_bus.hosting.agent import Agent
+from a2a_bus.runtime.modules import ModuleLoadError, import_module, load_file
 
 AGENT_FILE_SUFFIXES = (".yaml", ".yml", ".toml")
 
@@ -27,37 +25,14 @@ def load_target(target: str) -> type[Agent]:
             f"{target!r}: use module:Class, path/to/file.py:Class or an agent file",
             param_hint="TARGET",
         )
-    if where.endswith(".py"):
-        path = Path(where)
-        if not path.is_file():
-            raise typer.BadParameter(f"no such file: {where}", param_hint="TARGET")
-        module_name = f"_a2a_serve_{path.stem}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # the module's own error (a syntax error...), in one line
-            sys.modules.pop(module_name, None)
-            detail = f"cannot load {where}: {_one_line(exc)}"
-            raise typer.BadParameter(detail, param_hint="TARGET") from None
-    else:
-        try:
-            module = importlib.import_module(where)
-        except Exception as exc:
-            detail = f"cannot import {where!r}: {_one_line(exc)}"
-            raise typer.BadParameter(detail, param_hint="TARGET") from None
+    try:
+        module = load_file(where) if where.endswith(".py") else import_module(where)
+    except ModuleLoadError as exc:
+        raise typer.BadParameter(str(exc), param_hint="TARGET") from None
     found = getattr(module, name, None)
     if not (isinstance(found, type) and issubclass(found, Agent)):
         raise typer.BadParameter(f"{target!r} is not an Agent subclass", param_hint="TARGET")
     return found
-
-
-def _one_line(exc: Exception) -> str:
-    if isinstance(exc, SyntaxError):
-        return f"{type(exc).__name__}: {exc.msg} (line {exc.lineno})"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _agent_file(path: Path) -> type[Agent]:

@@ -126,11 +126,6 @@ class Topics:
             return self.subject(subject)
         return TopicPattern(subject_regex(f"{self.prefix}.topic.{subject}"))
 
-    def subject_of(self, topic: str) -> str | None:
-        """The subject a pub/sub topic carries, or None for other topics."""
-        head = f"{self.prefix}.topic."
-        return topic[len(head) :] if topic.startswith(head) else None
-
 
 @functools.lru_cache(maxsize=4096)
 def _agent_topic(prefix: str, agent_id: str) -> str:

@@ -28,12 +28,8 @@ Every problem is reported as ``file:line: key: problem``.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -52,6 +48,7 @@ from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.loop import AgentLoop
 from a2a_bus.llm.memory.strategies import parse_memory
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, FunctionTool
+from a2a_bus.runtime.modules import ModuleLoadError, import_module, load_file
 
 Path_ = tuple[str, ...]
 
@@ -399,7 +396,7 @@ def callable_label(reference: str) -> str:
     """How messages name a callable: ``support_tools:search`` and ``./support_tools.py:search``
     are both ``support_tools.search`` (not the internal name a loaded file gets)."""
     target, _, attribute = reference.rpartition(":")
-    if target.endswith(".py") or "/" in target or os.sep in target:
+    if _is_path(target):
         target = Path(target).stem
     return f"{target}.{attribute}"
 
@@ -409,13 +406,7 @@ def resolve_callable(reference: str, base: Path) -> Callable[..., Any]:
     target, sep, attribute = reference.rpartition(":")
     if not sep or not target or not attribute:
         raise ValueError(f"expected module:function or path.py:function, got {reference!r}")
-    try:
-        module = _module(target, base)
-    except ImportError:
-        raise
-    except Exception as exc:  # the module's own code failed: a syntax error, a raise
-        raise ImportError(f"cannot import module {target!r}: {type(exc).__name__}: {exc}") from None
-    obj: Any = module
+    obj: Any = _module(target, base)
     for part in attribute.split("."):
         try:
             obj = getattr(obj, part)
@@ -428,40 +419,22 @@ def resolve_callable(reference: str, base: Path) -> Callable[..., Any]:
     return obj
 
 
+def _is_path(target: str) -> bool:
+    return target.endswith(".py") or "/" in target or os.sep in target
+
+
 def _module(target: str, base: Path) -> ModuleType:
-    """The module a callable reference names: a path, an importable module or a local .py."""
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        return _load_path(base / target)
+    """The module a callable reference names: a path, an importable module, or else a
+    ``.py`` file of that name beside the agent file (``support_tools``)."""
+    if _is_path(target):
+        return load_file(base / target)
     try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as exc:
+        return import_module(target)
+    except ModuleLoadError as exc:
         local = base / (target.replace(".", "/") + ".py")
-        missing_itself = exc.name in (target, target.split(".")[0])
-        if not missing_itself or not local.is_file():
-            raise ImportError(f"cannot import module {target!r}: {exc}") from None
-        return _load_path(local)
-
-
-def _load_path(path: Path) -> ModuleType:
-    path = path.resolve()
-    if not path.is_file():
-        raise ImportError(f"no such file {path}")
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    module_name = f"a2a_agent_tools_{path.stem}_{digest}"
-    module = sys.modules.get(module_name)
-    if module is not None:
-        return module
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        del sys.modules[module_name]
+        if exc.missing and local.is_file():
+            return load_file(local)
         raise
-    return module
 
 
 # -- entry points ------------------------------------------------------------

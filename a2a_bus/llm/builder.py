@@ -222,7 +222,3 @@ class AgentBuilder:
     @property
     def model_name(self) -> str | None:
         return self._model
-
-    @property
-    def has_llm(self) -> bool:
-        return self._client is not None

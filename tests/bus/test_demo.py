@@ -1,18 +1,30 @@
 """The scripted demo runs every step, the LLM agent's included, and exits 0; a wrong
-answer fails it. Runs on the in-memory transport, and once on Kafka."""
+answer fails it. Runs on the in-memory transport, once on Kafka, and once from a copy
+of the package alone (its agents ship inside it, not in the checkout's agents/)."""
 
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from a2a_bus import demo
+import a2a_bus
+from a2a_bus import method
 from a2a_bus.cli import app
 from a2a_bus.demo import run
+from a2a_bus.examples.calculator import Calculator
+from a2a_bus.llm import ScriptedClient
+
+PACKAGE = Path(a2a_bus.__file__).parent
+WAIT = 120.0  # seconds; a guard against hangs, never a performance limit
 
 # The checks of the step "LLM agent on the bus", by label.
 LLM_CHECKS = [
@@ -26,9 +38,9 @@ LLM_CHECKS = [
 ]
 
 
-def run_demo(kafka: str | None = None) -> tuple[int, str]:
+def run_demo(kafka: str | None = None, **swaps: Any) -> tuple[int, str]:
     buffer = io.StringIO()
-    code = run(kafka, console=Console(file=buffer, width=200))
+    code = run(kafka, console=Console(file=buffer, width=200), **swaps)
     return code, buffer.getvalue()
 
 
@@ -68,24 +80,22 @@ def test_demo_session_passes_every_step() -> None:
     assert_llm_step_ok(text)
 
 
-def agents_copy(folder: Path, **edits: tuple[str, str]) -> Path:
-    """The example agents copied to ``folder``, with ``name=(old, new)`` replacements."""
-    for name in ("calculator", "echo", "news", "concierge"):
-        source = (demo.AGENTS_DIR / f"{name}.py").read_text()
-        if name in edits:
-            old, new = edits[name]
-            assert old in source
-            source = source.replace(old, new)
-        (folder / f"{name}.py").write_text(source)
-    return folder
+class AddingCalculator(Calculator):
+    """A calculator that adds when asked to subtract."""
+
+    agent_id = "calc"
+
+    @method
+    def subtract(self, minuend: float, subtrahend: float) -> float:
+        """minuend + subtrahend (wrong on purpose)"""
+        return minuend + subtrahend
 
 
-def test_a_wrong_llm_answer_fails_the_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_llm_answer_fails_the_demo() -> None:
     # A model that answers without asking the calculator.
-    wrong = ("ScriptedClient(respond,", "ScriptedClient(lambda messages, tools: '42 - 23 = 20',")
-    monkeypatch.setattr(demo, "AGENTS_DIR", agents_copy(tmp_path, concierge=wrong))
+    wrong = ScriptedClient(lambda messages, tools: "42 - 23 = 20", record=False)
 
-    code, text = run_demo()
+    code, text = run_demo(model=wrong)
 
     assert code == 1
     lines = llm_step(text)
@@ -95,14 +105,9 @@ def test_a_wrong_llm_answer_fails_the_demo(tmp_path: Path, monkeypatch: pytest.M
     assert "failed:" in text and "all steps ok" not in text
 
 
-def test_the_concierge_answers_with_what_the_calculator_returned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A calculator that adds when asked to subtract: the concierge passes its answer on.
-    broken = ("return minuend - subtrahend", "return minuend + subtrahend")
-    monkeypatch.setattr(demo, "AGENTS_DIR", agents_copy(tmp_path, calculator=broken))
-
-    code, text = run_demo()
+def test_the_concierge_answers_with_what_the_calculator_returned() -> None:
+    # The concierge passes on whatever the calculator it called answered.
+    code, text = run_demo(calculator=AddingCalculator)
 
     assert code == 1
     lines = llm_step(text)
@@ -110,6 +115,36 @@ def test_the_concierge_answers_with_what_the_calculator_returned(
     assert "-> '42 - 23 = 65'  expected '42 - 23 = 19'" in check_line(
         lines, "concierge.chat('what is 42 - 23?')"
     )
+
+
+def test_the_demo_runs_from_the_package_alone(tmp_path: Path) -> None:
+    # As from an installed wheel: only the package, run from a directory that is not
+    # the checkout, so the repository's agents/ folder cannot be reached.
+    site = tmp_path / "site"
+    shutil.copytree(PACKAGE, site / "a2a_bus", ignore=shutil.ignore_patterns("__pycache__"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = (
+        "import a2a_bus, a2a_bus.demo, a2a_bus.examples.calculator as calc\n"
+        "print('package:', a2a_bus.__file__)\n"
+        "print('calculator:', calc.__file__)\n"
+        "raise SystemExit(a2a_bus.demo.main([]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "KAFKA_", "OPENAI_"))}
+    env["PYTHONPATH"] = str(site)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"package: {site / 'a2a_bus' / '__init__.py'}" in done.stdout
+    assert f"calculator: {site / 'a2a_bus' / 'examples' / 'calculator.py'}" in done.stdout
+    assert "all steps ok" in done.stdout
 
 
 @pytest.mark.kafka

@@ -119,7 +119,7 @@ def test_tokens_file_mistakes_name_the_file(tmp_path: Path) -> None:
 
 
 def test_llm_warnings_name_the_missing_key() -> None:
-    targets = ["agents/support.agent.yaml", "agents/calculator.py:Calculator"]
+    targets = ["agents/support.agent.yaml", "a2a_bus.examples.calculator:Calculator"]
     warnings = llm_warnings(targets, {})
     assert len(warnings) == 1
     assert warnings[0].startswith("agents/support.agent.yaml: OPENAI_API_KEY is not set")

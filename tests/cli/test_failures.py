@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from .test_serve_call import AGENTS, ROOT, free_port, run
+from .test_serve_call import AGENTS, free_port, run
 
 pytestmark = pytest.mark.timeout(180)
 
-CALC = str(ROOT / "agents" / "calculator.py") + ":Calculator"
+CALC = "a2a_bus.examples.calculator:Calculator"
 
 
 def one_error_line(done: subprocess.CompletedProcess[str], code: int) -> str:

@@ -1,6 +1,6 @@
 """The curl examples of docs/gateway.md and the README work against the example agents
-(``a2a-bus serve agents/calculator.py:Calculator agents/echo.py:Echo``): each is
-replayed through the gateway app and must get an answer without an error."""
+(``a2a-bus serve a2a_bus.examples.calculator:Calculator a2a_bus.examples.echo:Echo``):
+each is replayed through the gateway app and must get an answer without an error."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from a2a_bus.bus import Bus
-from a2a_bus.demo import load_agents
+from a2a_bus.examples.calculator import Calculator
+from a2a_bus.examples.echo import Echo
 from a2a_bus.gateway import GatewaySettings, create_app
 
 from .conftest import WAIT
@@ -71,8 +72,8 @@ EXAMPLES = [
 @pytest.fixture
 async def served() -> AsyncIterator[httpx.AsyncClient]:
     async with Bus.memory() as bus:
-        await bus.aspawn(load_agents("calculator").Calculator)
-        await bus.aspawn(load_agents("echo").Echo)
+        await bus.aspawn(Calculator)
+        await bus.aspawn(Echo)
         app = create_app(bus, GatewaySettings(request_timeout=WAIT))
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:

@@ -170,7 +170,7 @@ def test_example_support_agent_loads(llm_client: OpenAIClient) -> None:
             "model: m\ntools:\n  t:\n    callable: no_such_module_xyz:f\n",
             4,
             "tools.t.callable",
-            "cannot import module",
+            "cannot import 'no_such_module_xyz': ModuleNotFoundError",
         ),
         (
             "model: m\ntools:\n  t:\n    callable: helper_tools:lookup\n    input:\n"

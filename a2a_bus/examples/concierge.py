@@ -10,8 +10,8 @@ It does two things:
 
 The model is scripted (:class:`~a2a_bus.llm.ScriptedClient`: no key, no network):
 :func:`respond` plays the model, so the answers are predictable yet built from what
-the tools returned. Served on its own
-(``a2a-bus serve agents/calculator.py:Calculator agents/concierge.py:Concierge``), it
+the tools returned. Served on its own (``a2a-bus serve
+a2a_bus.examples.calculator:Calculator a2a_bus.examples.concierge:Concierge``), it
 talks to a real OpenAI-compatible model instead when ``OPENAI_BASE_URL`` or
 ``OPENAI_API_KEY`` is set (model: ``A2A_LLM_MODEL``). ``concierge_class(client)``
 makes the agent on any client; the demo always uses ``scripted_client()``.
