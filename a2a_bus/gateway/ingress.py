@@ -95,6 +95,8 @@ class Ingress:
             raise ValueError(
                 f"reply_topics {pattern!r} is not a regular expression: {exc}"
             ) from None
+        #: The bus's topic names (the ingress topic, its default reply topic, the DLQ).
+        self.topics = bus.topics
         self.topic = bus.topics.ingress
         self.reply_topic = bus.topics.ingress_reply
         self.group = self.topic

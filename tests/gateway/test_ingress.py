@@ -122,7 +122,7 @@ async def test_kcat_invalid_input_gets_an_error_reply_and_a_dead_letter(
     replies = await consume(kcat, kafka_bootstrap, reply_topic, 2)
     codes = sorted((r["value"]["error"]["code"], r["value"]["id"]) for r in replies)
     assert codes == [(-32700, None), (-32601, 9)]
-    dlq = f"{ingress.bus.topics.dlq}"
+    dlq = f"{ingress.topics.dlq}"
     letters = await consume_raw(kcat, kafka_bootstrap, dlq, 2)
     assert any("undecodable" in h and "Parse error" in h for h in letters)
     assert any("unroutable" in h for h in letters)
@@ -149,7 +149,7 @@ async def test_kcat_reply_to_naming_a_bus_topic_is_answered_on_the_default_topic
 ) -> None:
     # A raw answer on the registry would pose as an agent card, on an agent's topic as
     # a request to it, on the ingress as new input: the ingress refuses to write there.
-    topics = ingress.bus.topics
+    topics = ingress.topics
     internal = [topics.registry, topics.agent("spec"), topics.ingress, topics.reply("node-x")]
     for index, topic in enumerate(internal):
         request = f'{{"jsonrpc": "2.0", "method": "get_data", "id": "r{index}"}}'.encode()
