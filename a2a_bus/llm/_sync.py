@@ -126,6 +126,14 @@ class Portal:
 
         return asyncio.run_coroutine_threadsafe(_await(start), loop).result()
 
+    async def acall(self, start: Callable[[], Awaitable[T]]) -> T:
+        """Await the coroutine made by ``start`` on the portal's loop from another loop;
+        cancelling the await cancels it there."""
+        loop = self._started()
+        if asyncio.get_running_loop() is loop:
+            return await start()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_await(start), loop))
+
     def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         """Iterate the async iterator made by ``start`` on the portal's loop."""
         return drive_iterator(self.call, start)
