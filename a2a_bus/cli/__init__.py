@@ -20,7 +20,18 @@ def _root() -> None:
 
 def _register() -> None:
     # Sub-command modules attach themselves to ``app`` on import.
-    from a2a_bus.cli import agents, bench, call, convert, demo, publish, read, serve, tail  # noqa: F401
+    from a2a_bus.cli import (  # noqa: F401
+        agents,
+        bench,
+        call,
+        convert,
+        demo,
+        mcp,
+        publish,
+        read,
+        serve,
+        tail,
+    )
 
 
 def main() -> None:
