@@ -46,6 +46,7 @@ from a2a_bus.llm.loop import AgentLoop
 from a2a_bus.llm.mcp_servers import McpConfigError, servers_from
 from a2a_bus.llm.memory.strategies import parse_memory
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, FunctionTool
+from a2a_bus.schedule.spec import Schedule, ScheduleError
 
 __all__ = [
     "BusSettings",
@@ -76,6 +77,7 @@ TOP_KEYS = {
     "subscribe",
     "output_topic",
     "bus_tools",
+    "schedules",
 }
 TOOL_KEYS = {"description", "callable", "input", "blocking"}
 
@@ -93,6 +95,9 @@ class BusSettings:
     output_topic: str | None = None
     #: Names of the bus tools to give the model (``publish``, ``call_agent``, ``read_topic``).
     bus_tools: tuple[str, ...] = ()
+    #: Schedules run while the agent does (one that publishes on a subscribed subject
+    #: wakes it through its triggers).
+    schedules: tuple[Schedule, ...] = ()
 
 
 # -- validation --------------------------------------------------------------
@@ -238,7 +243,24 @@ def _bus_settings(doc: Document, name: str) -> BusSettings:
             check_bus_tool(tool_name)
         except ValueError as exc:
             raise doc.error(("bus_tools", str(index)), str(exc)) from None
-    return BusSettings(agent_id, description, tuple(subjects), output_topic, tuple(tools))
+    schedules = _schedules(doc, data.get("schedules"))
+    return BusSettings(
+        agent_id, description, tuple(subjects), output_topic, tuple(tools), schedules
+    )
+
+
+def _schedules(doc: Document, entries: Any) -> tuple[Schedule, ...]:
+    if entries is None:
+        return ()
+    expect(doc, ("schedules",), entries, Mapping, "a mapping of schedule name -> schedule")
+    schedules = []
+    for name, entry in entries.items():
+        try:
+            schedules.append(Schedule.from_dict(str(name), entry))
+        except ScheduleError as exc:
+            key = ("schedules", str(name), *([exc.key] if exc.key else []))
+            raise doc.error(key, str(exc)) from None
+    return tuple(schedules)
 
 
 def _tool(doc: Document, base: Path, name: str, block: Any) -> AgentTool:

@@ -48,6 +48,8 @@ from a2a_bus.llm.triggers import (
     trigger_conversation,
 )
 from a2a_bus.protocol import ErrorCode, JsonRpcError, ext
+from a2a_bus.schedule import Schedule
+from a2a_bus.schedule.scheduler import shared as shared_schedules
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,9 @@ class LlmAgent(Agent):
     triggers: ClassVar[tuple[str, ...]] = ()
     #: Where answers to trigger events are published (None: not published).
     output_topic: ClassVar[str | None] = None
+    #: Schedules fired while the agent runs (once per process, whatever the replicas;
+    #: on Kafka once across processes): one publishing on a subscribed subject wakes it.
+    schedules: ClassVar[tuple[Schedule, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Subscriptions are declared by marking a handler; the subjects are data here,
@@ -113,6 +118,8 @@ class LlmAgent(Agent):
         return existed
 
     def on_start(self) -> None:
+        if self.schedules and self.client is not None:
+            shared_schedules.acquire(self.client.bus, self.agent_id, self.schedules)
         # The MCP servers live as long as this replica. One that cannot start now is
         # tried again before the next run, which answers with its error if it still fails.
         if self.loop.mcp_servers:
@@ -126,6 +133,8 @@ class LlmAgent(Agent):
         # connections and the thread's private event loop), and stop its MCP servers.
         if self._mcp_finalizer is not None:
             self._mcp_finalizer()
+        if self.schedules and self.client is not None:
+            shared_schedules.release(self.client.bus, self.agent_id)
         self.loop.client.close()
         close_thread_loop()
 
@@ -234,12 +243,14 @@ def llm_agent_class(
     subscribe: Sequence[str] = (),
     output_topic: str | None = None,
     bus_tools: Sequence[str] = (),
+    schedules: Sequence[Schedule] = (),
 ) -> type[LlmAgent]:
     """An :class:`~a2a_bus.Agent` subclass serving ``loop`` as ``agent_id``.
 
     ``subscribe`` subjects become event triggers answered on ``output_topic``;
     ``bus_tools`` names tools of :mod:`a2a_bus.llm.bus_tools` to add to the loop's
-    own (the loop passed in is not changed).
+    own (the loop passed in is not changed); ``schedules`` run while the agent does
+    (group ``agent_id``).
     """
     if not isinstance(loop, AgentLoop):
         raise AgentConfigError(f"an LLM agent needs an AgentLoop, got {type(loop).__name__}")
@@ -274,6 +285,7 @@ def llm_agent_class(
         "loop": loop,
         "triggers": tuple(subscribe),
         "output_topic": output_topic,
+        "schedules": tuple(schedules),
         "__module__": __name__,
     }
     name = "LlmAgent_" + "".join(c if c.isalnum() else "_" for c in agent_id)
@@ -312,4 +324,5 @@ def agent_class_from_file(
         subscribe=settings.subscribe,
         output_topic=settings.output_topic,
         bus_tools=settings.bus_tools,
+        schedules=settings.schedules,
     )
