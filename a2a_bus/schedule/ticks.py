@@ -4,7 +4,8 @@ A tick is an event whose id is ``<schedule>@<tick time>`` and whose source names
 the scheduler group, so every copy of one tick is the same event to the bus.
 Its state (the last tick fired) is kept on a compacted topic, keyed by schedule:
 
-1. the intent: ``{fired: previous, pending: tick, from: <the target topic's ends>}``;
+1. the intent: ``{fired: previous, pending: tick, from: <the target topic's ends>}``
+   (the ends are read while waiting for the tick, so none of its writes waits for a read);
 2. the tick event;
 3. ``{fired: tick}``.
 
@@ -140,40 +141,63 @@ class ScheduleRun:
 
     async def _run(self) -> None:
         schedule = self.schedule
-        fired = await self._resolve()
-        if fired is None:
-            fired = self._now()  # never fired: from now on, no history is made up
-        while not self._stopping.is_set():
-            now = self._now()
-            ticks, dropped = schedule.due(fired, now)
-            if schedule.missed == "skip" and len(ticks) > 1:
-                log.info("schedule %s: %d missed ticks skipped", schedule.name, len(ticks) - 1)
-                ticks = ticks[-1:]
-            elif dropped:
-                log.warning(
-                    "schedule %s: %d missed ticks beyond max_catch_up", schedule.name, dropped
-                )
-            for ms in ticks:
+        while True:
+            try:
+                fired = await self._resolve()
+                break
+            except Exception as exc:  # the broker out of reach: the state is read again
+                log.warning("schedule %s: reading its state failed: %s", schedule.name, exc)
+                await self._sleep(RETRY)
                 if self._stopping.is_set():
                     return
-                try:
-                    await self._fire(fired, ms)
-                except Exception as exc:
-                    log.warning("schedule %s: tick %s not fired: %s", schedule.name, iso(ms), exc)
-                    await self._sleep(min(RETRY, schedule.every or RETRY))
-                    break
-                fired = ms
-            else:
-                await self._sleep((schedule.next_after(max(fired, now)) - self._now()) / 1000)
+        if fired is None:
+            fired = self._now()  # never fired: from now on, no history is made up
+        target: tuple[str, Mapping[int, int]] | None = None
+        while not self._stopping.is_set():
+            ticks: list[int] = []
+            try:
+                if target is None:
+                    # Read while no tick is due: the coming ticks land after these ends.
+                    target = await self._target()
+                ticks = self._due(fired, self._now())
+                for ms in ticks:
+                    if self._stopping.is_set():
+                        return
+                    await self._fire(fired, ms, target)
+                    fired = ms
+            except Exception as exc:  # an unknown agent, the broker out of reach
+                log.warning("schedule %s: tick not fired: %s", schedule.name, exc)
+                await self._sleep(min(RETRY, schedule.every or RETRY))
+                continue
+            if ticks:
+                target = None
+                continue
+            now = self._now()
+            await self._sleep((schedule.next_after(max(fired, now)) - now) / 1000)
 
-    async def _fire(self, previous: int, ms: int) -> None:
-        event = tick_event(self.bus, self.schedule, ms, self.states.source)
+    def _due(self, fired: int, now: int) -> list[int]:
+        """The ticks to fire now, as ``missed`` says."""
+        schedule = self.schedule
+        ticks, dropped = schedule.due(fired, now)
+        if schedule.missed == "skip" and len(ticks) > 1:
+            log.info("schedule %s: %d missed ticks skipped", schedule.name, len(ticks) - 1)
+            return ticks[-1:]
+        if dropped:
+            log.warning("schedule %s: %d missed ticks beyond max_catch_up", schedule.name, dropped)
+        return ticks
+
+    async def _target(self) -> tuple[str, Mapping[int, int]]:
+        """The topic the ticks go to, and its ends now."""
+        event = tick_event(self.bus, self.schedule, 0, self.states.source)
         topic = self.bus.route(event).topic
-        ends = (await self.bus.transport.read(topic, limit=1, newest=True)).position
+        return topic, (await self.bus.transport.read(topic, limit=1, newest=True)).position
+
+    async def _fire(self, previous: int, ms: int, target: tuple[str, Mapping[int, int]]) -> None:
+        topic, ends = target
         name = self.schedule.name
         intent = {"fired": previous, "pending": ms, "topic": topic, "from": _keys(ends)}
         await self.states.save(name, intent)
-        await self.client.publish_event(event)
+        await self.client.publish_event(tick_event(self.bus, self.schedule, ms, self.states.source))
         await self.states.save(name, {"fired": ms})
         self.fired += 1
 
