@@ -212,7 +212,10 @@ class McpConnection:
             raise self._error(
                 f"did not answer the call of {tool!r} within {self.server.timeout:g}s"
             ) from None
-        except Exception as exc:  # the transport's own failure (HTTP), or a bad answer
+        except Exception as exc:  # the transport failed (HTTP), or the answer was no answer
+            # Started again before the next run (the session may be gone with the server).
+            self.stopped = f"the call of {tool!r} failed: {_reason(exc)}"
+            self._client = None
             raise self._error(f"failed the call of {tool!r}: {_reason(exc)}") from None
         return result
 

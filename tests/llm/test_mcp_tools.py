@@ -60,18 +60,29 @@ def gone(pid: int) -> bool:
     return True
 
 
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    """The calc server over streamable HTTP; its URL."""
+def start_http(port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    """The calc server over streamable HTTP, and its URL."""
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(SERVER), "--http", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     line = process.stdout.readline()
     assert line.startswith("port "), line
-    yield f"http://127.0.0.1:{line.split()[1]}/mcp"
+    return process, f"http://127.0.0.1:{line.split()[1]}/mcp"
+
+
+def stop_http(process: subprocess.Popen[str]) -> None:
     process.terminate()
     process.wait(timeout=WAIT)
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    process, url = start_http()
+    yield url
+    stop_http(process)
 
 
 def test_stdio_tools_join_the_registry_with_their_schemas_and_results_reach_the_model(
@@ -270,3 +281,31 @@ def test_a_server_that_died_is_started_again_before_the_next_message(
         assert client.request("math", "chat", {"message": "1+2"}) == "3"
     assert "MCP server 'calc' stopped" in tool_messages(llm_server, 1)[0]["content"]
     assert json.loads(tool_messages(llm_server, 3)[0]["content"]) == {"result": 3}
+
+
+def test_an_http_server_that_went_away_is_reached_again_when_it_is_back(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    process, url = start_http()
+    port = int(url.split(":")[2].split("/")[0])
+    loop = AgentBuilder("a").llm(llm_server.client()).mcp_server(McpServer.http("web", url)).build()
+    llm_server.call_tools(("web__add", {"a": 1, "b": 1}))
+    llm_server.reply("2")
+    llm_server.call_tools(("web__add", {"a": 2, "b": 2}))
+    llm_server.reply("gone")
+    llm_server.call_tools(("web__add", {"a": 3, "b": 3}))
+    llm_server.reply("6")
+    try:
+        with Bus.memory(prefix=f"t{uuid.uuid4().hex[:8]}", request_timeout=WAIT) as bus:
+            bus.spawn(llm_agent_class(loop, "math"))
+            client = bus.client()
+            assert client.request("math", "chat", {"message": "1+1"}) == "2"
+            stop_http(process)
+            assert client.request("math", "chat", {"message": "2+2"}) == "gone"
+            process, _ = start_http(port)
+            assert client.request("math", "chat", {"message": "3+3"}) == "6"
+    finally:
+        stop_http(process)
+    failed = tool_messages(llm_server, 3)[0]["content"]
+    assert failed.startswith("error: tool 'web__add' failed: McpServerError: MCP server 'web' ")
+    assert json.loads(tool_messages(llm_server, 5)[0]["content"]) == {"result": 6}

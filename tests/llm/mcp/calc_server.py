@@ -1,5 +1,6 @@
 """A real MCP server written with the SDK, for the tests: stdio by default,
-streamable HTTP with ``--http`` (it prints ``port <n>`` once it listens).
+streamable HTTP with ``--http`` (on ``--port``, default any free one: it prints
+``port <n>`` once it listens).
 
 ``--pid-file PATH`` writes its process id there, so a test can see it stop;
 ``--fail-start`` writes a line to stderr and exits before serving.
@@ -64,11 +65,12 @@ def die() -> str:
     os._exit(3)
 
 
-async def serve_http() -> None:
+async def serve_http(port: int) -> None:
     import uvicorn
 
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     sock.listen()
     print(f"port {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
@@ -78,6 +80,7 @@ async def serve_http() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true")
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--pid-file")
     parser.add_argument("--fail-start", action="store_true")
     options = parser.parse_args()
@@ -87,7 +90,7 @@ def main() -> None:
         print("calc: no licence for the calculator", file=sys.stderr, flush=True)
         sys.exit(1)
     if options.http:
-        asyncio.run(serve_http())
+        asyncio.run(serve_http(options.port))
     else:
         server.run()
 
