@@ -22,6 +22,11 @@
     subscribe: [tickets.created]      # event triggers: each event becomes a prompt
     output_topic: tickets.answered    # where trigger answers are published
     bus_tools: [publish, call_agent]  # or true for every bus tool
+    schedules:                        # ticks that wake it (a2a_bus.schedule)
+      morning: {cron: "0 9 * * *", publish: tickets.created, data: Review the queue.}
+
+    mcp_servers:                      # tools of MCP servers (a2a_bus.llm.mcp_servers)
+      files: {command: python, args: [files_server.py]}
 
 Every problem is reported as ``file:line: key: problem``.
 """
