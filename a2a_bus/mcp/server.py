@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+import sys
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -42,6 +43,8 @@ INSTRUCTIONS = (
     "The agents of an a2a-bus. Each tool calls one method of one agent and is named "
     "<agent>__<method>; the list follows agents joining and leaving the bus."
 )
+#: The longest line (one JSON-RPC message) read from stdin.
+MAX_LINE = 64 * 1024 * 1024
 #: Handshake-era connections kept for list-changed notifications at most.
 MAX_LEGACY_CONNECTIONS = 1024
 
@@ -185,8 +188,13 @@ class BusMcpServer:
         return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def run_stdio(self) -> None:
-        """Serve one client on this process's stdin and stdout until it hangs up."""
-        async with stdio_server() as (read, write):
+        """Serve one client on this process's stdin and stdout until it hangs up.
+
+        Stdin is read on the loop when it is a pipe or a terminal, so that cancelling
+        this (a signal) ends it: a read blocked in a thread would keep the process alive.
+        """
+        lines = await _stdin_lines()
+        async with stdio_server(stdin=lines) as (read, write):
             await self.server.run(read, write, self.initialization_options())
 
     def close(self) -> None:
@@ -199,3 +207,26 @@ def _result(value: Any, structured: dict[str, Any] | None) -> types.CallToolResu
         content=[types.TextContent(type="text", text=json_text(value))],
         structured_content=structured,
     )
+
+
+class _Lines:
+    """An async iterable of the lines a stream reader gives, as ``stdio_server`` reads them."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while line := await self._reader.readline():
+            yield line.decode("utf-8", errors="replace")
+
+
+async def _stdin_lines() -> Any:
+    """Stdin as lines read on the running loop; None (the SDK's own reader) for a
+    regular file, which no loop can watch."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except (ValueError, OSError):
+        return None
+    return _Lines(reader)

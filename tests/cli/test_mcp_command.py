@@ -181,3 +181,27 @@ async def test_on_kafka_the_tools_follow_agents_of_other_processes(kafka_bootstr
             async with asyncio.timeout(WAIT):
                 await anext(changes)  # it said goodbye
             assert await names(mcp) == set()
+
+
+def test_a_signal_ends_a_stdio_session_whose_client_keeps_stdin_open() -> None:
+    env = {k: v for k, v in os.environ.items() if "KAFKA" not in k}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "a2a_bus", "mcp", f"{AGENTS}:Calc"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, **command_env()},
+        cwd=ROOT,
+    )
+    assert process.stderr is not None
+    try:
+        for line in process.stderr:
+            if "MCP session on stdin/stdout" in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=WAIT) == 0
+        assert "a2a-bus: stopped" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
