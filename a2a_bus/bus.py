@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from a2a_bus.client import AsyncClient, Client
@@ -37,6 +38,8 @@ from a2a_bus.hosting.supervisor import RestartPolicy
 from a2a_bus.protocol import Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
 from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
+from a2a_bus.schedule.scheduler import Scheduler
+from a2a_bus.schedule.spec import Schedule
 from a2a_bus.settings import bus_options, transport_kind
 from a2a_bus.transport.base import Subscription, Transport
 from a2a_bus.transport.kafka import KafkaSettings, KafkaTransport
@@ -101,6 +104,7 @@ class Bus:
             transport.inboxes(f"{prefix}.inbox"),
             self.restart_policy,
             self.client,
+            self._agent_scheduler,
         )
         self._subscriptions: list[Subscription] = []
         self._thread: LoopThread | None = None
@@ -394,6 +398,17 @@ class Bus:
     def async_client(self) -> AsyncClient:
         """An async client of this bus (from the bus loop or any other loop)."""
         return AsyncClient(self.dispatcher, self.service, self.portal)
+
+    # -- schedules ------------------------------------------------------------------
+
+    def scheduler(self, schedules: Sequence[Schedule], *, group: str = "default") -> Scheduler:
+        """A scheduler firing ``schedules`` as ``group`` on this bus: use it as an
+        (async) context manager on a running bus. On Kafka every process that runs
+        the group shares its schedules, each fired once (see :mod:`a2a_bus.schedule`)."""
+        return Scheduler(self.dispatcher, self._aio, self.portal, schedules, group=group)
+
+    def _agent_scheduler(self, schedules: Sequence[Schedule], agent_id: str) -> Scheduler:
+        return self.scheduler(schedules, group=agent_id)
 
 
 __all__ = ["Bus"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import typer
 
-from a2a_bus.cli import agents, bench, call, convert, demo, publish, read, serve, tail
+from a2a_bus.cli import agents, bench, call, convert, demo, mcp, publish, read, serve, tail
 from a2a_bus.cli.app import app
 from a2a_bus.runtime.env import EnvError
 
 #: The sub-command modules, imported for the commands they attach to ``app``.
-COMMANDS = (agents, bench, call, convert, demo, publish, read, serve, tail)
+COMMANDS = (agents, bench, call, convert, demo, mcp, publish, read, serve, tail)
 
 
 def main() -> None:

@@ -71,7 +71,7 @@ def bind(host: str, port: int) -> socket.socket:
 SHUTDOWN_GRACE = 5
 
 
-class _Server(uvicorn.Server):
+class QuietServer(uvicorn.Server):
     """uvicorn without its own signal handling: ``serve`` stops it on SIGINT/SIGTERM and
     then shuts the bus down cleanly (uvicorn would re-raise the signal afterwards)."""
 
@@ -80,12 +80,12 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _where(bus: Bus) -> str:
+def transport_where(bus: Bus) -> str:
     bootstrap = kafka_bootstrap(bus)
     return f"Kafka at {bootstrap}" if bootstrap else "the in-memory transport"
 
 
-async def _spawn(bus: Bus, agent_cls: type[Agent], replicas: int) -> None:
+async def spawn_agent(bus: Bus, agent_cls: type[Agent], replicas: int) -> None:
     """Start an agent's actors; one whose class cannot be made (its constructor
     raises) is a broken target, named with the error (exit 2)."""
     try:
@@ -114,7 +114,7 @@ async def _serve(
         loop.add_signal_handler(signum, stop.set)
     async with started(bus):
         for agent_cls in classes:
-            await _spawn(bus, agent_cls, replicas)
+            await spawn_agent(bus, agent_cls, replicas)
         ingress = Ingress(bus.service) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()
@@ -126,7 +126,7 @@ async def _serve(
             # this long after a stop signal, so the server stops.
             timeout_graceful_shutdown=SHUTDOWN_GRACE,
         )
-        server = _Server(config)
+        server = QuietServer(config)
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.02)
@@ -135,7 +135,7 @@ async def _serve(
         host, port = sock.getsockname()[:2]
         names = ", ".join(cls.agent_id for cls in classes)
         each = plural(replicas, "replica")
-        out.print(f"a2a-bus: serving {escape(names)} ({each} each) on {_where(bus)}")
+        out.print(f"a2a-bus: serving {escape(names)} ({each} each) on {transport_where(bus)}")
         url_host = f"[{host}]" if ":" in host else host
         out.print(f"a2a-bus: HTTP gateway listening on http://{escape(url_host)}:{port}")
         if ingress is not None:
@@ -152,7 +152,7 @@ async def _serve(
     out.print("a2a-bus: stopped")
 
 
-def _settings(tokens: Path | None) -> GatewaySettings:
+def gateway_settings(tokens: Path | None) -> GatewaySettings:
     overrides: dict[str, Any] = {}
     if tokens is not None:
         try:
@@ -200,7 +200,7 @@ def serve(
     """Host agents and serve the HTTP gateway (plus the raw JSON-RPC ingress on Kafka)."""
     classes = load_targets(targets)
     host, port = host_port(http)
-    settings = _settings(tokens)
+    settings = gateway_settings(tokens)
     bus = build_bus(kafka, prefix)
     for warning in llm_warnings(targets):
         typer.echo(f"warning: {warning}", err=True)

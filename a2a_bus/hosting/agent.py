@@ -16,6 +16,7 @@ from a2a_bus.client import Client
 from a2a_bus.core.routing import validate_name, validate_subject
 from a2a_bus.hosting.binding import Binder, Bound
 from a2a_bus.hosting.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
+from a2a_bus.schedule.spec import Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -166,6 +167,10 @@ class Agent:
 
     methods: ClassVar[dict[str, MethodSpec]] = {}
     subscriptions: ClassVar[tuple[SubscriptionSpec, ...]] = ()
+    #: Ticks the agent's host fires while the agent runs here: once per process,
+    #: whatever the number of replicas (on Kafka once across all processes), in the
+    #: scheduler group named after the agent (see :mod:`a2a_bus.schedule`).
+    schedules: ClassVar[tuple[Schedule, ...]] = ()
 
     _client: Client | None = None
     #: The CloudEvent being handled (set before each handler call).

@@ -44,6 +44,8 @@ from a2a_bus.protocol import (
     result_response,
     to_kafka,
 )
+from a2a_bus.schedule.scheduler import Scheduler
+from a2a_bus.schedule.spec import Schedule
 from a2a_bus.transport.base import Delivery, Inboxes, Subscription
 from a2a_bus.transport.kafka.records import dead_letter_headers
 
@@ -69,6 +71,8 @@ class Hosting:
     policy: RestartPolicy
     #: Makes the sync client each agent instance gets as ``agent.client``.
     client: Callable[[], Client]
+    #: Makes the scheduler of an agent's schedules (``Bus.scheduler``).
+    scheduler: Callable[[Sequence[Schedule], str], Scheduler]
 
 
 class AgentHost:
@@ -99,6 +103,7 @@ class AgentHost:
         self.inbound = InboundStreams(agent_cls, self._answer)
         #: Replicas whose mailbox is full: the inbox pauses once all of them are.
         self._full: set[Replica] = set()
+        self._scheduler: Scheduler | None = None
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -145,9 +150,16 @@ class AgentHost:
                     max_in_flight=in_flight,
                 )
             )
+        if self.agent_cls.schedules:
+            self._scheduler = hosting.scheduler(self.agent_cls.schedules, self.agent_id)
+            await self._scheduler.astart()
 
     async def stop(self) -> None:
-        """Leave the groups after in-flight work drained, then stop the actors."""
+        """Stop the schedules, leave the groups after in-flight work drained, then
+        stop the actors."""
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            await scheduler.astop()
         for subscription in self._subscriptions:
             await subscription.stop()
         # No more chunks will come here: handlers still reading end now, not

@@ -17,6 +17,7 @@ from a2a_bus.llm.errors import AgentConfigError
 from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.listeners import AgentListener
 from a2a_bus.llm.loop import AgentLoop
+from a2a_bus.llm.mcp_servers import McpServer
 from a2a_bus.llm.memory.store_urls import open_store
 from a2a_bus.llm.memory.stores import ConversationStore
 from a2a_bus.llm.memory.strategies import MemoryStrategy, llm_summarizer, parse_memory, summary
@@ -51,6 +52,7 @@ class AgentBuilder:
         self._context: dict[str, Any] = {}
         self._tool_timeout: float | None = None
         self._streaming = False
+        self._mcp_servers: list[McpServer] = []
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> AgentBuilder:
@@ -155,6 +157,16 @@ class AgentBuilder:
             self.tool(item)
         return self
 
+    def mcp_server(self, server: McpServer) -> AgentBuilder:
+        """Mount an MCP server: its tools join the agent's as ``<server>__<tool>``
+        (``McpServer.stdio("files", "python", "files.py")``, ``McpServer.http(...)``)."""
+        if not isinstance(server, McpServer):
+            raise AgentConfigError(f"mcp_server() needs an McpServer, got {type(server).__name__}")
+        if any(known.name == server.name for known in self._mcp_servers):
+            raise AgentConfigError(f"two MCP servers are named {server.name!r}")
+        self._mcp_servers.append(server)
+        return self
+
     def exit_condition(self, expression: str | ExitCondition | None) -> AgentBuilder:
         """Checked after each tool round; compiled now, so a bad one fails here."""
         if isinstance(expression, str):
@@ -213,6 +225,7 @@ class AgentBuilder:
             context=self._context,
             tool_timeout=self._tool_timeout,
             streaming=self._streaming,
+            mcp_servers=self._mcp_servers,
         )
 
     @property

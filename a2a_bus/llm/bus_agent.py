@@ -20,6 +20,7 @@ import contextlib
 import copy
 import logging
 import os
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -34,6 +35,7 @@ from a2a_bus.llm.chunks import chunk_to_dict
 from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.errors import AgentConfigError, LlmError, MaxTurnsExceeded
 from a2a_bus.llm.loop import AgentLoop
+from a2a_bus.llm.mcp_tools import McpServerError, McpTools
 from a2a_bus.llm.messages import LlmMessage
 from a2a_bus.llm.output import AgentOutput
 from a2a_bus.llm.tools import BUS_AGENT_KEY, BUS_CLIENT_KEY, ToolRegistry
@@ -46,12 +48,14 @@ from a2a_bus.llm.triggers import (
     trigger_conversation,
 )
 from a2a_bus.protocol import ErrorCode, JsonRpcError, ext
+from a2a_bus.schedule import Schedule
 
 log = logging.getLogger(__name__)
 
 #: JSON-RPC error codes of LLM agents (implementation-defined server errors).
 MAX_TURNS_EXCEEDED = -32020
 LLM_FAILED = -32021
+MCP_FAILED = -32022
 
 
 def max_turns_error(exc: MaxTurnsExceeded) -> JsonRpcError:
@@ -66,8 +70,9 @@ def max_turns_error(exc: MaxTurnsExceeded) -> JsonRpcError:
 class LlmAgent(Agent):
     """An agent whose methods run an LLM agent loop (made by :func:`llm_agent_class`)."""
 
-    #: The loop every replica runs (conversations live in its store).
-    loop: ClassVar[AgentLoop]
+    #: The loop every replica runs (conversations live in its store); a replica whose
+    #: loop mounts MCP servers runs a copy with their tools while it lives.
+    loop: AgentLoop
     #: Subjects whose events become prompts.
     triggers: ClassVar[tuple[str, ...]] = ()
     #: Where answers to trigger events are published (None: not published).
@@ -92,6 +97,7 @@ class LlmAgent(Agent):
     def chat_stream(self, message: str, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Like chat, streamed: token, tool_start and tool_end chunks, then done."""
         conversation = self._session(session_id)
+        self._mcp_ready()
         with _as_json_rpc_errors():
             for chunk in self.loop.stream(
                 _checked(message), conversation=conversation, context=self._context()
@@ -107,11 +113,45 @@ class LlmAgent(Agent):
         store.delete(key)
         return existed
 
+    def on_start(self) -> None:
+        # The MCP servers live as long as this replica. One that cannot start now is
+        # tried again before the next run, which answers with its error if it still fails.
+        if self.loop.mcp_servers:
+            try:
+                self._mount_mcp()
+            except McpServerError as exc:
+                log.warning("%s: %s (tried again at the next message)", self.agent_id, exc)
+
     def on_stop(self) -> None:
         # Runs in the actor thread: release what its runs opened there (the LLM client's
-        # connections and the thread's private event loop).
+        # connections and the thread's private event loop), and stop its MCP servers.
+        if self._mcp_finalizer is not None:
+            self._mcp_finalizer()
         self.loop.client.close()
         close_thread_loop()
+
+    # -- MCP servers -------------------------------------------------------------
+
+    _mcp: McpTools | None = None
+    _mcp_finalizer: weakref.finalize[Any, Any] | None = None
+
+    def _mount_mcp(self) -> None:
+        running = McpTools.start(self.loop.mcp_servers)
+        self._mcp = running
+        # Also when the replica crashes (no on_stop then) or the process exits.
+        self._mcp_finalizer = weakref.finalize(self, running.close)
+        self.loop = self.loop.with_tools(running.tools)
+
+    def _mcp_ready(self) -> None:
+        """Before a run: MCP servers that did not start, or died, start again; one that
+        cannot is a JSON-RPC error naming it (the model is not asked)."""
+        try:
+            if self.loop.mcp_servers:
+                self._mount_mcp()
+            elif self._mcp is not None:
+                self._mcp.revive()
+        except McpServerError as exc:
+            raise JsonRpcError(MCP_FAILED, "MCP server failed", str(exc)) from None
 
     # -- helpers ---------------------------------------------------------------
 
@@ -126,6 +166,7 @@ class LlmAgent(Agent):
         return {BUS_CLIENT_KEY: self.client, BUS_AGENT_KEY: self.agent_id}
 
     def _run(self, prompt: str | None, conversation: str | None) -> AgentOutput:
+        self._mcp_ready()
         with _as_json_rpc_errors():
             return self.loop.run(prompt, conversation=conversation, context=self._context())
 
@@ -194,12 +235,14 @@ def llm_agent_class(
     subscribe: Sequence[str] = (),
     output_topic: str | None = None,
     bus_tools: Sequence[str] = (),
+    schedules: Sequence[Schedule] = (),
 ) -> type[LlmAgent]:
     """An :class:`~a2a_bus.Agent` subclass serving ``loop`` as ``agent_id``.
 
     ``subscribe`` subjects become event triggers answered on ``output_topic``;
     ``bus_tools`` names tools of :mod:`a2a_bus.llm.bus_tools` to add to the loop's
-    own (the loop passed in is not changed).
+    own (the loop passed in is not changed); ``schedules`` run while the agent does
+    (group ``agent_id``).
     """
     if not isinstance(loop, AgentLoop):
         raise AgentConfigError(f"an LLM agent needs an AgentLoop, got {type(loop).__name__}")
@@ -234,6 +277,7 @@ def llm_agent_class(
         "loop": loop,
         "triggers": tuple(subscribe),
         "output_topic": output_topic,
+        "schedules": tuple(schedules),
         "__module__": __name__,
     }
     name = "LlmAgent_" + "".join(c if c.isalnum() else "_" for c in agent_id)
@@ -272,4 +316,5 @@ def agent_class_from_file(
         subscribe=settings.subscribe,
         output_topic=settings.output_topic,
         bus_tools=settings.bus_tools,
+        schedules=settings.schedules,
     )

@@ -14,6 +14,8 @@ thread's private event loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import json
 import time
 import uuid
@@ -38,6 +40,8 @@ from a2a_bus.llm.listeners import (
     TurnStarted,
     summarize,
 )
+from a2a_bus.llm.mcp_servers import McpServer, check_unique
+from a2a_bus.llm.mcp_tools import McpTools
 from a2a_bus.llm.memory.stores import ConversationStore, InMemoryStore
 from a2a_bus.llm.memory.strategies import MemoryStrategy, full
 from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolCall, Usage
@@ -84,6 +88,7 @@ class AgentLoop:
         context: Mapping[str, Any] | None = None,
         tool_timeout: float | None = None,
         streaming: bool = False,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         if not isinstance(client, LlmClient):
             raise AgentConfigError(f"client must be an LlmClient, got {type(client).__name__}")
@@ -116,12 +121,50 @@ class AgentLoop:
         self.tool_timeout = tool_timeout
         #: Hint for hosts (the bus): deliver this agent's answers as streams.
         self.streaming = streaming
+        try:
+            check_unique(mcp_servers)
+        except ValueError as exc:
+            raise AgentConfigError(str(exc)) from None
+        #: MCP servers whose tools the agent gets once they run (:meth:`mcp_session`).
+        self.mcp_servers = tuple(mcp_servers)
 
     def __repr__(self) -> str:
         return (
             f"AgentLoop(name={self.name!r}, model={self.model!r}, tools={self.tools.names()!r}, "
             f"memory={self.memory}, max_turns={self.max_turns})"
         )
+
+    # -- MCP servers -------------------------------------------------------------
+
+    def with_tools(self, tools: Iterable[AgentTool]) -> AgentLoop:
+        """A copy of this loop with ``tools`` added and no MCP servers left to start."""
+        twin = copy.copy(self)
+        try:
+            twin.tools = ToolRegistry([*self.tools, *tools])
+        except ValueError as exc:
+            raise AgentConfigError(str(exc)) from None
+        twin.mcp_servers = ()
+        return twin
+
+    @contextlib.contextmanager
+    def mcp_session(self) -> Iterator[AgentLoop]:
+        """This agent with its MCP servers running and their tools added (as
+        ``<server>__<tool>``); the servers stop when the block ends. A server that
+        cannot start raises :class:`~a2a_bus.llm.mcp_tools.McpServerError` naming it."""
+        running = McpTools.start(self.mcp_servers)
+        try:
+            yield self.with_tools(running.tools)
+        finally:
+            running.close()
+
+    @contextlib.asynccontextmanager
+    async def amcp_session(self) -> AsyncIterator[AgentLoop]:
+        """Async twin of :meth:`mcp_session`."""
+        running = await McpTools.astart(self.mcp_servers)
+        try:
+            yield self.with_tools(running.tools)
+        finally:
+            await running.aclose()
 
     # -- public entry points -------------------------------------------------
 
@@ -197,6 +240,12 @@ class AgentLoop:
         streaming: bool,
         sync: bool,
     ) -> AsyncIterator[AgentStreamChunk]:
+        if self.mcp_servers:
+            names = ", ".join(server.name for server in self.mcp_servers)
+            raise AgentConfigError(
+                f"agent {self.name!r} mounts MCP servers ({names}): run it inside "
+                "`with loop.mcp_session() as agent:` (an agent on a bus starts them itself)"
+            )
         new_messages = to_messages(prompt)
         if checkpoint is not None:
             conversation = conversation or checkpoint.conversation_id

@@ -37,15 +37,20 @@ BLOCKING_ON_LOOP = "blocking call on the bus loop: use the async client (await .
 class LoopThread:
     """A new event loop (see :mod:`a2a_bus.runtime.loops`) running in a daemon thread."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        new_loop: Callable[[], asyncio.AbstractEventLoop] = new_event_loop,
+    ) -> None:
         self.name = name
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._new_loop = new_loop
 
     def start(self) -> asyncio.AbstractEventLoop:
         """Start the thread; its loop, once it runs."""
         ready = threading.Event()
-        loop = new_event_loop()
+        loop = self._new_loop()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
@@ -87,7 +92,12 @@ class Portal:
 
     @classmethod
     def on_thread(cls, name: str) -> Portal:
-        """A portal to a loop thread of its own, started on first use (see :meth:`close`)."""
+        """A portal to a loop thread of its own, started on first use (see :meth:`close`).
+
+        Its loop is asyncio's own, not the bus's choice: the library clients served
+        this way (the OpenAI client's httpx, the MCP SDK's sessions) are made for it,
+        and under uvloop the SDK never sees a stdio server's process end.
+        """
         portal = cls(f"{name}: closed")
         portal._own_name = name
         return portal
@@ -180,12 +190,14 @@ class Portal:
         On the loop it is ``coro`` itself (no wrapping coroutine: this sits on
         every request's path).
         """
-        loop = self._loop
-        if loop is None:
+        try:
+            loop = self.loop
+        except BusStopped:
             coro.close()
-            raise BusStopped(self._stopped)
+            raise
         if asyncio.get_running_loop() is loop:
             return coro
+        # Cancelling the await cancels the work on the loop (wrap_future passes it on).
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
     def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
@@ -197,7 +209,7 @@ class Portal:
     def _start_own(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
-                self._own = LoopThread(self._own_name or "portal")
+                self._own = LoopThread(self._own_name or "portal", asyncio.new_event_loop)
                 self._loop = self._own.start()
             return self._loop
 

@@ -116,7 +116,9 @@ def run(
     )
 
 
-@pytest.mark.parametrize("command", ["serve", "call", "publish", "tail", "read", "agents", "demo"])
+@pytest.mark.parametrize(
+    "command", ["serve", "call", "publish", "tail", "read", "agents", "demo", "mcp"]
+)
 def test_every_command_has_help(command: str) -> None:
     done = run(command, "--help")
     assert done.returncode == 0

@@ -1,0 +1,193 @@
+"""``a2a-bus mcp``: the methods of the bus's agents as MCP tools, over stdio (for an
+MCP host that starts the command) or streamable HTTP (``--http``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from a2a_bus.cli.app import app
+from a2a_bus.cli.common import build_bus, fail, kafka_bootstrap, started
+from a2a_bus.cli.serve import (
+    SHUTDOWN_GRACE,
+    QuietServer,
+    bind,
+    gateway_settings,
+    host_port,
+    spawn_agent,
+    transport_where,
+)
+from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
+from a2a_bus.gateway.auth import Authenticator
+from a2a_bus.hosting.agent import Agent
+from a2a_bus.runtime import loops
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
+    from a2a_bus.mcp import BusMcpServer
+
+#: Seconds a stdio session gets to end after SIGINT/SIGTERM.
+STDIO_GRACE = 1.0
+
+
+def _status() -> Console:
+    # stdout carries the MCP session over stdio: every word for people goes to stderr.
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+async def _stop_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+async def _until(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+
+
+async def _serve_stdio(server: BusMcpServer, stop: asyncio.Event) -> None:
+    session = asyncio.create_task(server.run_stdio())
+    await _until(session, stop)
+    if not session.done():
+        session.cancel()
+        # A read of stdin blocked in a thread cannot be interrupted: do not wait for it.
+        await asyncio.wait({session}, timeout=STDIO_GRACE)
+    elif session.exception() is not None:
+        raise session.exception()  # type: ignore[misc]
+
+
+async def _serve_http(
+    server: BusMcpServer, sock: socket.socket, stop: asyncio.Event, out: Console
+) -> None:
+    import uvicorn
+
+    from a2a_bus.mcp import http_app
+
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        http_app(server, host),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )
+    web = QuietServer(config)
+    serving = asyncio.create_task(web.serve(sockets=[sock]))
+    while not web.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if not web.started:
+        raise fail("cannot serve HTTP: the MCP server did not start (see the lines above)")
+    url_host = f"[{host}]" if ":" in host else host
+    out.print(f"a2a-bus: MCP server listening on http://{escape(url_host)}:{port}/mcp")
+    await _until(serving, stop)
+    web.should_exit = True
+    await serving
+
+
+async def _run(
+    classes: list[type[Agent]],
+    bus: Bus,
+    replicas: int,
+    sock: socket.socket | None,
+    authenticator: Authenticator,
+    out: Console,
+) -> None:
+    from a2a_bus.mcp import BusMcpServer
+
+    stop = await _stop_signals()
+    async with started(bus):
+        for agent_cls in classes:
+            await spawn_agent(bus, agent_cls, replicas)
+        server = BusMcpServer(bus.async_client(), authenticator=authenticator)
+        await server.refresh()
+        names = ", ".join(cls.agent_id for cls in classes) or "no agents of its own"
+        out.print(f"a2a-bus: MCP server for {escape(names)} on {transport_where(bus)}")
+        watcher = asyncio.create_task(server.watch())
+        try:
+            if sock is None:
+                out.print("a2a-bus: MCP session on stdin/stdout")
+                await _serve_stdio(server, stop)
+            else:
+                await _serve_http(server, sock, stop, out)
+        finally:
+            server.close()
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    out.print("a2a-bus: stopped")
+
+
+@app.command("mcp")
+def mcp_command(
+    targets: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="TARGET",
+            help="Agents to host: module:Class, path/to/file.py:Class, or an agent file "
+            f"({'/'.join(AGENT_FILE_SUFFIXES)}). With --kafka, the agents of the bus are "
+            "served too (none needed here).",
+            show_default=False,
+        ),
+    ] = None,
+    kafka: Annotated[
+        str | None,
+        typer.Option(
+            "--kafka",
+            metavar="BOOTSTRAP",
+            help="Kafka bootstrap servers (default as for serve: A2A_KAFKA_BOOTSTRAP_SERVERS "
+            "or KAFKA_BOOTSTRAP_SERVERS, else the in-memory transport).",
+        ),
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Actors per agent.")] = 1,
+    prefix: Annotated[
+        str | None, typer.Option("--prefix", help="Topic prefix (default: A2A_PREFIX, else a2a).")
+    ] = None,
+    tokens: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokens", help="With --http: YAML/JSON file of bearer tokens -> allow-lists."
+        ),
+    ] = None,
+) -> None:
+    """Serve the methods of the bus's agents as MCP tools named <agent>__<method>."""
+    out = _status()
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise fail("a2a-bus mcp needs the mcp package: pip install 'a2a-bus[mcp]'", 2) from None
+    classes = load_targets(targets or [])
+    if tokens is not None and http is None:
+        raise typer.BadParameter(
+            "tokens apply to --http (stdio has no callers to tell apart)", param_hint="--tokens"
+        )
+    # Over HTTP the gateway's tokens apply (--tokens, A2A_GATEWAY_TOKEN[S_FILE]).
+    authenticator = Authenticator(gateway_settings(tokens).tokens if http is not None else {})
+    bus = build_bus(kafka, prefix)
+    if not classes and kafka_bootstrap(bus) is None:
+        raise fail("nothing to serve: give agents to host (TARGET), or --kafka to reach a bus", 2)
+    for warning in llm_warnings(targets or []):
+        out.print(f"warning: {escape(warning)}")
+    sock = bind(*host_port(http)) if http is not None else None
+    with sock if sock is not None else contextlib.nullcontext():
+        loops.run(_run(classes, bus, replicas, sock, authenticator, out))
+    sys.stdout.flush()

@@ -1,0 +1,10 @@
+"""The bus as an MCP server: the methods of its agents as MCP tools (``a2a-bus mcp``).
+
+Needs the ``mcp`` extra (``pip install 'a2a-bus[mcp]'``).
+"""
+
+from a2a_bus.mcp.catalog import BusTool, catalog, tool_name
+from a2a_bus.mcp.http import http_app
+from a2a_bus.mcp.server import BusMcpServer
+
+__all__ = ["BusMcpServer", "BusTool", "catalog", "http_app", "tool_name"]

@@ -1,0 +1,232 @@
+"""The bus as an MCP server: the methods of its agents as MCP tools.
+
+The tools are what discovery knows (the bus's ``methods/list``), read again every
+``interval`` seconds; when they change, clients hear it: a ``tools/list_changed``
+notification on a handshake-era connection (that listed the tools), a
+``ToolsListChanged`` event on a ``subscriptions/listen`` stream on a 2026-era one.
+A call is a JSON-RPC request through the bus's async client; a streaming method's
+chunks are reported as progress notifications (when the caller asked for
+progress) and all of them are the result. A JSON-RPC error is a tool error.
+
+Over HTTP every request may carry a bearer token of the gateway's (``--tokens``,
+``A2A_GATEWAY_TOKEN``): a token sees and calls only what its allow-lists allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import mcp_types as types
+import orjson
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.session import ServerSession
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from a2a_bus import __version__
+from a2a_bus.gateway.auth import OPEN, Access, Authenticator
+from a2a_bus.mcp.catalog import BusTool, catalog
+from a2a_bus.protocol import JsonRpcError, ext, new_event
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "The agents of an a2a-bus. Each tool calls one method of one agent and is named "
+    "<agent>__<method>; the list follows agents joining and leaving the bus."
+)
+#: The longest line (one JSON-RPC message) read from stdin.
+MAX_LINE = 64 * 1024 * 1024
+#: Handshake-era connections kept for list-changed notifications at most.
+MAX_LEGACY_CONNECTIONS = 1024
+
+
+def json_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def allows(access: Access, tool: BusTool) -> bool:
+    """Whether ``access`` may call ``tool`` (the gateway's own rule for a request)."""
+    probe = new_event({"source": "a2a-bus/mcp", "type": "a2a.mcp", ext.METHOD: tool.method}, None)
+    return access.denies(probe, tool.agent) is None
+
+
+class BusMcpServer:
+    """An MCP server (the SDK's low-level ``Server``) in front of a bus's async client."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        authenticator: Authenticator | None = None,
+        interval: float = 1.0,
+        name: str = "a2a-bus",
+    ) -> None:
+        self.client = client
+        self.interval = interval
+        self.authenticator = authenticator or Authenticator({})
+        self.tools: dict[str, BusTool] = {}
+        self._events = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._events)
+        #: Handshake-era connections that listed the tools: told when they change.
+        self._legacy: dict[int, ServerSession] = {}
+        self.server: Server[Any] = Server(
+            name,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+        )
+
+    # -- the catalog ------------------------------------------------------------------
+
+    async def refresh(self) -> bool:
+        """Read the methods of the live agents; tell clients when the tools changed."""
+        listing = await self.client.request(None, "methods/list")
+        tools = catalog(listing.get("methods", ()) if isinstance(listing, Mapping) else ())
+        if tools == self.tools:
+            return False
+        self.tools = tools
+        await self._changed()
+        return True
+
+    async def watch(self) -> None:
+        """Refresh every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.refresh()
+            except Exception as exc:  # the bus stopping, a timeout: try again later
+                log.warning("MCP server: reading the agents failed: %s", exc)
+
+    async def _changed(self) -> None:
+        await self._events.publish(ToolsListChanged())
+        for key, session in list(self._legacy.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # that client has gone
+                self._legacy.pop(key, None)
+
+    def _remember(self, ctx: ServerRequestContext[Any]) -> None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # told through subscriptions/listen
+        session = ctx.session
+        key = id(session.client_params) if session.client_params is not None else id(session)
+        self._legacy.pop(key, None)
+        self._legacy[key] = session
+        while len(self._legacy) > MAX_LEGACY_CONNECTIONS:
+            self._legacy.pop(next(iter(self._legacy)))
+
+    # -- requests -------------------------------------------------------------------
+
+    def _access(self, ctx: ServerRequestContext[Any]) -> Access | None:
+        headers = getattr(ctx.request, "headers", None)
+        if headers is None:  # stdio: whoever started the process
+            return OPEN
+        return self.authenticator.authenticate(headers.get("authorization"))
+
+    def visible(self, access: Access | None) -> list[BusTool]:
+        if access is None:
+            return []
+        return [tool for tool in self.tools.values() if allows(access, tool)]
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._remember(ctx)
+        tools = [
+            types.Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
+            for t in self.visible(self._access(ctx))
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    async def _find(self, name: str, access: Access | None) -> BusTool:
+        tool = self.tools.get(name)
+        if tool is None:
+            with contextlib.suppress(Exception):  # an agent that joined a moment ago
+                await self.refresh()
+            tool = self.tools.get(name)
+        if tool is None or access is None or not allows(access, tool):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+        return tool
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = await self._find(params.name, self._access(ctx))
+        arguments = params.arguments or {}
+        try:
+            if tool.streams:
+                chunks = []
+                async for chunk in self.client.stream(tool.agent, tool.method, arguments):
+                    chunks.append(chunk)
+                    await ctx.session.report_progress(len(chunks), None, json_text(chunk))
+                return _result(chunks, {"chunks": chunks})
+            value = await self.client.request(tool.agent, tool.method, arguments)
+        except JsonRpcError as exc:
+            detail = f": {json_text(exc.data)}" if exc.data is not None else ""
+            text = f"{tool.agent}.{tool.method} answered error {exc.code} {exc.message}{detail}"
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], is_error=True
+            )
+        return _result(value, value if isinstance(value, dict) else None)
+
+    # -- serving ----------------------------------------------------------------------
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    async def run_stdio(self) -> None:
+        """Serve one client on this process's stdin and stdout until it hangs up.
+
+        Stdin is read on the loop when it is a pipe or a terminal, so that cancelling
+        this (a signal) ends it: a read blocked in a thread would keep the process alive.
+        """
+        lines = await _stdin_lines()
+        async with stdio_server(stdin=lines) as (read, write):
+            await self.server.run(read, write, self.initialization_options())
+
+    def close(self) -> None:
+        """End the open ``subscriptions/listen`` streams."""
+        self._listen.close()
+
+
+def _result(value: Any, structured: dict[str, Any] | None) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json_text(value))],
+        structured_content=structured,
+    )
+
+
+class _Lines:
+    """An async iterable of the lines a stream reader gives, as ``stdio_server`` reads them."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while line := await self._reader.readline():
+            yield line.decode("utf-8", errors="replace")
+
+
+async def _stdin_lines() -> Any:
+    """Stdin as lines read on the running loop; None (the SDK's own reader) for a
+    regular file, which no loop can watch."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except (ValueError, OSError):
+        return None
+    return _Lines(reader)
