@@ -1,4 +1,4 @@
-"""The bridge between the asyncio loop and a pykka actor hosting one agent.
+"""A pykka actor hosting one agent, and how work crosses between it and the asyncio loop.
 
 The loop hands a :class:`Job` to the actor with ``tell`` (never ``ask``: the
 loop must not block on a pykka future); the actor runs it in its own thread

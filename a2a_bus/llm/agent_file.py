@@ -41,12 +41,12 @@ from typing import Any
 
 from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
 from a2a_bus.llm.agent_doc import Document, Path_, expect, read_toml, read_yaml
-from a2a_bus.llm.bindings import BindingError, mapped_tool
 from a2a_bus.llm.builder import AgentBuilder
 from a2a_bus.llm.callables import callable_label, resolve_callable
 from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.errors import AgentConfigError, AgentFileError
 from a2a_bus.llm.exit import ExitCondition
+from a2a_bus.llm.input_mapping import InputMappingError, mapped_tool
 from a2a_bus.llm.loop import AgentLoop
 from a2a_bus.llm.mcp_servers import McpConfigError, servers_from
 from a2a_bus.llm.memory.strategies import parse_memory
@@ -304,7 +304,7 @@ def _tool(doc: Document, base: Path, name: str, block: Any) -> AgentTool:
             blocking=blocking,
             label=callable_label(reference),
         )
-    except BindingError as exc:
+    except InputMappingError as exc:
         key = (
             (*path, "input", exc.key)
             if inputs is not None and exc.key in inputs

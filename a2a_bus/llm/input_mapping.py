@@ -26,15 +26,15 @@ _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True, slots=True)
-class Binding:
+class InputSource:
     """Where one parameter's value comes from."""
 
-    source: str  # "tool_args", "ctx" or "const"
+    kind: str  # "tool_args", "ctx" or "const"
     path: tuple[str, ...] = ()
     value: Any = None
 
 
-class BindingError(ValueError):
+class InputMappingError(ValueError):
     """An input mapping that cannot work; ``key`` names the offending entry."""
 
     def __init__(self, key: str, problem: str) -> None:
@@ -42,7 +42,7 @@ class BindingError(ValueError):
         self.key = key
 
 
-def parse_binding(value: Any) -> Binding:
+def parse_source(value: Any) -> InputSource:
     if isinstance(value, str):
         text = value.strip()
         for source in ("tool_args", "ctx"):
@@ -55,8 +55,8 @@ def parse_binding(value: Any) -> Binding:
                         f"{text!r}: only top-level tool_args fields are supported "
                         "(take the object as tool_args.<field> and read it in the function)"
                     )
-                return Binding(source, path)
-    return Binding("const", value=value)
+                return InputSource(source, path)
+    return InputSource("const", value=value)
 
 
 def lookup(values: Mapping[str, Any], path: tuple[str, ...]) -> Any:
@@ -81,7 +81,7 @@ def mapped_tool(
 ) -> FunctionTool:
     """A tool whose parameters are filled by ``inputs`` (see the module doc).
 
-    Raises :class:`BindingError` when the mapping does not fit the function, naming
+    Raises :class:`InputMappingError` when the mapping does not fit the function, naming
     it ``label`` (default: its module and qualified name).
     """
     label = label or _qualname(func)
@@ -93,20 +93,20 @@ def mapped_tool(
     params = signature.parameters
     takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
     summary, docs = parse_docstring(inspect.getdoc(func))
-    bindings: dict[str, Binding] = {}
+    sources: dict[str, InputSource] = {}
     properties: dict[str, Any] = {}
     for param_name, raw in inputs.items():
         if param_name not in params and not takes_kwargs:
-            raise BindingError(param_name, f"{label} has no parameter {param_name!r}")
+            raise InputMappingError(param_name, f"{label} has no parameter {param_name!r}")
         try:
-            binding = parse_binding(raw)
+            source = parse_source(raw)
         except ValueError as exc:
-            raise BindingError(param_name, str(exc)) from None
-        bindings[param_name] = binding
-        if binding.source == "tool_args":
-            field = binding.path[0]
+            raise InputMappingError(param_name, str(exc)) from None
+        sources[param_name] = source
+        if source.kind == "tool_args":
+            field = source.path[0]
             if field in properties:
-                raise BindingError(param_name, f"tool_args.{field} is mapped twice")
+                raise InputMappingError(param_name, f"tool_args.{field} is mapped twice")
             param = params.get(param_name)
             schema = schema_for(hints.get(param_name, param.annotation if param else Any))
             if param_name in docs and "description" not in schema:
@@ -118,12 +118,12 @@ def mapped_tool(
     )
     for param in params.values():
         if (
-            param.name not in bindings
+            param.name not in sources
             and param.name != context_param
             and param.default is param.empty
             and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
         ):
-            raise BindingError(
+            raise InputMappingError(
                 param.name,
                 f"required parameter {param.name!r} of {label} is not in the input mapping",
             )
@@ -137,13 +137,13 @@ def mapped_tool(
 
     def bind(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
-        for param_name, binding in bindings.items():
-            if binding.source == "tool_args":
-                kwargs[param_name] = arguments[binding.path[0]]
-            elif binding.source == "ctx":
-                kwargs[param_name] = lookup(context.context, binding.path)
+        for param_name, source in sources.items():
+            if source.kind == "tool_args":
+                kwargs[param_name] = arguments[source.path[0]]
+            elif source.kind == "ctx":
+                kwargs[param_name] = lookup(context.context, source.path)
             else:
-                kwargs[param_name] = binding.value
+                kwargs[param_name] = source.value
         return kwargs
 
     return FunctionTool(
