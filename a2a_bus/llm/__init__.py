@@ -4,8 +4,7 @@ Transport-free: an :class:`AgentLoop` runs anywhere; the bus hosts it as an acto
 """
 
 from a2a_bus.llm import memory
-from a2a_bus.llm.agent_file import load_agent_file
-from a2a_bus.llm.builder import AgentBuilder
+from a2a_bus.llm.builder import AgentBuilder, load_agent_file
 from a2a_bus.llm.bus_agent import LlmAgent, agent_class_from_file, llm_agent_class
 from a2a_bus.llm.bus_tools import call_agent, publish, read_topic
 from a2a_bus.llm.checkpoint import AgentCheckpoint

@@ -37,28 +37,24 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
 from a2a_bus.llm.agent_doc import Document, Path_, expect, read_toml, read_yaml
-from a2a_bus.llm.builder import AgentBuilder
 from a2a_bus.llm.callables import callable_label, resolve_callable
-from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.errors import AgentConfigError, AgentFileError
 from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.input_mapping import InputMappingError, mapped_tool
-from a2a_bus.llm.loop import AgentLoop
-from a2a_bus.llm.mcp_servers import McpConfigError, servers_from
-from a2a_bus.llm.memory.strategies import parse_memory
+from a2a_bus.llm.mcp_servers import McpConfigError, McpServer, servers_from
+from a2a_bus.llm.memory.strategies import MemoryStrategy, parse_memory
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, FunctionTool
 from a2a_bus.schedule.spec import Schedule, ScheduleError
 
 __all__ = [
     "BusSettings",
+    "FileBuilder",
     "callable_label",
-    "load_agent_file",
-    "parse_agent_file",
-    "read_agent_file",
+    "fill_from_file",
     "resolve_callable",
 ]
 
@@ -108,7 +104,27 @@ class BusSettings:
 # -- validation --------------------------------------------------------------
 
 
-def _build(doc: Document, base: Path) -> AgentBuilder:
+class FileBuilder(Protocol):
+    """What filling a builder from an agent file asks of it
+    (:class:`~a2a_bus.llm.builder.AgentBuilder` is one)."""
+
+    def name(self, name: str) -> object: ...
+    def model(self, model: str) -> object: ...
+    def system_prompt(self, prompt: str) -> object: ...
+    def system_prompt_file(self, path: str | os.PathLike[str]) -> object: ...
+    def max_turns(self, turns: int) -> object: ...
+    def max_tool_concurrency(self, limit: int | None) -> object: ...
+    def temperature(self, temperature: float | None) -> object: ...
+    def tool_timeout(self, seconds: float | None) -> object: ...
+    def memory(self, strategy: MemoryStrategy) -> object: ...
+    def streaming(self, enabled: bool = True) -> object: ...
+    def exit_condition(self, expression: ExitCondition) -> object: ...
+    def tool(self, tool: AgentTool) -> object: ...
+    def mcp_server(self, server: McpServer) -> object: ...
+
+
+def _build(doc: Document, base: Path, builder: FileBuilder) -> str:
+    """Fill ``builder`` from the document; the agent's name."""
     data = doc.data
     if not isinstance(data, Mapping):
         raise doc.error((), "an agent file must be a mapping of keywords (model, tools, ...)")
@@ -117,8 +133,10 @@ def _build(doc: Document, base: Path) -> AgentBuilder:
         raise doc.error(
             (unknown[0],), f"unknown keyword; expected one of {', '.join(sorted(TOP_KEYS))}"
         )
-    name = data.get("name", Path(doc.file).name.split(".")[0])
-    builder = AgentBuilder(expect(doc, ("name",), name, str, "a string"))
+    name = expect(
+        doc, ("name",), data.get("name", Path(doc.file).name.split(".")[0]), str, "a string"
+    )
+    builder.name(name)
     # Optional: without it the LLM client's own model is used.
     if data.get("model") is not None:
         builder.model(expect(doc, ("model",), data["model"], str, "a model id string"))
@@ -193,7 +211,7 @@ def _build(doc: Document, base: Path) -> AgentBuilder:
             raise doc.error(path, str(exc)) from None
         for server in servers:
             builder.mcp_server(server)
-    return builder
+    return name
 
 
 def _bus_settings(doc: Document, name: str) -> BusSettings:
@@ -318,8 +336,8 @@ def _tool(doc: Document, base: Path, name: str, block: Any) -> AgentTool:
 # -- entry points ------------------------------------------------------------
 
 
-def parse_agent_file(path: str | os.PathLike[str]) -> tuple[AgentBuilder, BusSettings]:
-    """Parse and validate an agent file: the builder and the bus settings."""
+def fill_from_file(builder: FileBuilder, path: str | os.PathLike[str]) -> BusSettings:
+    """Parse and validate an agent file into ``builder``; the file's bus settings."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -331,32 +349,4 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[AgentBuilder, BusSet
         )
         raise AgentFileError(str(file), None, "", problem) from None
     doc = read_toml(str(file), text) if file.suffix == ".toml" else read_yaml(str(file), text)
-    builder = _build(doc, file.parent)
-    return builder, _bus_settings(doc, builder.agent_name)
-
-
-def read_agent_file(path: str | os.PathLike[str]) -> AgentBuilder:
-    """Parse and validate an agent file into a builder (add ``.llm(...)``, then build)."""
-    return parse_agent_file(path)[0]
-
-
-def load_agent_file(
-    path: str | os.PathLike[str],
-    *,
-    client: LlmClient | None = None,
-    context: Mapping[str, Any] | None = None,
-) -> AgentLoop:
-    """Build the agent an agent file describes.
-
-    Without ``client``, an :class:`~a2a_bus.llm.openai_client.OpenAIClient`
-    configured from the environment serves the file's model.
-    """
-    builder = read_agent_file(path)
-    if client is None:
-        from a2a_bus.llm.openai_client import OpenAIClient
-
-        client = OpenAIClient(model=builder.model_name)
-    builder.llm(client)
-    if context:
-        builder.context(context)
-    return builder.build()
+    return _bus_settings(doc, _build(doc, file.parent, builder))

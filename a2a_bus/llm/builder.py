@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from a2a_bus.llm.agent_file import BusSettings, fill_from_file
 from a2a_bus.llm.client import LlmClient
 from a2a_bus.llm.errors import AgentConfigError
 from a2a_bus.llm.exit import ExitCondition
@@ -21,6 +22,7 @@ from a2a_bus.llm.mcp_servers import McpServer
 from a2a_bus.llm.memory.store_urls import open_store
 from a2a_bus.llm.memory.stores import ConversationStore
 from a2a_bus.llm.memory.strategies import MemoryStrategy, llm_summarizer, parse_memory, summary
+from a2a_bus.llm.openai_client import OpenAIClient
 from a2a_bus.llm.soul import FileSoul, SoulProvider
 from a2a_bus.llm.tools import AgentTool, FunctionTool
 
@@ -57,9 +59,7 @@ class AgentBuilder:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> AgentBuilder:
         """A builder pre-filled from an agent file (YAML or TOML); add the LLM and build."""
-        from a2a_bus.llm.agent_file import read_agent_file
-
-        return read_agent_file(path)
+        return parse_agent_file(path)[0]
 
     # -- components ------------------------------------------------------------
 
@@ -235,3 +235,28 @@ class AgentBuilder:
     @property
     def model_name(self) -> str | None:
         return self._model
+
+
+def parse_agent_file(path: str | os.PathLike[str]) -> tuple[AgentBuilder, BusSettings]:
+    """Parse and validate an agent file: a builder filled from it, and its bus settings."""
+    builder = AgentBuilder()
+    settings = fill_from_file(builder, path)
+    return builder, settings
+
+
+def load_agent_file(
+    path: str | os.PathLike[str],
+    *,
+    client: LlmClient | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> AgentLoop:
+    """Build the agent an agent file describes.
+
+    Without ``client``, an :class:`~a2a_bus.llm.openai_client.OpenAIClient`
+    configured from the environment serves the file's model.
+    """
+    builder = AgentBuilder.from_file(path)
+    builder.llm(client if client is not None else OpenAIClient(model=builder.model_name))
+    if context:
+        builder.context(context)
+    return builder.build()

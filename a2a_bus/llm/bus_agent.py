@@ -29,7 +29,7 @@ from cloudevents.core.v1.event import CloudEvent
 from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
 from a2a_bus.hosting.agent import Agent, method, subscribe
 from a2a_bus.llm._sync import close_thread_loop
-from a2a_bus.llm.agent_file import parse_agent_file
+from a2a_bus.llm.builder import parse_agent_file
 from a2a_bus.llm.bus_tools import bus_tools as make_bus_tools
 from a2a_bus.llm.chunks import chunk_to_dict
 from a2a_bus.llm.client import LlmClient

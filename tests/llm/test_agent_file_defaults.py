@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from a2a_bus.llm import AgentFileError, OpenAIClient, agent_class_from_file, load_agent_file
-from a2a_bus.llm.agent_file import callable_label, read_agent_file
+from a2a_bus.llm import (
+    AgentBuilder,
+    AgentFileError,
+    OpenAIClient,
+    agent_class_from_file,
+    load_agent_file,
+)
+from a2a_bus.llm.agent_file import callable_label
 
 from .conftest import ScriptedOpenAI
 
@@ -32,7 +38,7 @@ def test_a_file_without_model_uses_the_clients_model(
     tmp_path: Path, llm_server: ScriptedOpenAI, llm_client: OpenAIClient
 ) -> None:
     path = write(tmp_path, "name: support\nsystem_prompt: You help.\n")
-    assert read_agent_file(path).model_name is None
+    assert AgentBuilder.from_file(path).model_name is None
     llm_server.reply("hello")
     assert load_agent_file(path, client=llm_client).run("hi").content == "hello"
     assert llm_server.requests[0]["model"] == llm_client.model == "scripted-model"
@@ -54,9 +60,9 @@ def test_a_file_without_model_and_without_a_client_uses_the_environments_model(
 
 
 def test_an_explicit_null_model_is_the_default_and_a_wrong_type_an_error(tmp_path: Path) -> None:
-    assert read_agent_file(write(tmp_path, "name: s\nmodel:\n")).model_name is None
+    assert AgentBuilder.from_file(write(tmp_path, "name: s\nmodel:\n")).model_name is None
     with pytest.raises(AgentFileError, match=r":2: model: expected a model id string"):
-        read_agent_file(write(tmp_path, "name: s\nmodel: [a, b]\n"))
+        AgentBuilder.from_file(write(tmp_path, "name: s\nmodel: [a, b]\n"))
 
 
 @pytest.mark.parametrize(
@@ -69,7 +75,7 @@ def test_a_tool_mistake_names_the_callable_as_written(tmp_path: Path, reference:
     )
     path = write(tmp_path, text)
     with pytest.raises(AgentFileError) as info:
-        read_agent_file(path)
+        AgentBuilder.from_file(path)
     assert str(info.value) == (
         f"{path}:7: tools.t.input.nope: support_tools.search_knowledge_base has no parameter 'nope'"
     )
@@ -77,7 +83,7 @@ def test_a_tool_mistake_names_the_callable_as_written(tmp_path: Path, reference:
         tmp_path, f"name: h\ntools:\n  t:\n    callable: {reference}\n    input:\n      limit: 2\n"
     )
     with pytest.raises(AgentFileError, match=r"of support_tools\.search_knowledge_base is not in"):
-        read_agent_file(missing)
+        AgentBuilder.from_file(missing)
 
 
 def test_callable_label() -> None:

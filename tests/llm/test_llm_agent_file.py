@@ -18,7 +18,6 @@ from a2a_bus.llm import (
     agent_class_from_file,
     load_agent_file,
 )
-from a2a_bus.llm.agent_file import read_agent_file
 
 from .conftest import ScriptedOpenAI
 
@@ -218,7 +217,7 @@ def test_invalid_files_name_file_line_and_key(
 def assert_file_error(path: Path, line: int, key: str, problem: str) -> None:
     """Reading ``path`` fails with an AgentFileError naming the file, line and key."""
     with pytest.raises(AgentFileError) as info:
-        read_agent_file(path)
+        AgentBuilder.from_file(path)
     error = info.value
     assert (error.file, error.line, error.key) == (str(path), line, key)
     assert problem in error.problem
@@ -277,18 +276,18 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "latin.agent.yaml"
     path.write_bytes("name: caf\xe9\n".encode("latin-1"))
     with pytest.raises(AgentFileError, match="cannot read the file: not UTF-8"):
-        read_agent_file(path)
+        AgentBuilder.from_file(path)
 
 
 def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, 'model = "m"\nmax_turns = 0\n', name="a.agent.toml")
     with pytest.raises(AgentFileError, match=r"a\.agent\.toml:2: max_turns: must be >= 1"):
-        read_agent_file(path)
+        AgentBuilder.from_file(path)
 
 
 def test_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(AgentFileError, match="cannot read the file"):
-        read_agent_file(tmp_path / "missing.agent.yaml")
+        AgentBuilder.from_file(tmp_path / "missing.agent.yaml")
 
 
 # -- builder -------------------------------------------------------------------

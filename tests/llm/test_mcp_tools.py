@@ -255,9 +255,9 @@ def test_agent_file_servers_take_variables_and_the_files_folder(
     )
     os.environ["A2A_TEST_TOKEN"] = "s3cret"
     try:
-        from a2a_bus.llm.agent_file import read_agent_file
+        from a2a_bus.llm import AgentBuilder
 
-        loop = read_agent_file(path).llm(llm_server.client()).build()
+        loop = AgentBuilder.from_file(path).llm(llm_server.client()).build()
     finally:
         del os.environ["A2A_TEST_TOKEN"]
     local, remote = loop.mcp_servers
