@@ -79,12 +79,12 @@ def tcp_connections(endpoints: set[Endpoint], proc: Path = Path("/proc")) -> int
         for line in lines:
             fields = line.split()
             established = fields[3] == ESTABLISHED and fields[9] in inodes
-            if established and _endpoint(fields[2]) in endpoints:
+            if established and kernel_address(fields[2]) in endpoints:
                 count += 1
     return count
 
 
-def _endpoint(hex_address: str) -> Endpoint:
+def kernel_address(hex_address: str) -> Endpoint:
     """``0100007F:2384`` (the kernel's byte order, 32-bit words) -> (``127.0.0.1``, 9092)."""
     address, port = hex_address.split(":")
     raw = bytes.fromhex(address)

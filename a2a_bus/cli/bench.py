@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from rich.progress import (
 
 from a2a_bus.bench import plot as plots
 from a2a_bus.cli import app
+from a2a_bus.cli.common import kafka_failure
 
 #: Benchmark name -> module with ``run(quick: bool, ...) -> Report``; a ``run`` that
 #: takes ``bootstrap`` gets ``--kafka``, one that takes ``progress`` reports its steps.
@@ -87,7 +89,11 @@ def bench(
             progress.update(task, description=f"running {name}")
             module = importlib.import_module(BENCHMARKS[name])
             options = _options(module.run, bootstrap=kafka, progress=show_step)
-            reports.append(module.run(quick=quick, **options))
+            try:
+                reports.append(module.run(quick=quick, **options))
+            except Exception as exc:  # a broker out of reach: one line, exit 1
+                bootstrap = kafka or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+                raise kafka_failure(exc, bootstrap) from None
             progress.update(step, visible=False)
             progress.advance(task)
     for report in reports:
