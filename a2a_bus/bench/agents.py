@@ -304,7 +304,13 @@ def curves(results: Sequence[Result]) -> list[Curve]:
             for transport, (scale, seconds) in SPAWN_TARGETS.items()
         ],
     )
-    rss = Curve("agents-rss", "Memory: RSS growth while spawning", "agents in the process", "MiB")
+    rss = Curve(
+        "agents-rss",
+        "Memory: RSS growth while spawning",
+        "agents in the process",
+        "RSS growth (MiB)",
+        log_y=True,
+    )
     idle = Curve(
         "agents-idle-cpu",
         "Idle CPU of the process (all threads, heartbeat included)",
