@@ -85,8 +85,9 @@ class Sizes:
             _counts(env.get("BENCH_AGENTS_MEMORY"), memory),
             _counts(env.get("BENCH_AGENTS_KAFKA"), kafka),
             float(env.get("BENCH_AGENTS_SECONDS", "60" if quick else "120")),
-            # Whole heartbeats (5 s by default): each window sees as many.
-            float(env.get("BENCH_AGENTS_IDLE", "5" if quick else "10")),
+            # Several heartbeats (every 5 s by default): one more or less moves
+            # the figure little.
+            float(env.get("BENCH_AGENTS_IDLE", "5" if quick else "30")),
         )
 
 
@@ -306,7 +307,7 @@ def curves(results: Sequence[Result]) -> list[Curve]:
     )
     rss = Curve(
         "agents-rss",
-        "Memory: RSS growth while spawning",
+        "Resident memory (RSS) added by spawning",
         "agents in the process",
         "RSS growth (MiB)",
         log_y=True,
