@@ -139,7 +139,10 @@ async def _follow(
         if not line:
             known.note = f"its process ended without a result: {_last_line(errors)}"
             return known
-        message = json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:  # not one of ours (a library writing to stdout, say)
+            continue
         if "result" in message:
             return Result(**message["result"])
         if message.get("step") == "spawn":
@@ -166,10 +169,10 @@ async def measure(
     if bootstrap is None:
         return results
     for n in sizes.kafka:
-        # The trailing dot keeps one scale's names apart from a longer scale's.
         prefix = f"bench{run_id}-{n}"
         spec = Spec("kafka", n, sizes.budget, sizes.idle, bootstrap, prefix, brokers)
         results.append(await run_scale(spec, progress))
+        # With the dot, "...-10." names this scale's topics, not also those of 100.
         await delete_run_topics(bootstrap, f"{prefix}.")
     if not all(result.finished for result in results if result.transport == "kafka"):
         # A process that did not stop its agents left members behind: gone once

@@ -28,8 +28,6 @@ from a2a_bus.bus import Bus
 from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.runtime import loops
 
-#: First requests in flight at once: one, so each latency is the agent's alone.
-IN_FLIGHT = 1
 #: Seconds the bus may take to stop once the result is out.
 STOP_SECONDS = 60.0
 
@@ -121,24 +119,19 @@ async def spawn_all(bus: Bus, classes: list[type[Agent]], deadline: float, resul
 
 
 async def ask_each(bus: Bus, count: int, samples: list[float], result: Result) -> None:
-    """One ``echo`` to each agent, ``IN_FLIGHT`` at a time; the latency of each answer."""
+    """One ``echo`` to each agent, one at a time (each latency is that agent's alone)."""
     client = bus.async_client()
     steps = Steps("first requests", count)
-    pending = iter(range(count))
-
-    async def worker() -> None:
-        for n in pending:
-            start = time.perf_counter()
-            try:
-                answer = await client.request(f"scaled-{n}", "echo", [n])
-            except Exception:  # an error or a timeout: not answered
-                continue
-            if answer == n:
-                samples.append(time.perf_counter() - start)
-                result.answered += 1
-                steps(result.answered)
-
-    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    for n in range(count):
+        start = time.perf_counter()
+        try:
+            answer = await client.request(f"scaled-{n}", "echo", [n])
+        except Exception:  # an error or the request's timeout: not answered
+            continue
+        if answer == n:
+            samples.append(time.perf_counter() - start)
+            result.answered += 1
+            steps(result.answered)
 
 
 async def measure(spec: Spec) -> Result:
@@ -196,8 +189,9 @@ async def _measure(spec: Spec, bus: Bus, result: Result) -> None:
         await asyncio.sleep(spec.idle)
         busy = time.process_time() - cpu
         result.idle_cpu_pct = 100 * busy / (time.perf_counter() - wall)
-    if spec.bootstrap is not None:
-        result.groups, result.members = await census.group_members(spec.bootstrap, spec.prefix)
+    if kafka:
+        marker = f"{spec.prefix}."  # this scale's groups (their names start with it)
+        result.groups, result.members = await census.group_members(str(spec.bootstrap), marker)
 
 
 def main(argv: list[str]) -> None:
