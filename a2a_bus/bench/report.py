@@ -35,6 +35,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Point:
+    """A figure at one scale (``x``: agents, subscribers...)."""
+
     x: float
     #: None: not measured at this scale (``note`` says why, e.g. did not finish).
     y: float | None
@@ -54,7 +56,8 @@ class Target:
 
 @dataclass
 class Curve:
-    """One figure measured at several scales, a series of points per transport."""
+    """One figure measured at several scales: a series of points per transport (or per
+    kind of count), drawn by ``a2a-bus bench --plot``."""
 
     #: File name of its plot, without extension.
     name: str
