@@ -405,6 +405,7 @@ class KafkaTransport(Transport):
             on_undecodable=on_undecodable,
             durable=durable,
             dead_letter=dead_letter,
+            on_stop=self._subscriptions.discard,
         )
         self._subscriptions.add(subscription)
         try:
@@ -424,9 +425,6 @@ class KafkaTransport(Transport):
             raise RuntimeError("the Kafka transport is not started")
         admin = self._require(self._admin)
         return await read_topic(self.settings, admin, self.adaptor, topic, limit, position, newest)
-
-    def _forget(self, subscription: KafkaSubscription) -> None:
-        self._subscriptions.discard(subscription)
 
     @staticmethod
     def _require(client: _Client | None) -> _Client:
