@@ -15,15 +15,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
+from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker, encode_lease
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.transport import KafkaMetrics
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
 
@@ -27,10 +27,18 @@ from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.records import DecodedRecord
 
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.target import Target
-
 log = logging.getLogger(__name__)
+
+
+class Handler(Protocol):
+    """What handles a record (a :class:`~a2a_bus.transport.kafka.target.Target`)."""
+
+    def handle(self, handling: Handling) -> Coroutine[Any, Any, None]:
+        """The coroutine that handles ``handling``'s record."""
+
+    def release(self, records: int) -> None:
+        """``records`` left the in-flight count."""
+
 
 #: Picks handlings (None: all of them).
 Which = Callable[["Handling"], bool] | None
@@ -63,7 +71,7 @@ class Handling(EagerRun):
     def __init__(
         self,
         runs: KeyedRuns,
-        target: Target,
+        target: Handler,
         tp: TopicPartition,
         record: ConsumerRecord,
         decoded: DecodedRecord,

@@ -25,21 +25,18 @@ import contextlib
 import logging
 import re
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 
 from a2a_bus.transport.base import TopicPattern
+from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer, Uncommitted
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
 from a2a_bus.transport.kafka.ownership import Handover, Ownership
 from a2a_bus.transport.kafka.records import decode_record
 from a2a_bus.transport.kafka.target import Routing, Target
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +63,7 @@ class GroupMember:
 
     def __init__(
         self,
-        transport: KafkaTransport,
+        transport: Broker,
         topics: Sequence[str] | TopicPattern,
         group: str,
         routing: Routing,
@@ -106,7 +103,8 @@ class GroupMember:
         self._epoch = 0
         self._closing = False
         self._stopped = False
-        self._assigned = asyncio.Event()
+        #: Set once an assignment's partitions are all sought to their start.
+        self._ready = asyncio.Event()
         #: Assigned partitions whose start is not known yet (kept paused).
         self._learning: set[TopicPartition] = set()
         self._relearning: asyncio.Task[None] | None = None
@@ -138,7 +136,7 @@ class GroupMember:
 
     async def start(self) -> None:
         """Join the group and return once the first assignment is in place (every
-        assigned partition sought to its start)."""
+        assigned partition sought to its start), or after ``join_timeout``."""
         await self._consumer.start()
         listener = _Listener(self)
         if isinstance(self._topics, TopicPattern):
@@ -154,7 +152,7 @@ class GroupMember:
         if self._is_pattern and not self._ownership.existing_topics:
             return  # nothing to be assigned until a matching topic appears
         try:
-            await asyncio.wait_for(self._assigned.wait(), self._settings.join_timeout)
+            await asyncio.wait_for(self._ready.wait(), self._settings.join_timeout)
         except TimeoutError:
             log.warning(
                 "group %s: no partition assignment after %ss",
@@ -165,10 +163,11 @@ class GroupMember:
     async def _wait_for_metadata(self, topics: set[str]) -> None:
         """Wait until freshly created topics are in the cluster metadata, so the
         first assignment already covers them."""
-        deadline = asyncio.get_running_loop().time() + self._settings.join_timeout
-        while not topics <= await self._consumer.topics():
-            if asyncio.get_running_loop().time() > deadline:
-                log.warning("group %s: %d topics not in metadata yet", self.group, len(topics))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.join_timeout
+        while {tp.topic for tp in await self._transport.partitions(sorted(topics))} < topics:
+            if loop.time() > deadline:
+                log.warning("group %s: topics not in metadata yet", self.group)
                 return
             await asyncio.sleep(0.05)
 
@@ -281,11 +280,20 @@ class GroupMember:
             for tp in assigned:
                 self._by_topic.setdefault(tp.topic, []).append(tp)
             if not await self._learn(assigned):
+                # Not in this callback, whose length holds up the whole group.
                 self._relearning = asyncio.create_task(self._relearn(assigned, self._epoch))
-        self._assigned.set()
+                return
+        self._ready.set()
 
     async def _learn(self, partitions: set[TopicPartition]) -> bool:
-        if not await self._ownership.learn(partitions):
+        # Bounded well inside the session timeout: partitions created a moment
+        # ago answer only once their leader loaded them (seconds for thousands).
+        attempt = self._settings.session_timeout_ms / 3000
+        try:
+            if not await asyncio.wait_for(self._ownership.learn(partitions), attempt):
+                return False
+        except TimeoutError:
+            log.info("group %s: partitions not ready yet, trying again", self.group)
             return False
         self._learning -= partitions
         for target in {self._routing.target(tp.topic) for tp in partitions}:
@@ -297,6 +305,7 @@ class GroupMember:
         while self._epoch == epoch:
             await asyncio.sleep(RETRY_DELAY)
             if self._epoch == epoch and await self._learn(partitions):
+                self._ready.set()
                 return
 
     def _final_leases(

@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
+from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease
 from a2a_bus.transport.kafka.committer import Committer
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +45,7 @@ class Ownership:
 
     def __init__(
         self,
-        transport: KafkaTransport,
+        transport: Broker,
         consumer: AIOKafkaConsumer,
         commits: Committer,
         group: str,

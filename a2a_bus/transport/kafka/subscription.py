@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from aiokafka import TopicPartition
 
 from a2a_bus.transport.base import Handler, Subscription, TopicPattern, UndecodableHandler
+from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.keys import KeyedRuns
 from a2a_bus.transport.kafka.member import GroupMember
 from a2a_bus.transport.kafka.target import OneTarget, Target
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.transport import KafkaTransport
 
 
 class KafkaSubscription(Subscription):
@@ -29,7 +26,7 @@ class KafkaSubscription(Subscription):
 
     def __init__(
         self,
-        transport: KafkaTransport,
+        transport: Broker,
         topics: Sequence[str] | TopicPattern,
         group: str,
         handler: Handler,

@@ -16,17 +16,15 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
 
 from a2a_bus.transport.base import Delivery, Handler, UndecodableHandler, report_undecodable
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka.broker import Broker
+from a2a_bus.transport.kafka.keys import Handling
 from a2a_bus.transport.kafka.records import failure_reason
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.keys import Handling
-    from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +34,7 @@ class Target:
 
     def __init__(
         self,
-        transport: KafkaTransport,
+        transport: Broker,
         handler: Handler,
         name: str,
         *,
