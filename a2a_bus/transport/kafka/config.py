@@ -51,11 +51,10 @@ class KafkaSettings:
     compression_type: str | None = None
     # Consumer tuning.
     fetch_max_wait_ms: int = 100
-    #: The same for the one consumer of all agent inboxes of a process: each
-    #: idle fetch costs it Python work per partition of every inbox (a fetch
-    #: returns as soon as a record arrives, so this bounds only idle waits and
-    #: how soon a resumed inbox is fetched again while the others are idle).
-    inbox_fetch_max_wait_ms: int = 1_000
+    #: The longest fetch wait of the one consumer of all agent inboxes of a
+    #: process, which waits 1.5 ms per partition it consumes (at least
+    #: ``fetch_max_wait_ms``): each idle fetch costs Python work per partition.
+    inbox_fetch_max_wait_ms: int = 5_000
     max_poll_records: int = 500
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1_000

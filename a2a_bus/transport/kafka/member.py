@@ -214,11 +214,12 @@ class GroupMember:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         target.drop_backlog()
-        self.sync_pause(target)
+        self._sync_fetching(target)
 
-    def sync_pause(self, target: Target) -> None:
-        """Pause or resume the partitions of ``target`` as its state says
-        (partitions whose start is still being learned stay paused)."""
+    def _sync_fetching(self, target: Target) -> None:
+        """Pause or resume fetching the partitions of ``target`` as
+        ``target.fetching`` says (partitions whose start is still being learned
+        stay paused)."""
         if self._closing:
             return
         partitions = self._partitions_of(target)
@@ -298,7 +299,7 @@ class GroupMember:
         self._learning -= partitions
         for target in {self._routing.target(tp.topic) for tp in partitions}:
             if target is not None:
-                self.sync_pause(target)
+                self._sync_fetching(target)
         return True
 
     async def _relearn(self, partitions: set[TopicPartition], epoch: int) -> None:
@@ -371,13 +372,14 @@ class GroupMember:
     ) -> None:
         """Start handling ``records`` of ``tp`` in offset order.
 
-        When ``target`` is full the rest go to its backlog (``spill``, from the
-        dispatch loop) or wait for a free slot (from the backlog's own task).
+        When ``target`` is full or paused the rest go to its backlog (``spill``,
+        from the dispatch loop) or wait until it takes records again (from the
+        backlog's own task).
         The common case is synchronous (a free slot, the offset well inside the
         committed lease); only the rest awaits.
         """
         for index, record in enumerate(records):
-            if target.in_flight >= target.max_in_flight:
+            if target.paused or target.in_flight >= target.max_in_flight:
                 if spill:
                     self._spill(target, tp, records[index:], epoch)
                     return
@@ -398,7 +400,8 @@ class GroupMember:
         self, target: Target, tp: TopicPartition, records: list[ConsumerRecord], epoch: int
     ) -> None:
         """Keep ``records`` in ``target``'s backlog, handed out by a task of its own
-        as slots free up; its partitions are paused while the backlog is long."""
+        as it takes records again; its partitions are paused while the backlog
+        holds ``max_in_flight`` records or more."""
         target.backlog.append((tp, records, epoch))
         target.backlog_records += len(records)
         if target.draining is None:
@@ -406,7 +409,7 @@ class GroupMember:
                 self._drain_backlog(target), name=f"kafka-backlog-{target.name}"
             )
         if not target.fetching:
-            self.sync_pause(target)
+            self._sync_fetching(target)
 
     async def _drain_backlog(self, target: Target) -> None:
         try:
@@ -414,11 +417,11 @@ class GroupMember:
                 tp, records, epoch = target.backlog.popleft()
                 target.backlog_records -= len(records)
                 if target.fetching:
-                    self.sync_pause(target)  # fetch more while these are handed out
+                    self._sync_fetching(target)  # fetch more while these are handed out
                 await self._hand_out(tp, records, epoch, target, spill=False)
         finally:
             target.draining = None
-            self.sync_pause(target)
+            self._sync_fetching(target)
 
     async def _prepare(
         self, tp: TopicPartition, offset: int, epoch: int

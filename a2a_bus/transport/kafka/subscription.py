@@ -70,12 +70,10 @@ class KafkaSubscription(Subscription):
         self._on_stop(self)
 
     def pause(self) -> None:
-        self._target.paused = True
-        self._member.sync_pause(self._target)
+        self._target.pause(True)
 
     def resume(self) -> None:
-        self._target.paused = False
-        self._member.sync_pause(self._target)
+        self._target.pause(False)
 
     @property
     def assignment(self) -> set[TopicPartition]:

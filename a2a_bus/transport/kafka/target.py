@@ -5,9 +5,9 @@ single-group subscription has one target for all its topics, the inboxes of a
 process one target per inbox topic. The target keeps what belongs to the
 subscription rather than to a consumer: its handler, its de-duplication window,
 the records it has in flight (at most ``max_in_flight``), whether its
-subscriber paused it, and the records fetched while it was full (its backlog,
-handed out in order as handlers finish while the consumer fetches the other
-targets' records).
+subscriber paused it, and the records fetched while it was full or paused (its
+backlog, handed out in order as it takes records again, while the consumer
+fetches the other targets' records).
 """
 
 from __future__ import annotations
@@ -70,18 +70,36 @@ class Target:
 
     @property
     def fetching(self) -> bool:
-        """Whether its partitions should be fetched now: not paused, not stopping,
-        and less than ``max_in_flight`` records waiting in the backlog."""
-        return not (self.paused or self.stopping or self.backlog_records >= self.max_in_flight)
+        """Whether its partitions should be fetched now: not stopping, and less
+        than ``max_in_flight`` records waiting in the backlog.
+
+        A paused target takes no records, but its partitions are fetched until
+        its backlog is that long: on resume those are handed out at once while
+        the consumer fetches again (which may take its whole idle wait).
+        """
+        return not (self.stopping or self.backlog_records >= self.max_in_flight)
+
+    @property
+    def full(self) -> bool:
+        """Whether it takes no record now (paused, or ``max_in_flight`` in flight)."""
+        return self.paused or self.in_flight >= self.max_in_flight
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
+        if not paused:
+            self._wake()
 
     async def wait_for_slot(self) -> None:
-        while self.in_flight >= self.max_in_flight:
+        while self.full:
             self._slot_freed = asyncio.get_running_loop().create_future()
             await self._slot_freed
 
     def release(self, records: int) -> None:
         """``records`` left the in-flight count (finished or dropped)."""
         self.in_flight -= records
+        self._wake()
+
+    def _wake(self) -> None:
         waiter = self._slot_freed
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
