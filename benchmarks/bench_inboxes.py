@@ -1,7 +1,7 @@
 """Agent inboxes on one Kafka consumer: time to subscribe N inboxes, and idle CPU.
 
 python benchmarks/bench_inboxes.py [bootstrap] [--sizes 10,100,1000] [--idle 10]
-                                   [--inbox-fetch-max-wait-ms 1000[,2000...]] [--sequential 10]
+                                   [--inbox-fetch-max-wait-ms 5000[,1000...]] [--sequential 10]
 
 For each size N, with topics of its own (deleted at the end):
 
@@ -9,10 +9,11 @@ For each size N, with topics of its own (deleted at the end):
   N agents makes them (the topics are created), until every one returned (its
   topic assigned); then one event to each inbox until every inbox handled it;
 * restart: another transport (a restarted process) subscribing the same N
-  inboxes, which exist now; once per ``--inbox-fetch-max-wait-ms`` value;
+  inboxes, which exist now; once per ``--inbox-fetch-max-wait-ms`` value (the
+  ceiling of the consumer's idle fetch wait, which is 1.5 ms per partition);
 * idle: then this process's CPU time over ``--idle`` seconds with the N inboxes
   subscribed and nothing to do, as a share of one core (the consumer's fetches,
-  heartbeats and metadata refreshes);
+  heartbeats and metadata refreshes), with the idle fetch wait it had;
 * one more: then adding an inbox (a rejoin in the group of N + 1 topics).
 
 ``--sequential K`` also times K subscribes made one after another (each waits
@@ -33,14 +34,17 @@ from a2a_bus.bench.kafka import delete_run_topics
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery
 from a2a_bus.transport.base import Inboxes
-from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.kafka import KafkaSettings, KafkaTransport
+from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
 
 
-def transport_for(args: argparse.Namespace, run_id: str, wait: int | None = None) -> KafkaTransport:
+def transport_for(
+    args: argparse.Namespace, run_id: str, ceiling: int | None = None
+) -> KafkaTransport:
     return KafkaTransport(
         args.bootstrap,
         dlq_topic=f"bench.inboxes.{run_id}.dlq",
-        inbox_fetch_max_wait_ms=args.inbox_fetch_max_wait_ms[0] if wait is None else wait,
+        inbox_fetch_max_wait_ms=args.inbox_fetch_max_wait_ms[0] if ceiling is None else ceiling,
     )
 
 
@@ -85,19 +89,22 @@ async def measure(args: argparse.Namespace, size: int) -> dict[str, Any]:
                 await asyncio.sleep(0.01)
             result["all answered s"] = time.perf_counter() - started
         seen.clear()
-        for wait in args.inbox_fetch_max_wait_ms:
+        for ceiling in args.inbox_fetch_max_wait_ms:
             seen.clear()
-            transport = transport_for(args, run_id, wait)
+            transport = transport_for(args, run_id, ceiling)
             async with transport:
                 inboxes = transport.inboxes(prefix)
-                result[f"restart s ({wait} ms)"] = await subscribe_all(inboxes, topics, seen)
+                restart = await subscribe_all(inboxes, topics, seen)
+                partitions = len(await transport.partitions(topics))
+                wait = idle_fetch_wait(transport.settings, partitions)
+                result[f"restart s (wait {wait} ms)"] = restart
                 await asyncio.sleep(2)  # the assignment's own requests are over
-                result[f"idle CPU % ({wait} ms)"] = await idle_cpu(args.idle)
-                extra = f"bench.inboxes.{run_id}.extra{wait}"
+                result[f"idle CPU % (wait {wait} ms)"] = await idle_cpu(args.idle)
+                extra = f"bench.inboxes.{run_id}.extra{ceiling}"
                 await transport.ensure_topics([extra])
                 started = time.perf_counter()
                 await inboxes.subscribe(extra, ignore)
-                result[f"one more s ({wait} ms)"] = time.perf_counter() - started
+                result[f"one more s (wait {wait} ms)"] = time.perf_counter() - started
             topics.append(extra)  # the next restart is a process with these
     finally:
         await delete_run_topics(args.bootstrap, run_id)
@@ -149,8 +156,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--inbox-fetch-max-wait-ms",
         type=lambda s: [int(x) for x in s.split(",")],
-        default=[1000],
-        help="one restart and idle measurement per value (comma-separated)",
+        default=[KafkaSettings().inbox_fetch_max_wait_ms],
+        help="ceilings of the idle fetch wait: a restart and idle measurement each",
     )
     parser.add_argument("--sequential", type=int, default=0)
     asyncio.run(main(parser.parse_args()))

@@ -164,8 +164,9 @@ class KafkaInboxes(Inboxes):
         if target.stopping:
             return
         target.stopping = True
-        if self._member is not None:
-            await self._member.withdraw(target)
+        member = self._member
+        if member is not None:
+            await member.withdraw(target)
         runs = self._runs
         if runs is not None:
 
@@ -173,7 +174,10 @@ class KafkaInboxes(Inboxes):
                 return handling.target is target
 
             if await runs.drain(of_target, self._settings.drain_timeout):
-                target.release(len(runs.drop_queued(of_target)))
+                if member is not None and member is self._member:
+                    member.drop_queued(of_target)
+                else:  # replaced meanwhile: that member committed already
+                    target.release(len(runs.drop_queued(of_target)))
                 running = runs.running(of_target)
                 for handling in running:
                     handling.cancel()

@@ -33,7 +33,7 @@ from a2a_bus.transport.base import TopicPattern
 from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer, Uncommitted
-from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
+from a2a_bus.transport.kafka.keys import Handling, KeyedRuns, Which
 from a2a_bus.transport.kafka.ownership import Handover, Ownership
 from a2a_bus.transport.kafka.records import decode_record
 from a2a_bus.transport.kafka.target import Routing, Target
@@ -109,6 +109,8 @@ class GroupMember:
         self._learning: set[TopicPartition] = set()
         self._relearning: asyncio.Task[None] | None = None
         self._by_topic: dict[str, list[TopicPartition]] = {}
+        #: Offsets of records dropped from the key queues, never handed out.
+        self._never_handled: dict[TopicPartition, set[int]] = {}
         self._commits = (Committer if durable else Uncommitted)(
             self._consumer,
             group,
@@ -193,7 +195,7 @@ class GroupMember:
             await self.withdraw(target)
         timeout = self._settings.drain_timeout if drain_timeout is None else drain_timeout
         unfinished = await self._runs.drain(None, timeout) if timeout > 0 else []
-        dropped = self._release(self._runs.drop_queued(None))
+        self.drop_queued(None)
         if cancel and unfinished:
             running = self._runs.running(None)
             for handling in running:
@@ -201,7 +203,7 @@ class GroupMember:
             log.warning("group %s: %d handlers cancelled at stop", self.group, len(running))
             await self._runs.drain(None, None)
         await self._commits.stop()
-        final = self._final_leases(self._trackers, dropped)
+        final = self._final_leases(self._trackers)
         await self._commits.commit(list(self._trackers), final=final)
         await self._consumer.stop()
 
@@ -259,10 +261,11 @@ class GroupMember:
 
         await self._runs.drain(of_revoked, self._settings.drain_timeout)
         # Queued records were not handed to a handler: the next owner handles them.
-        dropped = self._release(self._runs.drop_queued(of_revoked))
-        await self._commits.commit(revoked, final=self._final_leases(revoked, dropped))
+        self.drop_queued(of_revoked)
+        await self._commits.commit(revoked, final=self._final_leases(revoked))
         for tp in revoked:
             self._trackers.pop(tp, None)
+            self._never_handled.pop(tp, None)
         self._ownership.forget(revoked)
         self._learning -= gone
         for topic in {tp.topic for tp in revoked}:
@@ -309,24 +312,26 @@ class GroupMember:
                 self._ready.set()
                 return
 
-    def _final_leases(
-        self, partitions: Collection[TopicPartition], dropped: list[Handling]
-    ) -> dict[TopicPartition, int]:
-        """The lease to commit for partitions this member hands out nothing more
-        from: one past the last record it handed to a handler (queued records
-        that never reached one left aside), and no less than the bound it
-        inherited (records the previous owner may have handed out and this
-        member did not reach stay flagged for the next)."""
-        never_handled: dict[TopicPartition, set[int]] = {}
-        for handling in dropped:
+    def drop_queued(self, which: Which) -> None:
+        """Drop the records queued behind a running record that ``which`` picks:
+        they never reached a handler, and the next owner fetches them again."""
+        for handling in self._runs.drop_queued(which):
+            handling.target.release(1)
             if self._trackers.get(handling.tp) is handling.tracker:
-                never_handled.setdefault(handling.tp, set()).add(handling.record.offset)
+                self._never_handled.setdefault(handling.tp, set()).add(handling.record.offset)
+
+    def _final_leases(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        """The lease to commit for partitions this member hands out nothing more
+        from: one past the last record it handed to a handler (dropped queued
+        records left aside), and no less than the bound it inherited (records
+        the previous owner may have handed out and this member did not reach
+        stay flagged for the next)."""
         final: dict[TopicPartition, int] = {}
         for tp in partitions:
             tracker = self._trackers.get(tp)
             if tracker is None:
                 continue
-            end = tracker.handed_out_end(never_handled.get(tp, ())) or 0
+            end = tracker.handed_out_end(self._never_handled.get(tp, ())) or 0
             final[tp] = max(end, self._redelivery_bound.get(tp, 0))
         return final
 
@@ -472,10 +477,3 @@ class GroupMember:
                 self._runs, target, tp, record, decoded, tracker, redelivered, self._commit_wanted
             )
         )
-
-    @staticmethod
-    def _release(dropped: list[Handling]) -> list[Handling]:
-        """Count records dropped from the queues out of their targets' in-flight."""
-        for handling in dropped:
-            handling.target.release(1)
-        return dropped
