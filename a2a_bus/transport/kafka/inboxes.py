@@ -29,9 +29,10 @@ from aiokafka.errors import KafkaError
 from a2a_bus.transport.base import Handler, Inboxes, Subscription
 from a2a_bus.transport.kafka.broker import Broker, check_topic_name
 from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.dispatch import RETRY_DELAY
 from a2a_bus.transport.kafka.groups import composition_group, survey
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
-from a2a_bus.transport.kafka.member import RETRY_DELAY, GroupMember
+from a2a_bus.transport.kafka.member import GroupMember
 from a2a_bus.transport.kafka.ownership import Handover
 from a2a_bus.transport.kafka.target import Target
 
