@@ -61,24 +61,27 @@ class InboxConflict(RuntimeError):
 class Survey:
     """What the other inbox groups of a prefix mean for a composition."""
 
-    conflict: InboxConflict | None = None
+    #: Per topic of the composition that another group consumes: the refusal.
+    conflicts: dict[str, InboxConflict] = field(default_factory=dict)
     #: Per partition of the composition's topics: the newest (offset, lease)
-    #: another group committed.
+    #: another group committed (read only when there is no conflict).
     handover: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
 
 async def survey(broker: Broker, prefix: str, group: str, topics: frozenset[str]) -> Survey:
-    """Look for a conflict with ``group`` (consuming ``topics``), else read the handover."""
+    """Look for conflicts with ``group`` (consuming ``topics``), else read the handover."""
     others = sorted(
         name
         for name in await broker.consumer_groups()
         if name != group and is_composition_group(prefix, name)
     )
     consuming = await broker.group_topics(others)
+    conflicts: dict[str, InboxConflict] = {}
     for other in others:
-        shared = consuming.get(other, set()) & topics
-        if shared:
-            return Survey(conflict=InboxConflict(min(shared), group, other))
+        for topic in sorted(consuming.get(other, set()) & topics):
+            conflicts.setdefault(topic, InboxConflict(topic, group, other))
+    if conflicts:
+        return Survey(conflicts=conflicts)
     handover: dict[TopicPartition, tuple[int, int]] = {}
     for other in others:
         for tp, (offset, metadata) in (await broker.committed_offsets(other)).items():

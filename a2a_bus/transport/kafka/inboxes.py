@@ -30,7 +30,7 @@ from a2a_bus.transport.base import Handler, Inboxes, Subscription
 from a2a_bus.transport.kafka.broker import Broker, check_topic_name
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.dispatch import RETRY_DELAY
-from a2a_bus.transport.kafka.groups import composition_group, survey
+from a2a_bus.transport.kafka.groups import InboxConflict, composition_group, survey
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
 from a2a_bus.transport.kafka.member import GroupMember
 from a2a_bus.transport.kafka.ownership import Handover
@@ -56,6 +56,14 @@ def idle_fetch_wait(settings: KafkaSettings, partitions: int) -> int:
     """
     wait = max(settings.fetch_max_wait_ms, round(partitions * _WAIT_PER_PARTITION_MS))
     return min(settings.inbox_fetch_max_wait_ms, wait)
+
+
+class _Refused(Exception):
+    """Other compositions' groups consume some of the wanted topics."""
+
+    def __init__(self, conflicts: dict[str, InboxConflict]) -> None:
+        super().__init__(next(iter(conflicts.values())))
+        self.conflicts = conflicts
 
 
 class _Change:
@@ -241,6 +249,11 @@ class KafkaInboxes(Inboxes):
                 return
             try:
                 await self._switch()
+            except _Refused as refused:
+                if self._refuse(refused.conflicts):
+                    continue  # without the refused inboxes at once
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_DELAY)
             except Exception as exc:
                 if not self._changes:
                     log.error("inboxes %s: cannot rejoin: %s", self.group_prefix, exc)
@@ -288,9 +301,9 @@ class KafkaInboxes(Inboxes):
 
     async def _prepare(self) -> tuple[frozenset[str], str, Handover]:
         """The topics to join now, their group and handover, once no other
-        composition's group consumes any of them; :class:`InboxConflict` if one
-        still does after ``join_timeout`` (a process of another composition
-        that is leaving, or one killed, gets that long)."""
+        composition's group consumes any of them; :class:`_Refused` if one still
+        does after ``join_timeout`` (a process of another composition that is
+        leaving, or one killed, gets that long)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._settings.join_timeout
         while True:
@@ -305,9 +318,9 @@ class KafkaInboxes(Inboxes):
             except KafkaError as exc:  # e.g. a group deleted while it was described
                 problem = exc
             else:
-                if found.conflict is None:
+                if not found.conflicts:
                     return wanted, group, found.handover
-                problem = found.conflict
+                problem = _Refused(found.conflicts)
             if loop.time() >= deadline:
                 raise problem
             await asyncio.sleep(RETRY_DELAY)
@@ -324,6 +337,27 @@ class KafkaInboxes(Inboxes):
             else:
                 pending.append(change)
         self._changes = pending
+
+    def _refuse(self, conflicts: dict[str, InboxConflict]) -> bool:
+        """Fail the subscribes of ``conflicts``' topics, each with its own error.
+        True if the others can be joined now; else every pending change fails
+        with the conflict over an inbox the process had already."""
+        pending = []
+        for change in self._changes:
+            topic = change.target.topic
+            assert topic is not None
+            if change.present and topic in conflicts and not change.done.done():
+                self._forget(change.target)
+                change.done.set_exception(conflicts[topic])
+            else:
+                pending.append(change)
+        self._changes = pending
+        kept = [error for topic, error in conflicts.items() if topic in self._wanted()]
+        if not kept:
+            return True
+        log.error("inboxes %s: cannot rejoin: %s", self.group_prefix, kept[0])
+        self._fail(kept[0])
+        return False
 
     def _fail(self, error: BaseException) -> None:
         """Fail every pending change; the inboxes that were to be added are not."""
