@@ -239,19 +239,19 @@ class GroupMember:
             # Nothing is fetched before the start is known; records fetched
             # before this pause are dropped by the dispatch loop.
             self._dispatch.assigned(assigned)
-            if not await self._learn(assigned):
+            # Within a third of the session timeout in this callback: partitions
+            # created a moment ago answer only once their leader loaded them
+            # (tens of seconds for thousands).
+            if not await self._learn(assigned, self._settings.session_timeout_ms / 3000):
                 # Not in this callback, whose length holds up the whole group.
                 epoch = self._dispatch.epoch
                 self._relearning = asyncio.create_task(self._relearn(assigned, epoch))
                 return
         self._ready.set()
 
-    async def _learn(self, partitions: set[TopicPartition]) -> bool:
-        # Bounded well inside the session timeout: partitions created a moment
-        # ago answer only once their leader loaded them (seconds for thousands).
-        attempt = self._settings.session_timeout_ms / 3000
+    async def _learn(self, partitions: set[TopicPartition], within: float | None = None) -> bool:
         try:
-            if not await asyncio.wait_for(self._ownership.learn(partitions), attempt):
+            if not await asyncio.wait_for(self._ownership.learn(partitions), within):
                 return False
         except TimeoutError:
             log.info("group %s: partitions not ready yet, trying again", self.group)
