@@ -66,8 +66,6 @@ class Hosting:
     context: BusContext
     #: Answers callers in this process, and tracks the generators streaming from here.
     dispatcher: Dispatcher
-    #: The process's inbox consumer (one per process on Kafka).
-    inboxes: Inboxes
     policy: RestartPolicy
     #: Makes the sync client each agent instance gets as ``agent.client``.
     client: Callable[[], Client]
@@ -126,8 +124,9 @@ class AgentHost:
         agent.client = self.hosting.client()
         return agent
 
-    async def start(self) -> None:
-        """Start the replicas, then consume the inbox and the subscribed subjects."""
+    async def start(self, inboxes: Inboxes) -> None:
+        """Start the replicas, then consume the inbox (through the process's inbox
+        consumer of this start of the bus) and the subscribed subjects."""
         hosting, topics = self.hosting, self._context.topics
         mailbox = self.agent_cls.mailbox_size
         for index in range(self.replica_count):
@@ -143,7 +142,7 @@ class AgentHost:
             self.replicas.append(replica)
         in_flight = mailbox * self.replica_count
         self._subscriptions.append(
-            await hosting.inboxes.subscribe(
+            await inboxes.subscribe(
                 topics.agent(self.agent_id), self._on_inbox, max_in_flight=in_flight
             )
         )

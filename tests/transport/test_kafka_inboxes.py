@@ -401,6 +401,48 @@ async def test_a_process_with_another_set_of_agents_takes_over_where_the_last_st
     assert flags == {3: True, 4: True, 5: False}
 
 
+async def test_an_inbox_consumed_by_a_group_of_its_own_before_is_taken_over_at_its_commit(
+    kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """Upgrading from one group per inbox (named after the topic) neither replays what
+    that group handled nor skips what it had not."""
+    inbox = f"test.inbox.{uid}.upgraded"
+    options: dict[str, Any] = {"partitions": 1, "dlq_topic": f"test.dlq.{uid}"}
+    async with KafkaTransport(kafka_bootstrap, **options) as before:
+        assert isinstance(before, KafkaTransport)
+        earlier = Recorder()
+        subscription = await before.subscribe([inbox], inbox, earlier, from_beginning=True)
+        for n in range(3):
+            await before.publish(inbox, event(n))
+        await wait_until(lambda: earlier.numbers() == [0, 1, 2], "the old group's records")
+        await subscription.stop()  # commits what it handled
+    async with KafkaTransport(kafka_bootstrap, **options) as after:
+        assert isinstance(after, KafkaTransport)
+        await after.publish(inbox, event(3))
+        later = Recorder()
+        await after.inboxes(prefix).subscribe(inbox, later)
+        await wait_until(lambda: 3 in later.numbers(), "the record after the upgrade")
+        await asyncio.sleep(0.3)  # a (wrong) replay would arrive right behind
+    assert later.numbers() == [3]
+
+
+async def test_a_group_of_its_own_still_consuming_an_inbox_is_a_conflict(
+    kafka_bootstrap: str, transport: KafkaTransport, prefix: str, uid: str
+) -> None:
+    """A process of an earlier version (one group per inbox) still running beside a
+    new one would handle that agent's requests twice: the new one refuses."""
+    inbox = f"test.inbox.{uid}.shared"
+    running = await transport.subscribe([inbox], inbox, Recorder(), from_beginning=True)
+    try:
+        async with KafkaTransport(kafka_bootstrap, join_timeout=2, dlq_topic=f"d.{uid}") as other:
+            assert isinstance(other, KafkaTransport)
+            with pytest.raises(InboxConflict) as refused:
+                await other.inboxes(prefix).subscribe(inbox, Recorder())
+        assert refused.value.other == inbox
+    finally:
+        await running.stop()
+
+
 async def test_an_undecodable_record_goes_to_the_dlq_and_is_committed(
     transport: KafkaTransport, kafka_bootstrap: str, prefix: str, uid: str
 ) -> None:

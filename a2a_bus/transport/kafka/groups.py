@@ -5,7 +5,9 @@ One consumer serves all the inbox topics of a process, in the group
 names: processes that host the same agents are members of one group and share
 its partitions, so each request is handled by one of them. A process whose
 agents change joins another group. Before it joins, it surveys the other
-groups named ``<prefix>.*``:
+groups named ``<prefix>.*``, and the groups named after one of its inbox topics
+(one group per inbox: how inboxes were consumed before, and how a transport
+without a shared inbox consumer still consumes them):
 
 * one whose members consume one of its topics right now is a *conflict*: two
   processes with different sets of agents would both handle that agent's
@@ -73,7 +75,7 @@ async def survey(broker: Broker, prefix: str, group: str, topics: frozenset[str]
     others = sorted(
         name
         for name in await broker.consumer_groups()
-        if name != group and is_composition_group(prefix, name)
+        if name != group and (is_composition_group(prefix, name) or name in topics)
     )
     consuming = await broker.group_topics(others)
     conflicts: dict[str, InboxConflict] = {}
