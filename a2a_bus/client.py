@@ -67,14 +67,6 @@ class EventPage(NamedTuple):
     undecodable: int = 0
 
 
-def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
-    """Refuse ``value`` unless every transport carries it (see :mod:`a2a_bus.core.payload`):
-    -32602 when it is not JSON, -32005 when it is too large; nothing is sent."""
-    error = refusal(value, what, binary=binary)
-    if error is not None:
-        raise error
-
-
 #: Characters of method name and agent id below which the envelope of a message
 #: made here needs no measuring: the rest of it is the bus's own (its source and
 #: prefix, a counter id, fixed names), and even at 6 bytes of JSON per character,
@@ -113,7 +105,9 @@ class AsyncClient:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             # Checked here, once: the in-memory transport would carry anything, Kafka not.
-            _check_json(params, "params")
+            error = refusal(params, "params")
+            if error is not None:
+                raise error
             message["params"] = params
         if request:
             message["id"] = next(self._ids)
@@ -159,7 +153,9 @@ class AsyncClient:
             validate_subject(subject)
         except RoutingError as exc:
             raise exc.json_rpc_error() from None
-        _check_json(data, "data", binary=True)
+        error = refusal(data, "data", binary=True)
+        if error is not None:
+            raise error
         attributes: dict[str, Any] = {
             "source": self._context.source,
             "type": type or f"{self._context.adaptor.prefix}.{subject}",

@@ -196,19 +196,23 @@ def decide(
     event: CloudEvent,
     topics: Topics,
     method_owner: Callable[[str], str | None] | None = None,
+    kind: Kind | None = None,
 ) -> Route:
     """Route ``event``: reply, P2P (``targetagent``), pub/sub (``subject``), or
     by method to the agent that declares it (``method_owner``). The record key
-    is the protocol's ``record_key``."""
+    is the protocol's ``record_key``. ``kind``: the event's
+    :func:`~a2a_bus.protocol.event_kind`, when the caller knows it already."""
     key = record_key(event)
     attributes = event.get_attributes()  # read directly: every event is routed
-    if event_kind(event) is Kind.RESPONSE:
+    if (event_kind(event) if kind is None else kind) is Kind.RESPONSE:
         reply_to = attributes.get(ext.REPLY_TO)
         if reply_to is None:
             raise RoutingError(INVALID_REQUEST, "response event without a reply topic")
         return Route(RouteKind.REPLY, validate_name(reply_to, "reply topic"), key)
     target = attributes.get(ext.TARGET_AGENT)
     if target is not None:
+        if key is None:
+            return _unkeyed_p2p(topics.prefix, target)
         return Route(RouteKind.P2P, _agent_topic(topics.prefix, target), key, target)
     subject = attributes.get("subject")
     if subject is not None:
@@ -223,3 +227,9 @@ def decide(
         # The JSON-RPC spec's own wording; the method goes in ``data``.
         raise RoutingError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
     return Route(RouteKind.BY_METHOD, topics.agent(owner), key, agent_id=owner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unkeyed_p2p(prefix: str, agent_id: str) -> Route:
+    # Cached (a route is immutable): most requests go to an agent without a key.
+    return Route(RouteKind.P2P, _agent_topic(prefix, agent_id), None, agent_id)

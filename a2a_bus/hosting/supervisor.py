@@ -130,11 +130,20 @@ class Replica:
         future = job.future = self._loop.create_future()
         outstanding[job] = None
         held = len(outstanding) - self._parking
-        if held > self._metrics.peak_mailbox:
-            self._metrics.peak_mailbox = held
+        metrics = self._metrics
+        if held > metrics.peak_mailbox:
+            metrics.peak_mailbox = held
         if held >= self.mailbox_size:
             self._set_full(True)
-        self._tell(job)
+        actor = self._actor
+        if actor is None:
+            self._tell(job)  # restarting (or dead): _tell knows what to do
+            return future
+        # _tell's common case, spelled out: this runs for every message.
+        try:  # noqa: SIM105
+            actor.tell(job)
+        except pykka.ActorDeadError:
+            pass  # its crash report is on its way; the job is retold on restart
         return future
 
     async def _submit_when_room(self, job: Job) -> Outcome:
@@ -158,7 +167,7 @@ class Replica:
         if outstanding.pop(job, False) is None and job.parks:
             self._parking -= 1
         if job.answer is not None:
-            job.answered = job.answer(outcome)
+            job.answered = job.answer(job, outcome)
         future = job.future
         if future is not None and not future.done():
             future.set_result(outcome)

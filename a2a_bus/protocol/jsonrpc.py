@@ -27,6 +27,9 @@ def _invalid(detail: str) -> Failure:
 
 # Ids are strings, numbers or null; booleans are not numbers here.
 _ID_TYPES = frozenset({str, int, float, type(None)})
+_PARAMS_TYPES = frozenset({dict, list})
+#: Stands for a member the message does not have (``None`` is a value: ``null``).
+_ABSENT: Any = object()
 
 
 def jsonrpc_of(data: Any) -> dict[str, Any] | None:
@@ -41,20 +44,19 @@ def classify(message: Any) -> Kind | Failure:
         return _invalid("a JSON-RPC message must be an object")
     if message.get("jsonrpc") != "2.0":
         return _invalid('member "jsonrpc" must be exactly "2.0"')
-    if "id" in message and type(message["id"]) not in _ID_TYPES:
+    has_id = "id" in message
+    if has_id and type(message["id"]) not in _ID_TYPES:
         return _invalid('member "id" must be a string, a number or null')
-    if "method" in message:
-        return _classify_call(message)
-    return _classify_response(message)
-
-
-def _classify_call(message: dict[str, Any]) -> Kind | Failure:
-    method = message["method"]
+    method = message.get("method", _ABSENT)
+    if method is _ABSENT:
+        return _classify_response(message)
+    # A call, checked here rather than in a function of its own: every request is.
     if type(method) is not str:
         return _invalid('member "method" must be a string')
     if "result" in message or "error" in message:
         return _invalid('a request cannot carry "result" or "error"')
-    if "params" in message and type(message["params"]) not in (dict, list):
+    params = message.get("params", _ABSENT)
+    if params is not _ABSENT and type(params) not in _PARAMS_TYPES:
         return _invalid('member "params" must be an array or an object')
     if method.startswith(RESERVED_METHOD_PREFIX):
         return Failure(
@@ -63,7 +65,7 @@ def _classify_call(message: dict[str, Any]) -> Kind | Failure:
             message.get("id"),
             f"method names beginning with {RESERVED_METHOD_PREFIX!r} are reserved",
         )
-    return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
+    return Kind.REQUEST if has_id else Kind.NOTIFICATION
 
 
 def _classify_response(message: dict[str, Any]) -> Kind | Failure:

@@ -37,14 +37,21 @@ class KafkaRecord(NamedTuple):
     headers: list[tuple[str, bytes]]
 
 
+_PARTITION_KEY, _SESSION, _COLLABORATION = ext.PARTITION_KEY, ext.SESSION, ext.COLLABORATION
+
+
 def record_key(event: CloudEvent) -> bytes | None:
     """The partitioning key the bus uses for ``event``."""
     attributes = event.get_attributes()
-    for name in (ext.PARTITION_KEY, ext.SESSION, ext.COLLABORATION):
-        value = attributes.get(name)
-        if value is not None:
-            return (value if type(value) is str else attribute_text(value)).encode()
-    return None
+    # Spelled out rather than a loop over the names: every event sent is keyed.
+    value = attributes.get(_PARTITION_KEY)
+    if value is None:
+        value = attributes.get(_SESSION)
+        if value is None:
+            value = attributes.get(_COLLABORATION)
+            if value is None:
+                return None
+    return (value if type(value) is str else attribute_text(value)).encode()
 
 
 def is_structured(headers: KafkaHeaders) -> bool:

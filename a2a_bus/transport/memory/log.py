@@ -1,5 +1,5 @@
-"""The in-memory transport's storage: partitions with a bounded history,
-consumer groups with their progress per partition, and reads of what is retained."""
+"""The in-memory transport's storage: partitions with a bounded history, a
+group's progress on a partition, and reads of what is retained."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -16,9 +16,6 @@ from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import ReadBatch
 from a2a_bus.transport.positions import Position, check_partitions
 from a2a_bus.transport.reading import Retained, decoded, newest_last, oldest_first, take
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.memory.transport import MemorySubscription
 
 TP = tuple[str, int]
 
@@ -42,9 +39,11 @@ class Record:
 class Partition:
     """A partition's log: offsets, retention, and compaction by key."""
 
-    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "trim_at")
+    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "tp", "trim_at")
 
-    def __init__(self, retention: int, compacted: bool) -> None:
+    def __init__(self, tp: TP, retention: int, compacted: bool) -> None:
+        #: (topic, index): where it is.
+        self.tp = tp
         self.log: list[Record] = []
         self.next_offset = 0
         self.retention = retention
@@ -116,32 +115,33 @@ class Partition:
         return found
 
 
+class Handed(Protocol):
+    """A record handed out to a group member, until it is done."""
+
+    #: Its offset, and whether its handling finished (commit is up to contiguous done ones).
+    offset: int
+    done: bool
+
+    def start(self) -> None:
+        """Start handling it (when the records of its key before it are done)."""
+
+
 @dataclass(slots=True)
 class Progress:
     """A group's progress on one partition."""
 
     position: int
     committed: int
-    #: Offsets handed out, in order, with a done flag (commit = contiguous done).
-    outstanding: deque[list[Any]] = field(default_factory=deque)
-    busy_keys: dict[bytes, deque[tuple[MemorySubscription, Record, list[Any]]]] = field(
-        default_factory=dict
-    )
+    #: Records handed out, in offset order.
+    outstanding: deque[Handed] = field(default_factory=deque)
+    #: The keys being handled, each with the records of that key waiting behind it.
+    busy_keys: dict[bytes, deque[Handed]] = field(default_factory=dict)
 
-    def finish(self, entry: list[Any]) -> None:
-        entry[1] = True
-        while self.outstanding and self.outstanding[0][1]:
-            self.committed = self.outstanding.popleft()[0] + 1
-
-
-class Group:
-    """A consumer group: its members, what each reads, and its progress."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.members: list[MemorySubscription] = []
-        self.progress: dict[TP, Progress] = {}
-        self.assignment: dict[TP, MemorySubscription] = {}
+    def finish(self, handed: Handed) -> None:
+        handed.done = True
+        outstanding = self.outstanding
+        while outstanding and outstanding[0].done:
+            self.committed = outstanding.popleft().offset + 1
 
 
 def read_partitions(
