@@ -38,7 +38,7 @@ from a2a_bus.protocol import (
     ErrorCode,
     Failure,
     JsonRpcError,
-    classify,
+    classify_call,
     ext,
     new_event,
     new_id,
@@ -111,8 +111,9 @@ class AsyncClient:
             message["params"] = params
         if request:
             message["id"] = next(self._ids)
-        # One message, made here: classified and mapped directly (no batch handling).
-        kind = classify(message)
+        # One call, made here (an object, "2.0", a counter id): only a call's own
+        # checks apply, and it is mapped directly (no batch handling).
+        kind = classify_call(message)
         if isinstance(kind, Failure):
             raise JsonRpcError(kind.code, kind.message, kind.data)
         item = self._context.adaptor.event_from_message(message, kind)

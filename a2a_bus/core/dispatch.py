@@ -28,9 +28,9 @@ from a2a_bus.protocol import (
     Kind,
     classify,
     error_response,
-    event_kind,
     ext,
     jsonrpc_of,
+    kind_of,
     new_event,
     new_id,
     result_response,
@@ -147,7 +147,7 @@ class Dispatcher:
             # events made from JSON-RPC always carry a2amethod, so they skip this.
             event = self.context.adaptor.with_method(event)
             attributes = event.get_attributes()
-        kind = event_kind(event)
+        kind = kind_of(attributes)
         is_request = kind is Kind.REQUEST
         data = event.get_data()
         message = jsonrpc_of(data)

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, record_key
+from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, key_of, kind_of
 from a2a_bus.transport.base import TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -202,9 +202,9 @@ def decide(
     by method to the agent that declares it (``method_owner``). The record key
     is the protocol's ``record_key``. ``kind``: the event's
     :func:`~a2a_bus.protocol.event_kind`, when the caller knows it already."""
-    key = record_key(event)
-    attributes = event.get_attributes()  # read directly: every event is routed
-    if (event_kind(event) if kind is None else kind) is Kind.RESPONSE:
+    attributes = event.get_attributes()  # read once: every event is routed
+    key = key_of(attributes)
+    if (kind_of(attributes) if kind is None else kind) is Kind.RESPONSE:
         reply_to = attributes.get(ext.REPLY_TO)
         if reply_to is None:
             raise RoutingError(INVALID_REQUEST, "response event without a reply topic")

@@ -62,12 +62,9 @@ class Binder:
         self._accepted = frozenset(self._names)
         # A parameter named like a routing member never gets it: the bus's, not the handler's.
         self._shadows_routing = not self._accepted.isdisjoint(ROUTING_PARAMS)
-        #: (position, types) of plain parameters, to check an array of params in place.
-        self._by_position = tuple(
-            (index, self.checks[name])
-            for index, name in enumerate(self._names)
-            if name in self.checks
-        )
+        #: The types of each plain parameter in order (None: any), to check an array
+        #: of params in place.
+        self._position_types = tuple(self.checks.get(name) for name in self._names)
         # Plain parameters with defaults can only follow those without.
         self._required = sum(1 for p in parameters if p.default is p.empty)
 
@@ -135,8 +132,8 @@ class Binder:
             raise invalid("too many positional arguments")
         if count < self._required:
             raise invalid(f"missing a required argument: {self._names[count]!r}")
-        for index, types in self._by_position:
-            if index < count and type(params[index]) not in types:
+        for types, value in zip(self._position_types, params, strict=False):
+            if types is not None and type(value) not in types:
                 arguments = dict(zip(self._names, params, strict=False))
                 self._check(Bound(tuple(params), {}, arguments))  # raises, naming it
 

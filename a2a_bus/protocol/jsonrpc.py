@@ -44,13 +44,18 @@ def classify(message: Any) -> Kind | Failure:
         return _invalid("a JSON-RPC message must be an object")
     if message.get("jsonrpc") != "2.0":
         return _invalid('member "jsonrpc" must be exactly "2.0"')
-    has_id = "id" in message
-    if has_id and type(message["id"]) not in _ID_TYPES:
+    if "id" in message and type(message["id"]) not in _ID_TYPES:
         return _invalid('member "id" must be a string, a number or null')
-    method = message.get("method", _ABSENT)
-    if method is _ABSENT:
-        return _classify_response(message)
-    # A call, checked here rather than in a function of its own: every request is.
+    if "method" in message:
+        return classify_call(message)
+    return _classify_response(message)
+
+
+def classify_call(message: dict[str, Any]) -> Kind | Failure:
+    """:func:`classify` for a message known to be a JSON-RPC 2.0 object (``jsonrpc``
+    "2.0", a valid ``id`` if any) with a ``method`` member: the checks of a call.
+    A client that built the message itself needs only these."""
+    method = message["method"]
     if type(method) is not str:
         return _invalid('member "method" must be a string')
     if "result" in message or "error" in message:
@@ -65,7 +70,7 @@ def classify(message: Any) -> Kind | Failure:
             message.get("id"),
             f"method names beginning with {RESERVED_METHOD_PREFIX!r} are reserved",
         )
-    return Kind.REQUEST if has_id else Kind.NOTIFICATION
+    return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
 
 
 def _classify_response(message: dict[str, Any]) -> Kind | Failure:

@@ -8,8 +8,8 @@ every message of a collaboration lands in one partition, in order.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -42,7 +42,11 @@ _PARTITION_KEY, _SESSION, _COLLABORATION = ext.PARTITION_KEY, ext.SESSION, ext.C
 
 def record_key(event: CloudEvent) -> bytes | None:
     """The partitioning key the bus uses for ``event``."""
-    attributes = event.get_attributes()
+    return key_of(event.get_attributes())
+
+
+def key_of(attributes: Mapping[str, Any]) -> bytes | None:
+    """:func:`record_key` of an event's attributes (for code that holds them already)."""
     # Spelled out rather than a loop over the names: every event sent is keyed.
     value = attributes.get(_PARTITION_KEY)
     if value is None:

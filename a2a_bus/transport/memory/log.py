@@ -53,16 +53,17 @@ class Partition:
         self.latest: dict[bytes | None, int] = {}
 
     def append(self, record: Record) -> None:
-        record.offset = self.next_offset
+        record.offset = offset = self.next_offset
         record.stamp = next(_APPENDS)
-        self.next_offset += 1
-        self.log.append(record)
+        self.next_offset = offset + 1
+        log_ = self.log
+        log_.append(record)
         if self.compacted and record.key is not None:
-            self.latest[record.key] = record.offset
-            if len(self.log) > 2 * len(self.latest) + 64:
-                self.log = [r for r in self.log if self.latest.get(r.key) == r.offset]
-        if len(self.log) > self.trim_at:
-            del self.log[: len(self.log) - self.retention]
+            self.latest[record.key] = offset
+            if len(log_) > 2 * len(self.latest) + 64:
+                log_ = self.log = [r for r in log_ if self.latest.get(r.key) == r.offset]
+        if len(log_) > self.trim_at:
+            del log_[: len(log_) - self.retention]
 
     @property
     def start_offset(self) -> int:
@@ -130,6 +131,8 @@ class Handed(Protocol):
 class Progress:
     """A group's progress on one partition."""
 
+    #: The partition: (topic, index).
+    tp: TP
     position: int
     committed: int
     #: Records handed out, in offset order.

@@ -60,13 +60,10 @@ class _Handling(EagerRun):
     once, the rest from the callbacks of what it awaits), then the record is
     committed. It is also the record's place in its partition's commit order."""
 
-    __slots__ = ("dedup_key", "delivery", "done", "member", "offset", "progress", "record", "tp")
+    __slots__ = ("dedup_key", "done", "member", "offset", "progress", "record")
 
-    def __init__(
-        self, member: MemorySubscription, tp: TP, progress: Progress, record: Record
-    ) -> None:
+    def __init__(self, member: MemorySubscription, progress: Progress, record: Record) -> None:
         self.member = member
-        self.tp = tp
         self.progress = progress
         self.record = record
         self.offset = record.offset
@@ -74,7 +71,6 @@ class _Handling(EagerRun):
         #: Set when the event was handed to the handler here (not decoded, not a
         #: duplicate): its de-duplication entry is released at the end.
         self.dedup_key: Any = None
-        self.delivery: Delivery | None = None
 
     def start(self) -> None:
         self.member._start(self)
@@ -125,6 +121,7 @@ class MemorySubscription(Subscription):
         self.in_flight = 0
         self.paused = False
         self._stopping = False
+        self._loop = asyncio.get_running_loop()
         #: Set by stop() while it waits for in-flight handlers (no Event set and
         #: cleared per record: this is on every delivery's path).
         self._drained: asyncio.Future[None] | None = None
@@ -164,21 +161,25 @@ class MemorySubscription(Subscription):
 
     def pump(self) -> None:
         """Take records from the assigned partitions while there is capacity."""
+        partition = self._transport._partition
         for tp in tuple(self.assigned):
-            self.pump_partition(tp, self._transport._partition(tp))
+            self.pump_partition(partition(tp))
 
-    def pump_partition(self, tp: TP, partition: Partition) -> None:
+    def pump_partition(self, partition: Partition) -> None:
         """Take records from one assigned partition while there is capacity."""
         if self.paused or self._stopping:
             return
-        progress = self._group.progress[tp]
-        while self.in_flight < self.max_in_flight and progress.position < partition.next_offset:
+        progress = self._group.progress[partition.tp]
+        limit = self.max_in_flight
+        # Attributes are read afresh each turn: a handler started here may publish
+        # to this partition, and take records, before it returns.
+        while self.in_flight < limit and progress.position < partition.next_offset:
             record = partition.read(progress.position)
             if record is None:
                 break
             progress.position = record.offset + 1
             self.in_flight += 1
-            handling = _Handling(self, tp, progress, record)
+            handling = _Handling(self, progress, record)
             progress.outstanding.append(handling)
             key = record.key
             if key is not None:
@@ -195,20 +196,19 @@ class MemorySubscription(Subscription):
         event = record.event
         run: Coroutine[Any, Any, None]
         if event is None:
-            run = transport._deliver(self, handling.tp, record)
+            run = transport._deliver(self, handling.progress.tp, record)
         else:  # stored as an event: nothing to decode
-            topic, partition = handling.tp
-            delivery = Delivery(event, topic, partition, record.offset, record.key)
             attributes = event.get_attributes()
             dedup_key = (attributes["source"], attributes["id"])
-            original = self._claim(dedup_key)
+            original = self._dedup.claim(dedup_key)
             if original is None:
-                handling.dedup_key, handling.delivery = dedup_key, delivery
-                awaitable = self._handler(delivery)
+                handling.dedup_key = dedup_key
+                awaitable = self._handler(self._delivery(handling))
                 run = awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)
             else:
+                transport.duplicates += 1
                 run = _after(original)
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         EagerRun.__init__(handling, run, loop)
         if transport._eager_depth >= MAX_EAGER_DEPTH:
             loop.call_soon(handling.step)
@@ -221,12 +221,17 @@ class MemorySubscription(Subscription):
         finally:
             transport._eager_depth -= 1
 
+    def _delivery(self, handling: _Handling) -> Delivery:
+        """The delivery of a record stored as an event."""
+        record, (topic, partition) = handling.record, handling.progress.tp
+        assert record.event is not None
+        return Delivery(record.event, topic, partition, record.offset, record.key)
+
     def _finished(self, handling: _Handling, error: BaseException | None) -> None:
         dedup_key = handling.dedup_key
         if dedup_key is not None:  # its handler ran here: what _handle does for decoded ones
-            if isinstance(error, Exception):
-                assert handling.delivery is not None
-                self._failed(handling.delivery, None, error)
+            if error is not None and isinstance(error, Exception):
+                self._failed(self._delivery(handling), None, error)
                 error = None
             self._dedup.done(dedup_key)
         progress = handling.progress
@@ -234,14 +239,14 @@ class MemorySubscription(Subscription):
             log.error(
                 "group %s: delivery of %s/%d/%d failed",
                 self._group.name,
-                *handling.tp,
+                *progress.tp,
                 handling.offset,
                 exc_info=error,
             )
         # Done: commit, hand the key on, take more if it was full.
         progress.finish(handling)
-        was_full = self.in_flight >= self.max_in_flight
-        self.in_flight -= 1
+        in_flight = self.in_flight
+        self.in_flight = in_flight - 1
         key = handling.record.key
         if key is not None:
             waiting = progress.busy_keys.get(key)
@@ -249,18 +254,10 @@ class MemorySubscription(Subscription):
                 waiting.popleft().start()
             else:
                 progress.busy_keys.pop(key, None)
-        if self.in_flight == 0 and self._drained is not None and not self._drained.done():
+        if in_flight == 1 and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
-        if was_full:  # otherwise every record was taken when it was appended
+        if in_flight >= self.max_in_flight:  # otherwise every record was taken when appended
             self.pump()
-
-    def _claim(self, dedup_key: Any) -> asyncio.Future[None] | None:
-        """None when the event is new (handle it, then release the key), else the
-        original's completion (a duplicate, counted)."""
-        original = self._dedup.claim(dedup_key)
-        if original is not None:
-            self._transport.duplicates += 1
-        return original
 
     def _failed(self, delivery: Delivery, value: bytes | None, exc: Exception) -> None:
         """The handler raised: log it and dead-letter the record."""
@@ -273,9 +270,11 @@ class MemorySubscription(Subscription):
         self._transport._dead_letter(delivery, value, f"handler-error: {type(exc).__name__}: {exc}")
 
     async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
-        """Handle one event decoded from a record (several may come from one)."""
-        original = self._claim(dedup_key)
+        """Handle one event decoded from a record (several may come from one); as
+        :meth:`_start` and :meth:`_finished` do for an event stored as one."""
+        original = self._dedup.claim(dedup_key)
         if original is not None:
+            self._transport.duplicates += 1
             await asyncio.shield(original)
             return
         try:
@@ -372,9 +371,8 @@ class MemoryTransport(Transport):
         partition = partitions[index]
         partition.append(record)
         self.writes[topic] += 1
-        tp = partition.tp
-        for member in self._readers.get(tp, ()):
-            member.pump_partition(tp, partition)
+        for member in self._readers.get(partition.tp, ()):
+            member.pump_partition(partition)
 
     def _topic(self, topic: str) -> list[Partition]:
         partitions = self._topics.get(topic)
@@ -390,8 +388,9 @@ class MemoryTransport(Transport):
             # Groups already subscribed to a matching pattern read it from the start.
             for group in self._groups.values():
                 if any(m.wants(topic) for m in group.members):
-                    for index in range(len(partitions)):
-                        group.progress.setdefault((topic, index), Progress(0, 0))
+                    for partition in partitions:
+                        tp = partition.tp
+                        group.progress.setdefault(tp, Progress(tp, 0, 0))
                     self._rebalance(group)
         return partitions
 
@@ -431,9 +430,10 @@ class MemoryTransport(Transport):
                 self._topic(topic)
         for topic, partitions in self._topics.items():
             if member.wants(topic):
-                for index, partition in enumerate(partitions):
+                for partition in partitions:
                     start = partition.start_offset if from_beginning else partition.next_offset
-                    state.progress.setdefault((topic, index), Progress(start, start))
+                    tp = partition.tp
+                    state.progress.setdefault(tp, Progress(tp, start, start))
         state.members.append(member)
         self._rebalance(state)
         return member
