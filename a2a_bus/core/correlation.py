@@ -228,23 +228,31 @@ class Correlator:
         self._timer_at = math.inf
         #: Set by :meth:`drain`: the bus is stopping.
         self._draining = False
+        #: The loop of the pending requests (the bus loop), until :meth:`close`.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __len__(self) -> int:
         return len(self._pending)
 
     def expect(self, request_id: str, timeout: float) -> asyncio.Future[dict[str, Any]]:
         """A future resolved with the response message, or a timeout error response."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop or self._use_loop()
         future = loop.create_future()
         self._add(request_id, _Pending(future, None, timeout, loop.time() + timeout), loop)
         return future
 
     def expect_stream(self, request_id: str, timeout: float) -> ReplyStream:
         """A stream of items; ``timeout`` bounds the wait for each chunk."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop or self._use_loop()
         stream = ReplyStream()
         self._add(request_id, _Pending(None, stream, timeout, loop.time() + timeout), loop)
         return stream
+
+    def _use_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, kept until :meth:`close` (asking asyncio for it each
+        time costs a system call, getpid)."""
+        self._loop = asyncio.get_running_loop()
+        return self._loop
 
     def _add(self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop) -> None:
         """Track ``pending`` until its ``deadline`` (set by the caller)."""
@@ -464,6 +472,7 @@ class Correlator:
             self._timer.cancel()
         self._timer, self._timer_at, self._deadlines = None, math.inf, []
         self._draining = False  # a bus may be started again
+        self._loop = None  # on another loop, maybe
         for request_id, pending in list(self._pending.items()):
             self._stopped(request_id, pending, reason)
 

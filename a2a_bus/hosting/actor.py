@@ -62,8 +62,9 @@ class Job:
     #: it can always be retried.
     unretryable: Callable[[], str | None] | None = field(default=None, repr=False)
     future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
-    #: Called on the loop with the job and its final outcome, before ``future`` is
-    #: resolved; True when it answered the caller itself (a caller in this process).
+    #: Called on the loop with the job and its final outcome, right after ``future``
+    #: is resolved (before anything awaiting it resumes); True when it answered the
+    #: caller itself (a caller in this process).
     answer: Callable[[Job, Outcome], bool] | None = field(default=None, repr=False)
     answered: bool = False
     #: The call may park (wait for input without holding the actor): it runs in

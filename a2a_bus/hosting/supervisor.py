@@ -166,11 +166,16 @@ class Replica:
         outstanding = self._outstanding
         if outstanding.pop(job, False) is None and job.parks:
             self._parking -= 1
-        if job.answer is not None:
-            job.answered = job.answer(job, outcome)
+        # The future first: the callbacks it schedules (the handler that submitted
+        # the job resumes, finishing that delivery) then run before those of the
+        # answer (the caller, who may send the next request at once), so no
+        # bookkeeping is left on the loop after that request is handed to an actor,
+        # when it would hold the GIL the actor's thread wakes up for.
         future = job.future
         if future is not None and not future.done():
             future.set_result(outcome)
+        if job.answer is not None:
+            job.answered = job.answer(job, outcome)
         if self._full and len(outstanding) - self._parking <= self.mailbox_size // 2:
             self._set_full(False)
         if not outstanding and self._drained is not None and not self._drained.done():
