@@ -224,6 +224,7 @@ class Correlator:
         # Deadlines: one loop timer for the earliest of a heap of (when, request id);
         # entries of settled requests are dropped lazily (cheaper than a timer each).
         self._deadlines: list[tuple[float, str]] = []
+        self._compact_at = 1024
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         #: Set by :meth:`drain`: the bus is stopping.
@@ -275,9 +276,11 @@ class Correlator:
         heapq.heappush(heap, (when, request_id))
         if when < self._timer_at:
             self._arm(loop, when)
-        elif len(heap) > 2 * len(self._pending) + 1024:
-            self._deadlines = [entry for entry in heap if self._current(entry)]
-            heapq.heapify(self._deadlines)
+        elif len(heap) > self._compact_at:
+            # Entries of settled requests are dropped when they are over half the heap.
+            self._deadlines = heap = [entry for entry in heap if self._current(entry)]
+            heapq.heapify(heap)
+            self._compact_at = 2 * len(heap) + 1024
 
     def _current(self, entry: tuple[float, str]) -> bool:
         pending = self._pending.get(entry[1])
@@ -471,6 +474,7 @@ class Correlator:
         if self._timer is not None:
             self._timer.cancel()
         self._timer, self._timer_at, self._deadlines = None, math.inf, []
+        self._compact_at = 1024
         self._draining = False  # a bus may be started again
         self._loop = None  # on another loop, maybe
         for request_id, pending in list(self._pending.items()):

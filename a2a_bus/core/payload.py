@@ -65,27 +65,30 @@ def check_payload(
 def _problem(value: Any, what: str, binary: bool, limit: int) -> PayloadError | None:
     """What :func:`check_payload` raises, returned (None: it travels)."""
     kind = type(value)
-    if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
-        return None  # the common small results: nothing to serialise to know
-    if kind is str and len(value) * 6 <= limit and value.isascii():
-        # JSON spends at most 6 bytes on an ASCII character (a \uXXXX escape); other
-        # text may hold a lone surrogate, which orjson (and so Kafka) refuses.
-        return None
-    binary = binary and isinstance(value, bytes | bytearray)
-    if binary:
-        size = (len(value) + 2) // 3 * 4
-    else:
-        try:
-            raw = orjson.dumps(value)
-        except TypeError as exc:  # orjson's message names the type
-            return PayloadError(f"{what} is not JSON: {exc}")
-        # orjson writes a non-finite float as null: only then is the walk worth it.
-        if b"null" in raw and (where := _non_finite(value, what)) is not None:
-            return PayloadError(f"{where} is not JSON: NaN and infinities have no JSON form")
-        size = len(raw)
-    if size > limit:
-        form = " as base64" if binary else ""
-        detail = f"{what} is {size} bytes{form}, more than the {limit} one message may carry"
+    if kind is not dict and kind is not list:  # (those are serialised: tested first)
+        if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
+            return None  # the common small results: nothing to serialise to know
+        if kind is str and len(value) * 6 <= limit and value.isascii():
+            # JSON spends at most 6 bytes on an ASCII character (a \uXXXX escape); other
+            # text may hold a lone surrogate, which orjson (and so Kafka) refuses.
+            return None
+        if binary and isinstance(value, bytes | bytearray):
+            size = (len(value) + 2) // 3 * 4
+            if size > limit:
+                detail = (
+                    f"{what} is {size} bytes as base64, more than the {limit} one message may carry"
+                )
+                return PayloadError(detail, too_large=True)
+            return None
+    try:
+        raw = orjson.dumps(value)
+    except TypeError as exc:  # orjson's message names the type
+        return PayloadError(f"{what} is not JSON: {exc}")
+    # orjson writes a non-finite float as null: only then is the walk worth it.
+    if b"null" in raw and (where := _non_finite(value, what)) is not None:
+        return PayloadError(f"{where} is not JSON: NaN and infinities have no JSON form")
+    if len(raw) > limit:
+        detail = f"{what} is {len(raw)} bytes, more than the {limit} one message may carry"
         return PayloadError(detail, too_large=True)
     return None
 

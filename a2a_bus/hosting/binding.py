@@ -59,6 +59,7 @@ class Binder:
         parameters = list(signature.parameters.values())
         self._plain = stream_param is None and all(p.kind is _PLAIN for p in parameters)
         self._names = tuple(p.name for p in parameters)
+        self._count = len(self._names)
         self._accepted = frozenset(self._names)
         # A parameter named like a routing member never gets it: the bus's, not the handler's.
         self._shadows_routing = not self._accepted.isdisjoint(ROUTING_PARAMS)
@@ -128,7 +129,7 @@ class Binder:
 
     def _check_positional(self, params: list[Any]) -> None:
         count = len(params)
-        if count > len(self._names):
+        if count > self._count:
             raise invalid("too many positional arguments")
         if count < self._required:
             raise invalid(f"missing a required argument: {self._names[count]!r}")

@@ -122,14 +122,16 @@ class Replica:
         on the request path); when full, a coroutine that waits for room first.
         """
         outstanding = self._outstanding
+        held = len(outstanding) - self._parking  # held against the bound, this job aside
         if job.parks:
             self._parking += 1
-        elif len(outstanding) - self._parking >= self.mailbox_size:
+        elif held >= self.mailbox_size:
             return self._submit_when_room(job)
+        else:
+            held += 1
         assert self._loop is not None
         future = job.future = self._loop.create_future()
         outstanding[job] = None
-        held = len(outstanding) - self._parking
         metrics = self._metrics
         if held > metrics.peak_mailbox:
             metrics.peak_mailbox = held

@@ -60,7 +60,7 @@ class _Handling(EagerRun):
     once, the rest from the callbacks of what it awaits), then the record is
     committed. It is also the record's place in its partition's commit order."""
 
-    __slots__ = ("dedup_key", "done", "member", "offset", "progress", "record")
+    __slots__ = ("dedup_key", "delivery", "done", "member", "offset", "progress", "record")
 
     def __init__(self, member: MemorySubscription, progress: Progress, record: Record) -> None:
         self.member = member
@@ -71,6 +71,7 @@ class _Handling(EagerRun):
         #: Set when the event was handed to the handler here (not decoded, not a
         #: duplicate): its de-duplication entry is released at the end.
         self.dedup_key: Any = None
+        self.delivery: Delivery | None = None
 
     def start(self) -> None:
         self.member._start(self)
@@ -202,8 +203,10 @@ class MemorySubscription(Subscription):
             dedup_key = (attributes["source"], attributes["id"])
             original = self._dedup.claim(dedup_key)
             if original is None:
-                handling.dedup_key = dedup_key
-                awaitable = self._handler(self._delivery(handling))
+                topic, partition = handling.progress.tp
+                delivery = Delivery(event, topic, partition, record.offset, record.key)
+                handling.dedup_key, handling.delivery = dedup_key, delivery
+                awaitable = self._handler(delivery)
                 run = awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)
             else:
                 transport.duplicates += 1
@@ -221,17 +224,12 @@ class MemorySubscription(Subscription):
         finally:
             transport._eager_depth -= 1
 
-    def _delivery(self, handling: _Handling) -> Delivery:
-        """The delivery of a record stored as an event."""
-        record, (topic, partition) = handling.record, handling.progress.tp
-        assert record.event is not None
-        return Delivery(record.event, topic, partition, record.offset, record.key)
-
     def _finished(self, handling: _Handling, error: BaseException | None) -> None:
         dedup_key = handling.dedup_key
         if dedup_key is not None:  # its handler ran here: what _handle does for decoded ones
             if error is not None and isinstance(error, Exception):
-                self._failed(self._delivery(handling), None, error)
+                assert handling.delivery is not None
+                self._failed(handling.delivery, None, error)
                 error = None
             self._dedup.done(dedup_key)
         progress = handling.progress
