@@ -39,11 +39,22 @@ class Record:
 class Partition:
     """A partition's log: offsets, retention, and compaction by key."""
 
-    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "tp", "trim_at")
+    __slots__ = (
+        "compacted",
+        "latest",
+        "log",
+        "next_offset",
+        "readers",
+        "retention",
+        "tp",
+        "trim_at",
+    )
 
     def __init__(self, tp: TP, retention: int, compacted: bool) -> None:
         #: (topic, index): where it is.
         self.tp = tp
+        #: The group members reading it, one per group (set by the transport).
+        self.readers: list[Reader] = []
         self.log: list[Record] = []
         self.next_offset = 0
         self.retention = retention
@@ -114,6 +125,13 @@ class Partition:
                 found.append(record)
         found.reverse()
         return found
+
+
+class Reader(Protocol):
+    """A group member reading a partition."""
+
+    def pump_partition(self, partition: Partition) -> None:
+        """Take the partition's records while there is capacity."""
 
 
 class Handed(Protocol):

@@ -21,7 +21,7 @@ import itertools
 import logging
 import re
 import zlib
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Coroutine, Iterable, Sequence
 from types import CoroutineType
 from typing import Any
@@ -309,11 +309,7 @@ class MemoryTransport(Transport):
         self._groups: dict[str, Group] = {}
         self._round_robin = itertools.count()
         self._eager_depth = 0
-        #: The member of each group that reads a partition (from the assignments).
-        self._readers: dict[TP, list[MemorySubscription]] = {}
         self._started = False
-        #: Records written, per topic (tests check "one write per publish").
-        self.writes: Counter[str] = Counter()
 
     @property
     def in_process(self) -> bool:
@@ -368,8 +364,7 @@ class MemoryTransport(Transport):
             index = zlib.crc32(record.key) % len(partitions)
         partition = partitions[index]
         partition.append(record)
-        self.writes[topic] += 1
-        for member in self._readers.get(partition.tp, ()):
+        for member in partition.readers:
             member.pump_partition(partition)
 
     def _topic(self, topic: str) -> list[Partition]:
@@ -454,11 +449,13 @@ class MemoryTransport(Transport):
                 owner = candidates[index % len(candidates)]
                 owner.assigned.append(tp)
                 group.assignment[tp] = owner
-        readers: dict[TP, list[MemorySubscription]] = {}
+        # Each partition lists its readers (one member per group): an append pumps them.
+        for partitions in self._topics.values():
+            for partition in partitions:
+                partition.readers = []
         for each in self._groups.values():
-            for tp, member in each.assignment.items():
-                readers.setdefault(tp, []).append(member)
-        self._readers = readers
+            for (topic, index), member in each.assignment.items():
+                self._topics[topic][index].readers.append(member)
         for member in group.members:
             member.pump()
 
@@ -540,6 +537,13 @@ class MemoryTransport(Transport):
         return read_partitions(self.adaptor, topic, partitions, limit, position, newest)
 
     # -- introspection (tests, metrics) ---------------------------------------
+
+    @property
+    def writes(self) -> dict[str, int]:
+        """Records written so far, per topic written to (tests check "one write per
+        publish"): offsets are dense, so a partition's next offset counts them."""
+        counts = {t: sum(p.next_offset for p in ps) for t, ps in self._topics.items()}
+        return {topic: count for topic, count in counts.items() if count}
 
     @property
     def dead_lettered(self) -> int:
