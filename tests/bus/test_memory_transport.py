@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import pytest
 
@@ -62,6 +63,31 @@ async def test_dead_lettered_counts_undecodable_records() -> None:
             await asyncio.sleep(0.001)
     assert transport.dead_lettered == 1
     assert [d.event.get_extension("a2amethod") for d in seen] == ["ok"]
+    await transport.stop()
+
+
+async def test_a_handler_that_raises_before_it_awaits_anything_is_dead_lettered() -> None:
+    # A plain function as handler: it raises when called, before returning an awaitable.
+    transport: Transport = MemoryTransport(dlq_topic="t.dlq")
+    await transport.start()
+    dead: list[Delivery] = []
+
+    def broken(delivery: Delivery) -> Awaitable[None]:
+        raise ValueError("bad number")
+
+    async def on_dead_letter(delivery: Delivery) -> None:
+        dead.append(delivery)
+
+    await transport.subscribe(["t.broken"], "g", broken)
+    await transport.subscribe(["t.dlq"], "dlq-reader", on_dead_letter)
+    await transport.publish("t.broken", _event(1))  # the publisher is not the one to fail
+    async with asyncio.timeout(WAIT):
+        while not dead:
+            await asyncio.sleep(0.001)
+    headers = dict(dead[0].headers)
+    assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
+    assert dead[0].event.get_data() == {"n": 1}
+    assert transport.dead_lettered == 1 and transport.lag()["g"] == 0
     await transport.stop()
 
 

@@ -85,6 +85,10 @@ async def _awaiting(awaitable: Awaitable[None]) -> None:
     await awaitable
 
 
+async def _raising(exc: Exception) -> None:
+    raise exc
+
+
 async def _after(original: asyncio.Future[None]) -> None:
     """A duplicate's handling: wait for the original's, so that the duplicate is
     not committed over it while it runs."""
@@ -206,7 +210,10 @@ class MemorySubscription(Subscription):
                 topic, partition = handling.progress.tp
                 delivery = Delivery(event, topic, partition, record.offset, record.key)
                 handling.dedup_key, handling.delivery = dedup_key, delivery
-                awaitable = self._handler(delivery)
+                try:
+                    awaitable = self._handler(delivery)
+                except Exception as exc:  # raised before it returned: a failed handling too
+                    awaitable = _raising(exc)
                 run = awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)
             else:
                 transport.duplicates += 1
