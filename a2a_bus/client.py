@@ -38,7 +38,7 @@ from a2a_bus.protocol import (
     ErrorCode,
     Failure,
     JsonRpcError,
-    classify,
+    classify_call,
     ext,
     new_event,
     new_id,
@@ -65,14 +65,6 @@ class EventPage(NamedTuple):
     cursor: str
     #: Records skipped because they could not be decoded.
     undecodable: int = 0
-
-
-def _check_json(value: Any, what: str, *, binary: bool = False) -> None:
-    """Refuse ``value`` unless every transport carries it (see :mod:`a2a_bus.core.payload`):
-    -32602 when it is not JSON, -32005 when it is too large; nothing is sent."""
-    error = refusal(value, what, binary=binary)
-    if error is not None:
-        raise error
 
 
 #: Characters of method name and agent id below which the envelope of a message
@@ -113,12 +105,15 @@ class AsyncClient:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             # Checked here, once: the in-memory transport would carry anything, Kafka not.
-            _check_json(params, "params")
+            error = refusal(params, "params")
+            if error is not None:
+                raise error
             message["params"] = params
         if request:
             message["id"] = next(self._ids)
-        # One message, made here: classified and mapped directly (no batch handling).
-        kind = classify(message)
+        # One call, made here (an object, "2.0", a counter id): only a call's own
+        # checks apply, and it is mapped directly (no batch handling).
+        kind = classify_call(message)
         if isinstance(kind, Failure):
             raise JsonRpcError(kind.code, kind.message, kind.data)
         item = self._context.adaptor.event_from_message(message, kind)
@@ -159,7 +154,9 @@ class AsyncClient:
             validate_subject(subject)
         except RoutingError as exc:
             raise exc.json_rpc_error() from None
-        _check_json(data, "data", binary=True)
+        error = refusal(data, "data", binary=True)
+        if error is not None:
+            raise error
         attributes: dict[str, Any] = {
             "source": self._context.source,
             "type": type or f"{self._context.adaptor.prefix}.{subject}",

@@ -21,6 +21,8 @@ class Row:
     #: Largest acceptable value/baseline ratio (or smallest, when ``higher_is_better``).
     target: float | None = None
     higher_is_better: bool = False
+    #: Largest acceptable value itself, in ``unit`` (a target that is no ratio).
+    limit: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -28,9 +30,19 @@ class Row:
 
     @property
     def met(self) -> bool | None:
+        if self.limit is not None:
+            return self.value <= self.limit
         if self.target is None or self.ratio is None:
             return None
         return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
+
+    def target_text(self) -> str:
+        """The target as the table shows it ("" when the row has none)."""
+        if self.limit is not None:
+            return f"<= {self.limit:g} {self.unit}"
+        if self.target is None:
+            return ""
+        return f"{'>=' if self.higher_is_better else '<='} {self.target}x"
 
 
 @dataclass(frozen=True)
@@ -93,13 +105,12 @@ class Report:
         for column in ("case", "value", "baseline", "ratio", "target", "met"):
             table.add_column(column, justify="left" if column == "case" else "right")
         for row in self.rows:
-            sign = ">=" if row.higher_is_better else "<="
             table.add_row(
                 row.case,
                 "n/a" if math.isnan(row.value) else f"{_number(row.value)} {row.unit}",
                 f"{_number(row.baseline)} {row.unit} ({row.baseline_name})" if row.baseline else "",
                 _ratio(row.ratio),
-                f"{sign} {row.target}x" if row.target is not None else "",
+                row.target_text(),
                 {True: "[green]yes[/]", False: "[red]no[/]", None: ""}[row.met],
             )
         return table

@@ -27,7 +27,7 @@ import asyncio
 import heapq
 import logging
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -178,11 +178,13 @@ class _Pending:
         future: asyncio.Future[dict[str, Any]] | None,
         stream: ReplyStream | None,
         timeout: float,
+        deadline: float,
     ) -> None:
         self.future = future
         self.stream = stream
         self.timeout = timeout
-        self.deadline = math.inf
+        #: The loop time it expires at (inf while a stream's chunk waits for its reader).
+        self.deadline = deadline
         #: Set when a stream answers a plain request (``future``).
         self.gathering: _Gathering | None = None
 
@@ -212,53 +214,73 @@ class Correlator:
         self._metrics = metrics
         self.collect_max_bytes = collect_max_bytes
         self._pending: dict[str, _Pending] = {}
-        self._finished: OrderedDict[str, str] = OrderedDict()
-        self._remember = remember
+        # How settled requests ended, in two generations of plain dicts: the newer
+        # fills up to ``remember`` and then replaces the older, so at least the
+        # last ``remember`` are known (an ordered dict's upkeep costs more per request).
+        self._finished: dict[str, str] = {}
+        self._finished_before: dict[str, str] = {}
+        self._remember = max(1, remember)
         self.stop_upstream = stop_upstream
         # Deadlines: one loop timer for the earliest of a heap of (when, request id);
         # entries of settled requests are dropped lazily (cheaper than a timer each).
         self._deadlines: list[tuple[float, str]] = []
+        self._compact_at = 1024
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         #: Set by :meth:`drain`: the bus is stopping.
         self._draining = False
+        #: The loop of the pending requests (the bus loop), until :meth:`close`.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __len__(self) -> int:
         return len(self._pending)
 
     def expect(self, request_id: str, timeout: float) -> asyncio.Future[dict[str, Any]]:
         """A future resolved with the response message, or a timeout error response."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop or self._use_loop()
         future = loop.create_future()
-        self._add(request_id, _Pending(future, None, timeout), loop)
+        self._add(request_id, _Pending(future, None, timeout, loop.time() + timeout), loop)
         return future
 
     def expect_stream(self, request_id: str, timeout: float) -> ReplyStream:
         """A stream of items; ``timeout`` bounds the wait for each chunk."""
-        loop = asyncio.get_running_loop()
-        pending = _Pending(None, ReplyStream(), timeout)
-        self._add(request_id, pending, loop)
-        assert pending.stream is not None
-        return pending.stream
+        loop = self._loop or self._use_loop()
+        stream = ReplyStream()
+        self._add(request_id, _Pending(None, stream, timeout, loop.time() + timeout), loop)
+        return stream
+
+    def _use_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, kept until :meth:`close` (asking asyncio for it each
+        time costs a system call, getpid)."""
+        self._loop = asyncio.get_running_loop()
+        return self._loop
 
     def _add(self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop) -> None:
-        if request_id in self._pending:
+        """Track ``pending`` until its ``deadline`` (set by the caller)."""
+        pendings = self._pending
+        if request_id in pendings:
             raise ValueError(f"request id {request_id!r} is already pending")
-        self._pending[request_id] = pending
-        self._set_deadline(request_id, pending, loop)
+        pendings[request_id] = pending
         self._metrics.in_flight += 1
+        self._track(request_id, pending.deadline, loop)
 
     def _set_deadline(
         self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop
     ) -> None:
+        """Restart ``pending``'s deadline from now (a stream's chunk arrived)."""
         when = pending.deadline = loop.time() + pending.timeout
+        self._track(request_id, when, loop)
+
+    def _track(self, request_id: str, when: float, loop: asyncio.AbstractEventLoop) -> None:
         heap = self._deadlines
         heapq.heappush(heap, (when, request_id))
         if when < self._timer_at:
             self._arm(loop, when)
-        elif len(heap) > 2 * len(self._pending) + 1024:
-            self._deadlines = [entry for entry in heap if self._current(entry)]
-            heapq.heapify(self._deadlines)
+        elif len(heap) > self._compact_at:
+            # Entries of settled requests are dropped when they are over half the heap.
+            self._deadlines = heap = [entry for entry in heap if self._current(entry)]
+            heapq.heapify(heap)
+            self._compact_at = 2 * len(heap) + 1024
 
     def _current(self, entry: tuple[float, str]) -> bool:
         pending = self._pending.get(entry[1])
@@ -306,8 +328,13 @@ class Correlator:
         self._metrics.in_flight -= 1
         finished = self._finished
         finished[request_id] = how
-        if len(finished) > self._remember:
-            finished.popitem(last=False)
+        if len(finished) >= self._remember:
+            self._finished_before, self._finished = finished, {}
+
+    def _how(self, request_id: str) -> str | None:
+        """How a settled request ended, if it is still remembered."""
+        how = self._finished.get(request_id)
+        return how if how is not None else self._finished_before.get(request_id)
 
     def _expire(self, request_id: str) -> None:
         pending = self._pending.get(request_id)
@@ -417,7 +444,7 @@ class Correlator:
                 self._cancel_upstream(request_id, gathering.control)
 
     def _count_stray(self, request_id: Any, control: Any = None) -> None:
-        how = self._finished.get(request_id) if isinstance(request_id, str) else None
+        how = self._how(request_id) if isinstance(request_id, str) else None
         if how == _CANCEL_UNSENT and isinstance(control, str):
             self._finished[request_id] = _EXPIRED
             self._cancel_upstream(request_id, control)
@@ -447,7 +474,9 @@ class Correlator:
         if self._timer is not None:
             self._timer.cancel()
         self._timer, self._timer_at, self._deadlines = None, math.inf, []
+        self._compact_at = 1024
         self._draining = False  # a bus may be started again
+        self._loop = None  # on another loop, maybe
         for request_id, pending in list(self._pending.items()):
             self._stopped(request_id, pending, reason)
 

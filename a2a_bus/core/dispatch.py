@@ -28,9 +28,9 @@ from a2a_bus.protocol import (
     Kind,
     classify,
     error_response,
-    event_kind,
     ext,
     jsonrpc_of,
+    kind_of,
     new_event,
     new_id,
     result_response,
@@ -39,6 +39,11 @@ from a2a_bus.runtime.portal import BusStopped
 from a2a_bus.transport.base import Delivery
 
 log = logging.getLogger(__name__)
+
+_METHOD, _REPLY_TO, _TARGET_AGENT = ext.METHOD, ext.REPLY_TO, ext.TARGET_AGENT
+# A member read off its enum class goes through the metaclass's __getattr__ hook
+# (about 0.1 us on Python 3.11): the paths every message takes use these.
+_REQUEST, _P2P, _PUBSUB = Kind.REQUEST, RouteKind.P2P, RouteKind.PUBSUB
 
 
 class Dispatcher:
@@ -52,6 +57,17 @@ class Dispatcher:
         #: Refuse messages to agents discovery does not know (``Directory.known``).
         self.require_known_agents = require_known_agents
         self.correlator = Correlator(context.metrics, stop_upstream=self._send_cancel)
+        #: ``answer_local(request_id, response)``: resolve a request of this process's
+        #: caller at once (on the loop), for answers that skip the reply topic
+        #: (:meth:`is_local_caller`). The correlator's own method: no call in between.
+        self.answer_local: Callable[[str, dict[str, Any]], None] = self.correlator.answer
+        # Parts of the context read on every request, kept at hand.
+        self._metrics = context.metrics
+        self._transport = context.transport
+        self._topics = context.topics
+        self._local_replies = context.local_replies
+        self._reply_topic = context.reply_topic
+        self._method_owner = directory.method_owner
         self._running = False
         #: Agent -> caller streams whose generator runs here: request id -> stop it.
         self._streams: dict[str, Callable[[], None]] = {}
@@ -83,17 +99,17 @@ class Dispatcher:
 
     # -- routing --------------------------------------------------------------------
 
-    def route(self, event: CloudEvent) -> Route:
-        """Where ``event`` goes (:func:`~a2a_bus.core.routing.decide`); RoutingError -32002
-        "Agent not found" (id in ``data``) for an agent discovery does not know."""
-        route = decide(event, self.context.topics, self.directory.method_owner)
-        agent_id = route.agent_id
+    def route(self, event: CloudEvent, kind: Kind | None = None) -> Route:
+        """Where ``event`` goes (:func:`~a2a_bus.core.routing.decide`; ``kind``: its
+        :func:`~a2a_bus.protocol.event_kind` if known); RoutingError -32002 "Agent not
+        found" (id in ``data``) for an agent discovery does not know."""
+        route = decide(event, self._topics, self._method_owner, kind)
         if (
-            route.kind is RouteKind.P2P
+            route.kind is _P2P
             and self.require_known_agents
-            and not self.directory.known(agent_id or "")
+            and not self.directory.known(route.agent_id or "")
         ):
-            raise RoutingError(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", agent_id)
+            raise RoutingError(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", route.agent_id)
         return route
 
     def route_notification(self, event: CloudEvent, method: Any) -> Route:
@@ -127,35 +143,40 @@ class Dispatcher:
         ``fresh``: the event was made for this call alone, so it is sent as is
         (given its bus-wide id and reply topic) rather than copied.
         """
-        self._check_running()
+        if not self._running:  # (_check_running, spelled out: this runs for every request)
+            raise BusStopped("the bus is not running")
         # The attributes dict is read directly: this runs for every request.
         attributes = event.get_attributes()
-        if ext.METHOD not in attributes:
+        if _METHOD not in attributes:
             # A native event calls the method its type names (PROTOCOL.md section 3);
             # events made from JSON-RPC always carry a2amethod, so they skip this.
             event = self.context.adaptor.with_method(event)
             attributes = event.get_attributes()
-        is_request = event_kind(event) is Kind.REQUEST
+        kind = kind_of(attributes)
+        is_request = kind is _REQUEST
         data = event.get_data()
         message = jsonrpc_of(data)
         caller_id = message.get("id") if message is not None else attributes["id"]
-        method = attributes.get(ext.METHOD)
+        method = attributes.get(_METHOD)
         if route is None:
-            if is_builtin(event):
+            if method in BUILTIN_METHODS and is_builtin(event):
                 params = message.get("params") if message is not None else data
                 return self.directory.answer(str(method), params, caller_id) if is_request else None
             try:
-                route = self.route(event) if is_request else self.route_notification(event, method)
+                if is_request:
+                    route = self.route(event, kind)
+                else:
+                    route = self.route_notification(event, method)
             except RoutingError as exc:
                 error = exc.json_rpc_error()
                 if is_request:
-                    self.context.metrics.errors += 1
+                    self._metrics.errors += 1
                     return error_response(error.code, error.message, caller_id, error.data)
                 # Nothing is written (no topic made for a typo); the sender is told, as
                 # for a request (a gateway or the ingress counts or dead-letters it).
                 raise error from None
-        transport = self.context.transport
-        if not is_request or route.kind is RouteKind.PUBSUB:
+        transport = self._transport
+        if not is_request or route.kind is _PUBSUB:
             await transport.publish(route.topic, event, key=route.key)
             if is_request:
                 return result_response(
@@ -163,13 +184,14 @@ class Dispatcher:
                 )
             return None
         request_id, outgoing = self._request_event(event, route.agent_id, fresh)
-        future = self.correlator.expect(request_id, timeout or self.context.request_timeout)
-        self.context.metrics.requests += 1
+        correlator = self.correlator
+        future = correlator.expect(request_id, timeout or self.context.request_timeout)
+        self._metrics.requests += 1
         try:
             await transport.publish(route.topic, outgoing, key=route.key)
             response = await future
         except BaseException:
-            self.correlator.cancel(request_id)
+            correlator.cancel(request_id)
             raise
         return {"jsonrpc": "2.0", **response, "id": caller_id}
 
@@ -212,11 +234,10 @@ class Dispatcher:
         """``event`` (a copy unless ``fresh``) with an id unique in the bus and this
         node's reply topic."""
         attributes = event.get_attributes() if fresh else dict(event.get_attributes())
-        request_id = new_id()
-        attributes["id"] = request_id
-        attributes[ext.REPLY_TO] = self.context.reply_topic
+        request_id = attributes["id"] = new_id()
+        attributes[_REPLY_TO] = self._reply_topic
         if agent_id is not None:
-            attributes[ext.TARGET_AGENT] = agent_id
+            attributes[_TARGET_AGENT] = agent_id
         return request_id, event if fresh else new_event(attributes, event.get_data())
 
     # -- answers for this node's callers ----------------------------------------------
@@ -224,16 +245,11 @@ class Dispatcher:
     def is_local_caller(self, delivery: Delivery) -> bool:
         """The caller is in this process and the transport lets answers skip the
         reply topic (:meth:`answer_local`)."""
-        context = self.context
         return (
-            context.local_replies
+            self._local_replies
             and not delivery.raw
-            and delivery.event.get_extension(ext.REPLY_TO) == context.reply_topic
+            and delivery.event.get_attributes().get(_REPLY_TO) == self._reply_topic
         )
-
-    def answer_local(self, request_id: str, response: dict[str, Any]) -> None:
-        """Resolve a request of this process's caller at once (on the loop)."""
-        self.correlator.answer(request_id, response)
 
     async def on_reply(self, delivery: Delivery) -> None:
         """Handle a record of this node's reply topic: an answer, or a cancel for a

@@ -57,29 +57,40 @@ def check_payload(
     Bytes are measured as base64, the form JSON (and so Kafka's structured
     content mode, the default) carries them in.
     """
+    problem = _problem(value, what, binary, limit)
+    if problem is not None:
+        raise problem
+
+
+def _problem(value: Any, what: str, binary: bool, limit: int) -> PayloadError | None:
+    """What :func:`check_payload` raises, returned (None: it travels)."""
     kind = type(value)
-    if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
-        return  # the common small results: nothing to serialise to know
-    if kind is str and len(value) * 6 <= limit and value.isascii():
-        # JSON spends at most 6 bytes on an ASCII character (a \uXXXX escape); other
-        # text may hold a lone surrogate, which orjson (and so Kafka) refuses.
-        return
-    binary = binary and isinstance(value, bytes | bytearray)
-    if binary:
-        size = (len(value) + 2) // 3 * 4
-    else:
-        try:
-            raw = orjson.dumps(value)
-        except TypeError as exc:  # orjson's message names the type
-            raise PayloadError(f"{what} is not JSON: {exc}") from None
-        # orjson writes a non-finite float as null: only then is the walk worth it.
-        if b"null" in raw and (where := _non_finite(value, what)) is not None:
-            raise PayloadError(f"{where} is not JSON: NaN and infinities have no JSON form")
-        size = len(raw)
-    if size > limit:
-        form = " as base64" if binary else ""
-        detail = f"{what} is {size} bytes{form}, more than the {limit} one message may carry"
-        raise PayloadError(detail, too_large=True)
+    if kind is not dict and kind is not list:  # (those are serialised: tested first)
+        if value is None or kind is bool or (kind is int and _INT_MIN <= value < _INT_END):
+            return None  # the common small results: nothing to serialise to know
+        if kind is str and len(value) * 6 <= limit and value.isascii():
+            # JSON spends at most 6 bytes on an ASCII character (a \uXXXX escape); other
+            # text may hold a lone surrogate, which orjson (and so Kafka) refuses.
+            return None
+        if binary and isinstance(value, bytes | bytearray):
+            size = (len(value) + 2) // 3 * 4
+            if size > limit:
+                detail = (
+                    f"{what} is {size} bytes as base64, more than the {limit} one message may carry"
+                )
+                return PayloadError(detail, too_large=True)
+            return None
+    try:
+        raw = orjson.dumps(value)
+    except TypeError as exc:  # orjson's message names the type
+        return PayloadError(f"{what} is not JSON: {exc}")
+    # orjson writes a non-finite float as null: only then is the walk worth it.
+    if b"null" in raw and (where := _non_finite(value, what)) is not None:
+        return PayloadError(f"{where} is not JSON: NaN and infinities have no JSON form")
+    if len(raw) > limit:
+        detail = f"{what} is {len(raw)} bytes, more than the {limit} one message may carry"
+        return PayloadError(detail, too_large=True)
+    return None
 
 
 def refusal(
@@ -91,16 +102,15 @@ def refusal(
     handler's ``result`` (or stream item), the caller's answer in its place:
     -32603 when it is not JSON (the handler's fault), -32005 ``Response too large``.
     """
-    try:
-        check_payload(value, what, binary=binary)
-    except PayloadError as exc:
-        if exc.too_large:
-            message = "Response too large" if result else "Request too large"
-            return JsonRpcError(ErrorCode.TOO_LARGE, message, exc.detail)
-        if result:
-            return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", exc.detail)
-        return JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", exc.detail)
-    return None
+    problem = _problem(value, what, binary, MAX_PAYLOAD_BYTES)
+    if problem is None:
+        return None
+    if problem.too_large:
+        message = "Response too large" if result else "Request too large"
+        return JsonRpcError(ErrorCode.TOO_LARGE, message, problem.detail)
+    if result:
+        return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", problem.detail)
+    return JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", problem.detail)
 
 
 #: Characters of a JSON-RPC error's message carried; the specification asks for

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, record_key
+from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, key_of, kind_of
 from a2a_bus.transport.base import TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -158,6 +158,11 @@ class RouteKind(StrEnum):
     REPLY = "reply"
 
 
+# A member read off its enum class goes through the metaclass's __getattr__ hook
+# (about 0.1 us on Python 3.11): the paths every message takes use these.
+_RESPONSE, _P2P = Kind.RESPONSE, RouteKind.P2P
+
+
 class Route(NamedTuple):
     """Where one event goes: the topic and the record key."""
 
@@ -196,19 +201,23 @@ def decide(
     event: CloudEvent,
     topics: Topics,
     method_owner: Callable[[str], str | None] | None = None,
+    kind: Kind | None = None,
 ) -> Route:
     """Route ``event``: reply, P2P (``targetagent``), pub/sub (``subject``), or
     by method to the agent that declares it (``method_owner``). The record key
-    is the protocol's ``record_key``."""
-    key = record_key(event)
-    attributes = event.get_attributes()  # read directly: every event is routed
-    if event_kind(event) is Kind.RESPONSE:
+    is the protocol's ``record_key``. ``kind``: the event's
+    :func:`~a2a_bus.protocol.event_kind`, when the caller knows it already."""
+    attributes = event.get_attributes()  # read once: every event is routed
+    key = key_of(attributes)
+    if (kind_of(attributes) if kind is None else kind) is _RESPONSE:
         reply_to = attributes.get(ext.REPLY_TO)
         if reply_to is None:
             raise RoutingError(INVALID_REQUEST, "response event without a reply topic")
         return Route(RouteKind.REPLY, validate_name(reply_to, "reply topic"), key)
     target = attributes.get(ext.TARGET_AGENT)
     if target is not None:
+        if key is None:
+            return _unkeyed_p2p(topics.prefix, target)
         return Route(RouteKind.P2P, _agent_topic(topics.prefix, target), key, target)
     subject = attributes.get("subject")
     if subject is not None:
@@ -223,3 +232,9 @@ def decide(
         # The JSON-RPC spec's own wording; the method goes in ``data``.
         raise RoutingError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
     return Route(RouteKind.BY_METHOD, topics.agent(owner), key, agent_id=owner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unkeyed_p2p(prefix: str, agent_id: str) -> Route:
+    # Cached (a route is immutable): most requests go to an agent without a key.
+    return Route(_P2P, _agent_topic(prefix, agent_id), None, agent_id)

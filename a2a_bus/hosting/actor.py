@@ -63,9 +63,10 @@ class Job:
     #: it can always be retried.
     unretryable: Callable[[], str | None] | None = field(default=None, repr=False)
     future: asyncio.Future[Outcome] | None = field(default=None, repr=False)
-    #: Called on the loop with the final outcome, before ``future`` is resolved;
-    #: True when it answered the caller itself (a caller in this process).
-    answer: Callable[[Outcome], bool] | None = field(default=None, repr=False)
+    #: Called on the loop with the job and its final outcome, right after ``future``
+    #: is resolved (before anything awaiting it resumes); True when it answered the
+    #: caller itself (a caller in this process).
+    answer: Callable[[Job, Outcome], bool] | None = field(default=None, repr=False)
     answered: bool = False
     #: The call may park (wait for input without holding the actor): it runs in
     #: a Fiber, and the replica's mailbox bound does not count it.
@@ -142,11 +143,9 @@ class AgentActor(pykka.ThreadingActor):
         self._abort_fibers()
 
     def on_receive(self, message: Any) -> Any:
-        if type(message) is _Resume:
-            if self._fibers.get(message.fiber) is message.job:
+        if type(message) is not Job:
+            if type(message) is _Resume and self._fibers.get(message.fiber) is message.job:
                 self._run_slice(message.job, message.fiber)
-            return None
-        if not isinstance(message, Job):
             return None
         job = message
         agent = self.agent

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from operator import methodcaller
 from typing import Any, NamedTuple
 
-from a2a_bus.hosting.schema import checker, schema_for
+from a2a_bus.hosting.schema import accepted_types, schema_for
 from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode, JsonRpcError
 
 _PLAIN = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -50,23 +50,22 @@ class Binder:
         self.signature = signature
         self.hints = hints
         self.stream_param = stream_param
-        self.checks: dict[str, Callable[[Any], bool]] = {}
+        #: The types each checked parameter's value may have (``type(v) in types``).
+        self.checks: dict[str, frozenset[type]] = {}
         for name in signature.parameters:
-            check = checker(hints.get(name, Any)) if name != stream_param else None
-            if check is not None:
-                self.checks[name] = check
+            types = accepted_types(hints.get(name, Any)) if name != stream_param else None
+            if types is not None:
+                self.checks[name] = types
         parameters = list(signature.parameters.values())
         self._plain = stream_param is None and all(p.kind is _PLAIN for p in parameters)
         self._names = tuple(p.name for p in parameters)
+        self._count = len(self._names)
         self._accepted = frozenset(self._names)
         # A parameter named like a routing member never gets it: the bus's, not the handler's.
         self._shadows_routing = not self._accepted.isdisjoint(ROUTING_PARAMS)
-        #: (position, check) of plain parameters, to check an array of params in place.
-        self._by_position = tuple(
-            (index, self.checks[name])
-            for index, name in enumerate(self._names)
-            if name in self.checks
-        )
+        #: The types of each plain parameter in order (None: any), to check an array
+        #: of params in place.
+        self._position_types = tuple(self.checks.get(name) for name in self._names)
         # Plain parameters with defaults can only follow those without.
         self._required = sum(1 for p in parameters if p.default is p.empty)
 
@@ -115,17 +114,29 @@ class Binder:
         position = next((i for i, value in enumerate(bound.args) if value is source), None)
         return functools.partial(_call_with_stream, attribute, bound, name, position, source)
 
+    def caller(self, attribute: str, params: Any) -> Callable[[Any], Any]:
+        """``agent.<attribute>(...)`` with ``params`` bound (:meth:`bind`, then
+        :meth:`call`); -32602 on a mismatch."""
+        if self._plain and type(params) is list:
+            # Positional params of plain parameters: checked in place, no Bound made.
+            self._check_positional(params)
+            return methodcaller(attribute, *params)
+        return self.call(attribute, self.bind(params))
+
     def _positional(self, params: list[Any]) -> Bound:
+        self._check_positional(params)
+        return Bound(tuple(params), {}, dict(zip(self._names, params, strict=False)))
+
+    def _check_positional(self, params: list[Any]) -> None:
         count = len(params)
-        if count > len(self._names):
+        if count > self._count:
             raise invalid("too many positional arguments")
         if count < self._required:
             raise invalid(f"missing a required argument: {self._names[count]!r}")
-        bound = Bound(tuple(params), {}, dict(zip(self._names, params, strict=False)))
-        for index, check in self._by_position:
-            if index < count and not check(params[index]):
-                return self._check(bound)  # raises, naming the parameter
-        return bound
+        for types, value in zip(self._position_types, params, strict=False):
+            if types is not None and type(value) not in types:
+                arguments = dict(zip(self._names, params, strict=False))
+                self._check(Bound(tuple(params), {}, arguments))  # raises, naming it
 
     def _named(self, params: dict[str, Any]) -> Bound:
         if self._shadows_routing or not self._accepted.issuperset(params):
@@ -145,8 +156,8 @@ class Binder:
             return bound
         parameters = self.signature.parameters
         for name, value in bound.arguments.items():
-            check = checks.get(name)
-            if check is None:
+            types = checks.get(name)
+            if types is None:
                 continue
             kind = parameters[name].kind
             # ``*args: int`` / ``**kwargs: int`` describe each item, not the tuple/dict.
@@ -155,11 +166,11 @@ class Binder:
             elif kind is _VAR_KEYWORD:
                 items = list(value.items())
             else:
-                if check(value):
+                if type(value) in types:
                     continue
                 items = [(name, value)]
             for label, item in items:
-                if not check(item):
+                if type(item) not in types:
                     expected = schema_for(self.hints[name])
                     raise invalid(f"{label}: expected {expected}, got {type(item).__name__}")
         return bound

@@ -51,6 +51,8 @@ from a2a_bus.transport.kafka.records import dead_letter_headers
 
 log = logging.getLogger(__name__)
 
+_SESSION = ext.SESSION
+
 #: Chunks an agent may emit ahead of the loop publishing them.
 STREAM_CREDITS = 256
 #: Why a generator that crashed after its first chunk is not tried again.
@@ -93,6 +95,8 @@ class AgentHost:
         self._dispatcher = hosting.dispatcher
         self.agent_cls = agent_cls
         self.agent_id = agent_cls.agent_id
+        self._methods = agent_cls.methods
+        self._metrics = hosting.context.metrics
         self.replica_count = replicas
         self._args = tuple(args)
         self._kwargs = dict(kwargs or {})
@@ -212,12 +216,12 @@ class AgentHost:
         if not isinstance(method, str):
             await self.dead_letter(delivery, "not a request: the message has no method")
             return
-        spec = self.agent_cls.methods.get(method)
+        spec = self._methods.get(method)
         if spec is None:
             await self._builtin_or_unknown(delivery, message, method)
             return
         # A session id alone is a conversation's; a chunk, end or abort names its part.
-        if event.get_extension(ext.SESSION) is not None and is_stream_part(message):
+        if event.get_attributes().get(_SESSION) is not None and is_stream_part(message):
             if spec.stream_param is None:
                 detail = f"{method} takes no stream (it has no Iterator parameter)"
                 error = JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
@@ -226,17 +230,12 @@ class AgentHost:
                 await self.inbound.on_chunk(self._replica(), delivery, spec, message)
             return
         try:
-            bound = spec.binder.bind(message.get("params"))
+            # A methodcaller: the call runs in C in the actor thread (no Python frame).
+            # A stream sent as one array gets a fresh iterator per attempt (Binder.call).
+            call = spec.binder.caller(spec.attribute, message.get("params"))
         except JsonRpcError as exc:
             await self._answer(delivery, message, Outcome(error=exc))
             return
-        # methodcaller: the call runs in C in the actor thread (no Python frame).
-        # A stream sent as one array gets a fresh iterator per attempt (Binder.call).
-        call = (
-            methodcaller(spec.attribute, *bound.args, **bound.kwargs)
-            if spec.stream_param is None
-            else spec.binder.call(spec.attribute, bound)
-        )
         job = Job(call, method, event, delivery.redelivered)
         replica = self._replica()
         if "id" in message:
@@ -244,22 +243,21 @@ class AgentHost:
                 await self._stream_out(replica, delivery, message, job)
                 return
             if self._dispatcher.is_local_caller(delivery):
-                job.answer = functools.partial(self._answer_local_caller, event.get_id())
+                job.answer = self._answer_local_caller
         outcome = await replica.submit(job)
         if job.answered:
-            self._context.metrics.handled += 1
+            self._metrics.handled += 1
             return
         await self._answer(delivery, message, outcome)
 
-    def _answer_local_caller(self, request_id: str, outcome: Outcome) -> bool:
+    def _answer_local_caller(self, job: Job, outcome: Outcome) -> bool:
         """Resolve the caller's request at once, on the loop, as the outcome lands."""
         if outcome.crash is not None:
             return False  # dead-lettered first, then answered by _answer
         outcome = _carried(outcome)
-        if outcome.error is None:
-            self._dispatcher.answer_local(request_id, {"result": outcome.result})
-        else:
-            self._dispatcher.answer_local(request_id, {"error": outcome.error.to_dict()})
+        error = outcome.error
+        response = {"result": outcome.result} if error is None else {"error": error.to_dict()}
+        self._dispatcher.answer_local(job.event.get_id(), response)
         return True
 
     async def _builtin_or_unknown(

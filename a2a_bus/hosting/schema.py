@@ -129,31 +129,25 @@ def stream_item_type(annotation: Any) -> Any | None:
     return None
 
 
-def checker(annotation: Any) -> Callable[[Any], bool] | None:
-    """A fast membership test for simple hints; None when the hint is not checked."""
+def accepted_types(annotation: Any) -> frozenset[type] | None:
+    """The exact types a JSON value of a simple hint may have (``type(v) in ...``,
+    no call); None when the hint is not checked."""
     if typing.get_origin(annotation) is typing.Annotated:
-        return checker(typing.get_args(annotation)[0])
-    if annotation is int:
-        return lambda v: type(v) is int
+        return accepted_types(typing.get_args(annotation)[0])
     if annotation is float:
-        return lambda v: type(v) in (int, float)
-    if annotation is str:
-        return lambda v: type(v) is str
-    if annotation is bool:
-        return lambda v: type(v) is bool
-    if annotation in (list, dict):
-        return lambda v: type(v) is annotation
+        return frozenset({int, float})
+    if annotation in (int, str, bool, list, dict):  # a bool is no int to JSON
+        return frozenset({annotation})
     origin = typing.get_origin(annotation)
     if origin in (list, dict):
-        return lambda v: type(v) is origin
+        return frozenset({origin})
     if origin in (typing.Union, types.UnionType):
-        parts = [checker(a) for a in typing.get_args(annotation)]
+        parts = [accepted_types(a) for a in typing.get_args(annotation)]
         if any(p is None for p in parts):
             return None
-        known = typing.cast(list[Callable[[Any], bool]], parts)
-        return lambda v: any(p(v) for p in known)
+        return frozenset().union(*typing.cast(list[frozenset[type]], parts))
     if annotation is type(None) or annotation is None:
-        return lambda v: v is None
+        return frozenset({type(None)})
     return None
 
 

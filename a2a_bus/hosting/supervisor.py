@@ -122,19 +122,30 @@ class Replica:
         on the request path); when full, a coroutine that waits for room first.
         """
         outstanding = self._outstanding
+        held = len(outstanding) - self._parking  # held against the bound, this job aside
         if job.parks:
             self._parking += 1
-        elif len(outstanding) - self._parking >= self.mailbox_size:
+        elif held >= self.mailbox_size:
             return self._submit_when_room(job)
+        else:
+            held += 1
         assert self._loop is not None
         future = job.future = self._loop.create_future()
         outstanding[job] = None
-        held = len(outstanding) - self._parking
-        if held > self._metrics.peak_mailbox:
-            self._metrics.peak_mailbox = held
+        metrics = self._metrics
+        if held > metrics.peak_mailbox:
+            metrics.peak_mailbox = held
         if held >= self.mailbox_size:
             self._set_full(True)
-        self._tell(job)
+        actor = self._actor
+        if actor is None:
+            self._tell(job)  # restarting (or dead): _tell knows what to do
+            return future
+        # _tell's common case, spelled out: this runs for every message.
+        try:  # noqa: SIM105
+            actor.tell(job)
+        except pykka.ActorDeadError:
+            pass  # its crash report is on its way; the job is retold on restart
         return future
 
     async def _submit_when_room(self, job: Job) -> Outcome:
@@ -157,11 +168,16 @@ class Replica:
         outstanding = self._outstanding
         if outstanding.pop(job, False) is None and job.parks:
             self._parking -= 1
-        if job.answer is not None:
-            job.answered = job.answer(outcome)
+        # The future first: the callbacks it schedules (the handler that submitted
+        # the job resumes, finishing that delivery) then run before those of the
+        # answer (the caller, who may send the next request at once), so no
+        # bookkeeping is left on the loop after that request is handed to an actor,
+        # when it would hold the GIL the actor's thread wakes up for.
         future = job.future
         if future is not None and not future.done():
             future.set_result(outcome)
+        if job.answer is not None:
+            job.answered = job.answer(job, outcome)
         if self._full and len(outstanding) - self._parking <= self.mailbox_size // 2:
             self._set_full(False)
         if not outstanding and self._drained is not None and not self._drained.done():

@@ -33,9 +33,9 @@ from a2a_bus.protocol.formats import (
     to_structured,
 )
 from a2a_bus.protocol.http_codec import from_http, to_http, to_http_batch
-from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
-from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, record_key, to_kafka
-from a2a_bus.protocol.kinds import event_kind
+from a2a_bus.protocol.jsonrpc import Kind, classify, classify_call, jsonrpc_of
+from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, key_of, record_key, to_kafka
+from a2a_bus.protocol.kinds import event_kind, kind_of
 from a2a_bus.protocol.parsing import parse_json
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "Kind",
     "ProtocolError",
     "classify",
+    "classify_call",
     "content_type",
     "dump_structured",
     "error_object",
@@ -64,6 +65,8 @@ __all__ = [
     "from_kafka",
     "from_structured",
     "jsonrpc_of",
+    "key_of",
+    "kind_of",
     "load_structured",
     "mcptype",
     "new_event",

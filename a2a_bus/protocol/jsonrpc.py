@@ -20,6 +20,11 @@ class Kind(StrEnum):
     RESPONSE = "response"
 
 
+# A member read off its enum class goes through the metaclass's __getattr__ hook
+# (about 0.1 us on Python 3.11): the paths every message takes use these.
+_REQUEST, _NOTIFICATION = Kind.REQUEST, Kind.NOTIFICATION
+
+
 def _invalid(detail: str) -> Failure:
     # The id is null whenever the request itself is invalid (spec, section 5).
     return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
@@ -27,6 +32,9 @@ def _invalid(detail: str) -> Failure:
 
 # Ids are strings, numbers or null; booleans are not numbers here.
 _ID_TYPES = frozenset({str, int, float, type(None)})
+_PARAMS_TYPES = frozenset({dict, list})
+#: Stands for a member the message does not have (``None`` is a value: ``null``).
+_ABSENT: Any = object()
 
 
 def jsonrpc_of(data: Any) -> dict[str, Any] | None:
@@ -44,17 +52,21 @@ def classify(message: Any) -> Kind | Failure:
     if "id" in message and type(message["id"]) not in _ID_TYPES:
         return _invalid('member "id" must be a string, a number or null')
     if "method" in message:
-        return _classify_call(message)
+        return classify_call(message)
     return _classify_response(message)
 
 
-def _classify_call(message: dict[str, Any]) -> Kind | Failure:
+def classify_call(message: dict[str, Any]) -> Kind | Failure:
+    """:func:`classify` for a message known to be a JSON-RPC 2.0 object (``jsonrpc``
+    "2.0", a valid ``id`` if any) with a ``method`` member: the checks of a call.
+    A client that built the message itself needs only these."""
     method = message["method"]
     if type(method) is not str:
         return _invalid('member "method" must be a string')
     if "result" in message or "error" in message:
         return _invalid('a request cannot carry "result" or "error"')
-    if "params" in message and type(message["params"]) not in (dict, list):
+    params = message.get("params", _ABSENT)
+    if params is not _ABSENT and type(params) not in _PARAMS_TYPES:
         return _invalid('member "params" must be an array or an object')
     if method.startswith(RESERVED_METHOD_PREFIX):
         return Failure(
@@ -63,7 +75,7 @@ def _classify_call(message: dict[str, Any]) -> Kind | Failure:
             message.get("id"),
             f"method names beginning with {RESERVED_METHOD_PREFIX!r} are reserved",
         )
-    return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
+    return _REQUEST if "id" in message else _NOTIFICATION
 
 
 def _classify_response(message: dict[str, Any]) -> Kind | Failure:

@@ -8,8 +8,8 @@ every message of a collaboration lands in one partition, in order.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -37,14 +37,25 @@ class KafkaRecord(NamedTuple):
     headers: list[tuple[str, bytes]]
 
 
+_PARTITION_KEY, _SESSION, _COLLABORATION = ext.PARTITION_KEY, ext.SESSION, ext.COLLABORATION
+
+
 def record_key(event: CloudEvent) -> bytes | None:
     """The partitioning key the bus uses for ``event``."""
-    attributes = event.get_attributes()
-    for name in (ext.PARTITION_KEY, ext.SESSION, ext.COLLABORATION):
-        value = attributes.get(name)
-        if value is not None:
-            return (value if type(value) is str else attribute_text(value)).encode()
-    return None
+    return key_of(event.get_attributes())
+
+
+def key_of(attributes: Mapping[str, Any]) -> bytes | None:
+    """:func:`record_key` of an event's attributes (for code that holds them already)."""
+    # Spelled out rather than a loop over the names: every event sent is keyed.
+    value = attributes.get(_PARTITION_KEY)
+    if value is None:
+        value = attributes.get(_SESSION)
+        if value is None:
+            value = attributes.get(_COLLABORATION)
+            if value is None:
+                return None
+    return (value if type(value) is str else attribute_text(value)).encode()
 
 
 def is_structured(headers: KafkaHeaders) -> bool:

@@ -6,6 +6,9 @@ an answer, answering on the ingress, the gateway), so no part reads ``mcptype`` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol.constants import (
@@ -23,6 +26,7 @@ _BY_MCPTYPE: dict[object, Kind] = {
     mcptype.RESPONSE: Kind.RESPONSE,
 }
 _REQUEST_SUFFIXES = (REQUEST_SUFFIX, STREAM_SUFFIX)
+_MCPTYPE = ext.MCPTYPE
 
 
 def event_kind(event: CloudEvent) -> Kind:
@@ -30,8 +34,12 @@ def event_kind(event: CloudEvent) -> Kind:
     type ending in ``.req`` or ``.stream`` is a request (a ``.stream`` request is
     answered by a stream), one ending in ``.common.response`` a response, any other
     a notification."""
-    attributes = event.get_attributes()  # read directly: this runs for every event sent
-    kind = _BY_MCPTYPE.get(attributes.get(ext.MCPTYPE))
+    return kind_of(event.get_attributes())
+
+
+def kind_of(attributes: Mapping[str, Any]) -> Kind:
+    """:func:`event_kind` of an event's attributes (for code that holds them already)."""
+    kind = _BY_MCPTYPE.get(attributes.get(_MCPTYPE))
     if kind is not None:
         return kind
     type_ = attributes.get("type")

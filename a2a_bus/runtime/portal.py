@@ -47,6 +47,11 @@ class LoopThread:
         self._thread: threading.Thread | None = None
         self._new_loop = new_loop
 
+    @property
+    def ident(self) -> int | None:
+        """The id of the thread running the loop (``threading.get_ident``), once started."""
+        return None if self._thread is None else self._thread.ident
+
     def start(self) -> asyncio.AbstractEventLoop:
         """Start the thread; its loop, once it runs."""
         ready = threading.Event()
@@ -82,6 +87,8 @@ class Portal:
 
     def __init__(self, stopped: str = "the bus is not running") -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The thread running the loop, when known (see :meth:`attach`).
+        self._thread: int | None = None
         self._stopped = stopped
         #: What blocking calls wait on; each gets None when the loop goes away.
         self._waiting: set[queue.SimpleQueue[Any]] = set()
@@ -105,11 +112,16 @@ class Portal:
     # -- the loop -------------------------------------------------------------------
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Calls go to ``loop`` from now on. Attached from the loop itself, the portal
+        also knows its thread: :meth:`on_loop` then tells it is on the loop without
+        asking asyncio (whose ``get_running_loop`` makes a system call, getpid)."""
         self._loop = loop
+        self._thread = threading.get_ident() if _running_loop() is loop else None
 
     def detach(self) -> None:
         """The loop is gone: later calls raise BusStopped, waiting ones are woken."""
         self._loop = None
+        self._thread = None
         for waiting in list(self._waiting):
             waiting.put(None)
 
@@ -132,10 +144,9 @@ class Portal:
         loop = self._loop
         if loop is None:
             return False
-        try:
-            return asyncio.get_running_loop() is loop
-        except RuntimeError:
-            return False
+        if self._thread is not None:
+            return self._thread == threading.get_ident() and loop.is_running()
+        return _running_loop() is loop
 
     def call_soon(self, callback: Callable[..., object], *args: Any) -> None:
         """Schedule ``callback`` on the loop from any thread (nothing if it is gone)."""
@@ -195,7 +206,12 @@ class Portal:
         except BusStopped:
             coro.close()
             raise
-        if asyncio.get_running_loop() is loop:
+        thread = self._thread
+        if thread is not None:
+            # Awaited in a coroutine: running in the loop's thread, it runs on that loop.
+            if thread == threading.get_ident() and loop.is_running():
+                return coro
+        elif asyncio.get_running_loop() is loop:
             return coro
         # Cancelling the await cancels the work on the loop (wrap_future passes it on).
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
@@ -211,6 +227,7 @@ class Portal:
             if self._loop is None:
                 self._own = LoopThread(self._own_name or "portal", asyncio.new_event_loop)
                 self._loop = self._own.start()
+                self._thread = self._own.ident
             return self._loop
 
     def close(self) -> None:
@@ -219,10 +236,18 @@ class Portal:
         with self._lock:
             own, self._own = self._own, None
             loop, self._loop = self._loop, None
+            self._thread = None
         if own is not None and loop is not None:
             for waiting in list(self._waiting):
                 waiting.put(None)
             own.stop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def _await(start: Callable[[], Awaitable[T]]) -> T:

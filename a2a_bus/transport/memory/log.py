@@ -1,5 +1,5 @@
-"""The in-memory transport's storage: partitions with a bounded history,
-consumer groups with their progress per partition, and reads of what is retained."""
+"""The in-memory transport's storage: partitions with a bounded history, a
+group's progress on a partition, and reads of what is retained."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -16,9 +16,6 @@ from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import ReadBatch
 from a2a_bus.transport.positions import Position, check_partitions
 from a2a_bus.transport.reading import Retained, decoded, newest_last, oldest_first, take
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.memory.transport import MemorySubscription
 
 TP = tuple[str, int]
 
@@ -42,9 +39,22 @@ class Record:
 class Partition:
     """A partition's log: offsets, retention, and compaction by key."""
 
-    __slots__ = ("compacted", "latest", "log", "next_offset", "retention", "trim_at")
+    __slots__ = (
+        "compacted",
+        "latest",
+        "log",
+        "next_offset",
+        "readers",
+        "retention",
+        "tp",
+        "trim_at",
+    )
 
-    def __init__(self, retention: int, compacted: bool) -> None:
+    def __init__(self, tp: TP, retention: int, compacted: bool) -> None:
+        #: (topic, index): where it is.
+        self.tp = tp
+        #: The group members reading it, one per group (set by the transport).
+        self.readers: list[Reader] = []
         self.log: list[Record] = []
         self.next_offset = 0
         self.retention = retention
@@ -54,16 +64,17 @@ class Partition:
         self.latest: dict[bytes | None, int] = {}
 
     def append(self, record: Record) -> None:
-        record.offset = self.next_offset
+        record.offset = offset = self.next_offset
         record.stamp = next(_APPENDS)
-        self.next_offset += 1
-        self.log.append(record)
+        self.next_offset = offset + 1
+        log_ = self.log
+        log_.append(record)
         if self.compacted and record.key is not None:
-            self.latest[record.key] = record.offset
-            if len(self.log) > 2 * len(self.latest) + 64:
-                self.log = [r for r in self.log if self.latest.get(r.key) == r.offset]
-        if len(self.log) > self.trim_at:
-            del self.log[: len(self.log) - self.retention]
+            self.latest[record.key] = offset
+            if len(log_) > 2 * len(self.latest) + 64:
+                log_ = self.log = [r for r in log_ if self.latest.get(r.key) == r.offset]
+        if len(log_) > self.trim_at:
+            del log_[: len(log_) - self.retention]
 
     @property
     def start_offset(self) -> int:
@@ -116,34 +127,46 @@ class Partition:
         return found
 
 
+class Reader(Protocol):
+    """A group member reading a partition."""
+
+    @property
+    def group_seq(self) -> int:
+        """Its group's creation order: a record reaches groups in this order."""
+
+    def pump_partition(self, partition: Partition) -> None:
+        """Take the partition's records while there is capacity."""
+
+
+class Handed(Protocol):
+    """A record handed out to a group member, until it is done."""
+
+    #: Its offset, and whether its handling finished (commit is up to contiguous done ones).
+    offset: int
+    done: bool
+
+    def start(self) -> None:
+        """Start handling it (when the records of its key before it are done)."""
+
+
 @dataclass(slots=True)
 class Progress:
     """A group's progress on one partition."""
 
+    #: The partition: (topic, index).
+    tp: TP
     position: int
     committed: int
-    #: Offsets handed out, in order, with a done flag (commit = contiguous done).
-    outstanding: deque[list[Any]] = field(default_factory=deque)
-    busy_keys: dict[bytes, deque[tuple[MemorySubscription, Record, list[Any]]]] = field(
-        default_factory=dict
-    )
+    #: Records handed out, in offset order.
+    outstanding: deque[Handed] = field(default_factory=deque)
+    #: The keys being handled, each with the records of that key waiting behind it.
+    busy_keys: dict[bytes, deque[Handed]] = field(default_factory=dict)
 
-    def finish(self, entry: list[Any]) -> None:
-        entry[1] = True
-        while self.outstanding and self.outstanding[0][1]:
-            self.committed = self.outstanding.popleft()[0] + 1
-
-
-class Group:
-    """A consumer group: its members, what each reads, and its progress."""
-
-    def __init__(self, name: str, seq: int = 0) -> None:
-        self.name = name
-        #: Creation order among the transport's groups: a record reaches groups in it.
-        self.seq = seq
-        self.members: list[MemorySubscription] = []
-        self.progress: dict[TP, Progress] = {}
-        self.assignment: dict[TP, MemorySubscription] = {}
+    def finish(self, handed: Handed) -> None:
+        handed.done = True
+        outstanding = self.outstanding
+        while outstanding and outstanding[0].done:
+            self.committed = outstanding.popleft().offset + 1
 
 
 def read_partitions(

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import logging
 import re
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Sequence
+from types import CoroutineType
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -41,9 +41,16 @@ from a2a_bus.transport.base import (
     report_undecodable,
 )
 from a2a_bus.transport.dedup import DedupWindow
-from a2a_bus.transport.eager import run_eagerly
+from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka.records import dead_letter_headers, decode_record, failure_reason
-from a2a_bus.transport.memory.log import TP, Group, Partition, Progress, Record, read_partitions
+from a2a_bus.transport.memory.log import (
+    TP,
+    Partition,
+    Progress,
+    Reader,
+    Record,
+    read_partitions,
+)
 from a2a_bus.transport.positions import Position
 from a2a_bus.transport.reading import check_request
 
@@ -51,8 +58,60 @@ log = logging.getLogger(__name__)
 
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 #: Handlers started eagerly inside one another (a handler that publishes) at
-#: most this deep; deeper ones get a task, so the stack stays short.
+#: most this deep; deeper ones start from the loop, so the stack stays short.
 MAX_EAGER_DEPTH = 4
+
+
+class _Handling(EagerRun):
+    """One record in a member's hands: its handler runs eagerly (the first step at
+    once, the rest from the callbacks of what it awaits), then the record is
+    committed. It is also the record's place in its partition's commit order."""
+
+    __slots__ = ("dedup_key", "delivery", "done", "member", "offset", "progress", "record")
+
+    def __init__(self, member: MemorySubscription, progress: Progress, record: Record) -> None:
+        self.member = member
+        self.progress = progress
+        self.record = record
+        self.offset = record.offset
+        self.done = False
+        #: Set when the event was handed to the handler here (not decoded, not a
+        #: duplicate): its de-duplication entry is released at the end.
+        self.dedup_key: Any = None
+        self.delivery: Delivery | None = None
+
+    def start(self) -> None:
+        self.member._start(self)
+
+    def finished(self, error: BaseException | None) -> None:
+        self.member._finished(self, error)
+
+
+async def _awaiting(awaitable: Awaitable[None]) -> None:
+    """A handler's awaitable that is no coroutine, as one (to be run eagerly)."""
+    await awaitable
+
+
+async def _raising(exc: Exception) -> None:
+    raise exc
+
+
+async def _after(original: asyncio.Future[None]) -> None:
+    """A duplicate's handling: wait for the original's, so that the duplicate is
+    not committed over it while it runs."""
+    await asyncio.shield(original)
+
+
+class Group:
+    """A consumer group: its members, what each reads, and its progress."""
+
+    def __init__(self, name: str, seq: int = 0) -> None:
+        self.name = name
+        #: Creation order among the transport's groups: a record reaches groups in it.
+        self.seq = seq
+        self.members: list[MemorySubscription] = []
+        self.progress: dict[TP, Progress] = {}
+        self.assignment: dict[TP, MemorySubscription] = {}
 
 
 class MemorySubscription(Subscription):
@@ -76,7 +135,7 @@ class MemorySubscription(Subscription):
         self.in_flight = 0
         self.paused = False
         self._stopping = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop = asyncio.get_running_loop()
         #: Set by stop() while it waits for in-flight handlers (no Event set and
         #: cleared per record: this is on every delivery's path).
         self._drained: asyncio.Future[None] | None = None
@@ -85,6 +144,14 @@ class MemorySubscription(Subscription):
         self.durable = True
         #: False: undecodable records go to ``on_undecodable`` only.
         self.dead_letter = True
+
+    @property
+    def group(self) -> Group:
+        return self._group
+
+    @property
+    def group_seq(self) -> int:
+        return self._group.seq
 
     def wants(self, topic: str) -> bool:
         if self._regex is not None:
@@ -116,93 +183,117 @@ class MemorySubscription(Subscription):
 
     def pump(self) -> None:
         """Take records from the assigned partitions while there is capacity."""
+        partition = self._transport._partition
         for tp in tuple(self.assigned):
-            self.pump_partition(tp, self._transport._topics[tp[0]][tp[1]])
+            self.pump_partition(partition(tp))
 
-    def pump_partition(self, tp: TP, partition: Partition) -> None:
+    def pump_partition(self, partition: Partition) -> None:
         """Take records from one assigned partition while there is capacity."""
         if self.paused or self._stopping:
             return
-        progress = self._group.progress[tp]
-        while self.in_flight < self.max_in_flight and progress.position < partition.next_offset:
+        progress = self._group.progress[partition.tp]
+        limit = self.max_in_flight
+        # Attributes are read afresh each turn: a handler started here may publish
+        # to this partition, and take records, before it returns.
+        while self.in_flight < limit and progress.position < partition.next_offset:
             record = partition.read(progress.position)
             if record is None:
                 break
             progress.position = record.offset + 1
             self.in_flight += 1
-            entry = [record.offset, False]
-            progress.outstanding.append(entry)
-            if record.key is not None:
-                waiting = progress.busy_keys.get(record.key)
+            handling = _Handling(self, progress, record)
+            progress.outstanding.append(handling)
+            key = record.key
+            if key is not None:
+                waiting = progress.busy_keys.get(key)
                 if waiting is not None:  # its key is busy: it starts after the one before
-                    waiting.append((self, record, entry))
+                    waiting.append(handling)
                     continue
-                progress.busy_keys[record.key] = deque()
-            self._start(tp, progress, record, entry)
+                progress.busy_keys[key] = deque()
+            self._start(handling)
 
-    def _start(self, tp: TP, progress: Progress, record: Record, entry: list[Any]) -> None:
+    def _start(self, handling: _Handling) -> None:
         transport = self._transport
+        record = handling.record
         event = record.event
-        if event is not None:  # stored as an event: nothing to decode
-            delivery = Delivery(event, tp[0], tp[1], record.offset, record.key)
+        run: Coroutine[Any, Any, None]
+        if event is None:
+            run = transport._deliver(self, handling.progress.tp, record)
+        else:  # stored as an event: nothing to decode
             attributes = event.get_attributes()
-            run = self._handle(delivery, (attributes["source"], attributes["id"]), None)
-        else:
-            run = transport._deliver(self, tp, record)
-        done = functools.partial(self._finished, tp, progress, record, entry)
-        loop = asyncio.get_running_loop()
+            dedup_key = (attributes["source"], attributes["id"])
+            original = self._dedup.claim(dedup_key)
+            if original is None:
+                topic, partition = handling.progress.tp
+                delivery = Delivery(event, topic, partition, record.offset, record.key)
+                handling.dedup_key, handling.delivery = dedup_key, delivery
+                try:
+                    awaitable = self._handler(delivery)
+                except Exception as exc:  # raised before it returned: a failed handling too
+                    awaitable = _raising(exc)
+                run = awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)
+            else:
+                transport.duplicates += 1
+                run = _after(original)
+        loop = self._loop
+        EagerRun.__init__(handling, run, loop)
         if transport._eager_depth >= MAX_EAGER_DEPTH:
-            task = loop.create_task(run)
-            self._tasks.add(task)
-            task.add_done_callback(functools.partial(self._task_finished, done))
+            loop.call_soon(handling.step)
             return
         # Fast path: the handler's first step runs now (it usually hands the
-        # event to an actor and waits), not one loop iteration later in a task.
+        # event to an actor and waits), not one loop iteration later.
         transport._eager_depth += 1
         try:
-            run_eagerly(run, done, loop)
+            handling.step()
         finally:
             transport._eager_depth -= 1
 
-    def _task_finished(
-        self, done: Callable[[BaseException | None], None], task: asyncio.Task[None]
-    ) -> None:
-        self._tasks.discard(task)
-        done(None if task.cancelled() else task.exception())
-
-    def _finished(
-        self,
-        tp: TP,
-        progress: Progress,
-        record: Record,
-        entry: list[Any],
-        error: BaseException | None,
-    ) -> None:
+    def _finished(self, handling: _Handling, error: BaseException | None) -> None:
+        dedup_key = handling.dedup_key
+        if dedup_key is not None:  # its handler ran here: what _handle does for decoded ones
+            if error is not None and isinstance(error, Exception):
+                assert handling.delivery is not None
+                self._failed(handling.delivery, None, error)
+                error = None
+            self._dedup.done(dedup_key)
+        progress = handling.progress
         if error is not None:
             log.error(
                 "group %s: delivery of %s/%d/%d failed",
                 self._group.name,
-                *tp,
-                record.offset,
+                *progress.tp,
+                handling.offset,
                 exc_info=error,
             )
         # Done: commit, hand the key on, take more if it was full.
-        progress.finish(entry)
-        was_full = self.in_flight >= self.max_in_flight
-        self.in_flight -= 1
-        if record.key is not None:
-            waiting = progress.busy_keys.get(record.key)
+        progress.finish(handling)
+        in_flight = self.in_flight
+        self.in_flight = in_flight - 1
+        key = handling.record.key
+        if key is not None:
+            waiting = progress.busy_keys.get(key)
             if waiting:
-                owner, following, following_entry = waiting.popleft()
-                owner._start(tp, progress, following, following_entry)
+                waiting.popleft().start()
             else:
-                progress.busy_keys.pop(record.key, None)
-        if self.in_flight == 0 and self._drained is not None and not self._drained.done():
+                progress.busy_keys.pop(key, None)
+        if in_flight == 1 and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
-        if was_full:  # otherwise every record was taken when it was appended
+        if in_flight >= self.max_in_flight:  # otherwise every record was taken when appended
             self.pump()
 
+    def _failed(self, delivery: Delivery, value: bytes | None, exc: Exception) -> None:
+        """The handler raised: log it and dead-letter the record."""
+        log.error(
+            "group %s: handler failed on %s",
+            self._group.name,
+            delivery.event.get_id(),
+            exc_info=exc,
+        )
+        self._transport._dead_letter(delivery, value, f"handler-error: {type(exc).__name__}: {exc}")
+
     async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
+        """Handle one event decoded from a record (several may come from one); as
+        :meth:`_start` and :meth:`_finished` do for an event stored as one."""
         original = self._dedup.claim(dedup_key)
         if original is not None:
             self._transport.duplicates += 1
@@ -211,12 +302,7 @@ class MemorySubscription(Subscription):
         try:
             await self._handler(delivery)
         except Exception as exc:
-            log.exception(
-                "group %s: handler failed on %s", self._group.name, delivery.event.get_id()
-            )
-            await self._transport._dead_letter(
-                delivery, value, f"handler-error: {type(exc).__name__}: {exc}"
-            )
+            self._failed(delivery, value, exc)
         finally:
             self._dedup.done(dedup_key)
 
@@ -245,18 +331,12 @@ class MemoryTransport(Transport):
         self._dead_lettered = 0
         self._topics: dict[str, list[Partition]] = {}
         self._groups: dict[str, Group] = {}
-        self._group_seq = itertools.count()
         self._round_robin = itertools.count()
-        self._eager_depth = 0
-        #: The member of each group that reads a partition (from the assignments),
-        #: in group creation order. Each list is replaced, never changed in place: a
-        #: handler run while one is iterated may join or leave a group.
-        self._readers: dict[TP, list[MemorySubscription]] = {}
+        self._group_seq = itertools.count()
         #: Members subscribed by pattern: the only ones a new topic can concern.
         self._by_pattern: list[MemorySubscription] = []
+        self._eager_depth = 0
         self._started = False
-        #: Records written, per topic (tests check "one write per publish").
-        self.writes: dict[str, int] = {}
 
     @property
     def in_process(self) -> bool:
@@ -287,6 +367,15 @@ class MemoryTransport(Transport):
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
+        self._append_raw(topic, value, key, headers)
+
+    def _append_raw(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
+    ) -> None:
         raw = None if value is None else bytes(value)
         self._append(topic, Record(-1, key, None, raw, tuple(headers)))
         if topic == self.dlq_topic:  # the bus's own dead letters come this way too
@@ -295,17 +384,15 @@ class MemoryTransport(Transport):
     def _append(self, topic: str, record: Record) -> None:
         if not self._started:
             raise RuntimeError("transport not started")
-        partitions = self._topic(topic)
+        partitions = self._topics.get(topic) or self._topic(topic)
         if record.key is None:
             index = next(self._round_robin) % len(partitions)
         else:
             index = zlib.crc32(record.key) % len(partitions)
         partition = partitions[index]
         partition.append(record)
-        self.writes[topic] = self.writes.get(topic, 0) + 1
-        tp = (topic, index)
-        for member in self._readers.get(tp, ()):
-            member.pump_partition(tp, partition)
+        for member in partition.readers:
+            member.pump_partition(partition)
 
     def _topic(self, topic: str) -> list[Partition]:
         partitions = self._topics.get(topic)
@@ -313,13 +400,18 @@ class MemoryTransport(Transport):
             if not TOPIC_RE.match(topic):
                 raise ValueError(f"invalid topic name {topic!r}: must match {TOPIC_RE.pattern}")
             compacted = topic in self.compacted
-            partitions = [Partition(self.retention, compacted) for _ in range(self.partitions)]
+            partitions = [
+                Partition((topic, index), self.retention, compacted)
+                for index in range(self.partitions)
+            ]
             self._topics[topic] = partitions
-            # Groups already subscribed to a matching pattern read it from the start.
-            wanting = {m._group.seq: m._group for m in self._by_pattern if m.wants(topic)}
+            # Groups already subscribed to a matching pattern read it from the start
+            # (only pattern members can want a topic they did not name).
+            wanting = {m.group.seq: m.group for m in self._by_pattern if m.wants(topic)}
             for _, group in sorted(wanting.items()):
-                for index in range(len(partitions)):
-                    group.progress.setdefault((topic, index), Progress(0, 0))
+                for partition in partitions:
+                    tp = partition.tp
+                    group.progress.setdefault(tp, Progress(tp, 0, 0))
                 self._rebalance(group)
         return partitions
 
@@ -362,15 +454,16 @@ class MemoryTransport(Transport):
             for topic in wanted:
                 self._topic(topic)
         for topic in wanted:
-            for index, partition in enumerate(self._topics[topic]):
+            for partition in self._topics[topic]:
                 start = partition.start_offset if from_beginning else partition.next_offset
-                state.progress.setdefault((topic, index), Progress(start, start))
+                tp = partition.tp
+                state.progress.setdefault(tp, Progress(tp, start, start))
         state.members.append(member)
         self._rebalance(state)
         return member
 
     def _leave(self, member: MemorySubscription) -> None:
-        group = member._group
+        group = member.group
         if member in self._by_pattern:
             self._by_pattern.remove(member)
         if member in group.members:
@@ -389,36 +482,27 @@ class MemoryTransport(Transport):
                 owner = candidates[index % len(candidates)]
                 owner.assigned.append(tp)
                 group.assignment[tp] = owner
-        # Only this group's readers change: the cost of a join or a leave does not
-        # grow with the number of groups.
+        # Each partition lists its readers (one member per group, in group creation
+        # order): an append pumps them. Only this group's readers change, so a join or
+        # a leave costs the same however many groups there are. Each list is replaced,
+        # never changed in place: a handler run while one is iterated may join or leave.
         for tp, member in before.items():
             if group.assignment.get(tp) is not member:
-                self._stop_reading(tp, member)
+                partition = self._topics[tp[0]][tp[1]]
+                partition.readers = [r for r in partition.readers if r is not member]
         for tp, member in group.assignment.items():
             if before.get(tp) is not member:
-                self._start_reading(tp, member)
+                partition = self._topics[tp[0]][tp[1]]
+                readers = [*partition.readers, member]
+                readers.sort(key=_creation_order)
+                partition.readers = readers
         for member in group.members:
             member.pump()
 
-    def _start_reading(self, tp: TP, member: MemorySubscription) -> None:
-        readers = [*self._readers.get(tp, ()), member]
-        readers.sort(key=lambda reader: reader._group.seq)
-        self._readers[tp] = readers
-
-    def _stop_reading(self, tp: TP, member: MemorySubscription) -> None:
-        readers = [reader for reader in self._readers.get(tp, ()) if reader is not member]
-        if readers:
-            self._readers[tp] = readers
-        else:
-            self._readers.pop(tp, None)
-
     async def _deliver(self, member: MemorySubscription, tp: TP, record: Record) -> None:
+        """Decode a raw record and hand its events to ``member`` (dead-letter it if
+        it holds none)."""
         topic, partition = tp
-        event = record.event
-        if event is not None:
-            delivery = Delivery(event, topic, partition, record.offset, record.key)
-            await member._handle(delivery, (event.get_source(), event.get_id()), None)
-            return
         decoded = decode_record(
             self.adaptor, topic, partition, record.offset, record.value, record.headers, record.key
         )
@@ -426,13 +510,15 @@ class MemoryTransport(Transport):
             reason = failure_reason(decoded.failures)
             if topic == self.dlq_topic:
                 log.error(
-                    "dropped an undecodable dead letter %s/%d/%d: %s", *tp, record.offset, reason
+                    "dropped an undecodable dead letter %s/%d/%d: %s",
+                    topic,
+                    partition,
+                    record.offset,
+                    reason,
                 )
             else:
                 if member.dead_letter:
-                    await self._write_dead_letter(
-                        topic, partition, record, reason, decoded.failures
-                    )
+                    self._write_dead_letter(topic, partition, record, reason, decoded.failures)
                 if member.on_undecodable is not None:
                     await report_undecodable(
                         member.on_undecodable,
@@ -456,14 +542,14 @@ class MemoryTransport(Transport):
             )
             await member._handle(delivery, item.dedup_key, record.value)
 
-    async def _dead_letter(self, delivery: Delivery, value: bytes | None, reason: str) -> None:
+    def _dead_letter(self, delivery: Delivery, value: bytes | None, reason: str) -> None:
         record = Record(delivery.offset, delivery.key, delivery.event, value, delivery.headers)
         if delivery.topic == self.dlq_topic:
             log.error("dropped a failed dead letter %s: %s", delivery.event.get_id(), reason)
             return
-        await self._write_dead_letter(delivery.topic, delivery.partition, record, reason, ())
+        self._write_dead_letter(delivery.topic, delivery.partition, record, reason, ())
 
-    async def _write_dead_letter(
+    def _write_dead_letter(
         self, topic: str, partition: int, record: Record, reason: str, failures: Sequence[Any]
     ) -> None:
         headers = dead_letter_headers(
@@ -472,13 +558,11 @@ class MemoryTransport(Transport):
         if record.value is None and record.event is not None:
             # Stored as an event: dead-letter it as a structured CloudEvent.
             encoded = to_kafka(record.event, "structured")
-            await self.publish_raw(
-                self.dlq_topic, encoded.value, key=record.key, headers=[*encoded.headers, *headers]
+            self._append_raw(
+                self.dlq_topic, encoded.value, record.key, [*encoded.headers, *headers]
             )
         else:
-            await self.publish_raw(
-                self.dlq_topic, record.value or b"", key=record.key, headers=headers
-            )
+            self._append_raw(self.dlq_topic, record.value or b"", record.key, headers)
         log.warning("dead letter %s/%d/%d: %s", topic, partition, record.offset, reason)
 
     # -- reading retained records (no group) -----------------------------------
@@ -493,6 +577,13 @@ class MemoryTransport(Transport):
         return read_partitions(self.adaptor, topic, partitions, limit, position, newest)
 
     # -- introspection (tests, metrics) ---------------------------------------
+
+    @property
+    def writes(self) -> dict[str, int]:
+        """Records written so far, per topic written to (tests check "one write per
+        publish"): offsets are dense, so a partition's next offset counts them."""
+        counts = {t: sum(p.next_offset for p in ps) for t, ps in self._topics.items()}
+        return {topic: count for topic, count in counts.items() if count}
 
     @property
     def dead_lettered(self) -> int:
@@ -522,3 +613,7 @@ class MemoryTransport(Transport):
         with contextlib.suppress(KeyError):
             return sum(p.next_offset for p in self._topics[topic])
         return 0
+
+
+def _creation_order(reader: Reader) -> int:
+    return reader.group_seq
