@@ -40,7 +40,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from a2a_bus.bench.kafka_floor import FloorRequests, echo_request
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
-from a2a_bus.bench.report import Report, Row
+from a2a_bus.bench.report import Curve, Point, Report, Row, Target
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.protocol import Adaptor, ext, new_event
@@ -50,6 +50,8 @@ from a2a_bus.transport.kafka.transport import KafkaTransport
 
 TITLE = "Kafka: bus vs raw aiokafka (same broker, same run)"
 SUBSCRIBERS = (1, 10, 50)
+#: Largest publish cost with more subscribers, as a multiple of one subscriber's.
+PUBLISH_TARGET = 1.5
 IN_FLIGHT = 64
 #: Turns the raw and bus paths take at 1 in flight (see ``one_in_flight``).
 ROUNDS = 4
@@ -440,8 +442,18 @@ def report(results: dict[str, Any]) -> Report:
     out.add(Row("floor: CPU per request", floor["cpu_us"], "us", raw["cpu_us"], "raw"))
     base = results["publish_us"][SUBSCRIBERS[0]]
     for n, cost in results["publish_us"].items():
-        target = 1.5 if n != SUBSCRIBERS[0] else None
+        target = PUBLISH_TARGET if n != SUBSCRIBERS[0] else None
         out.add(Row(f"publish, {n} subscribers", cost, "us", base, "1 subscriber", target))
+    out.curves.append(
+        Curve(
+            "kafka-publish-cost",
+            "Kafka: acknowledged publish, median, by subscribing groups",
+            "consumer groups subscribed to the topic",
+            "publish (µs)",
+            {"kafka": [Point(n, cost) for n, cost in results["publish_us"].items()]},
+            [Target(f"target: <= {PUBLISH_TARGET}x of 1 subscriber", PUBLISH_TARGET * base)],
+        )
+    )
     writes = ", ".join(f"{n}: {w:g}" for n, w in results["writes_per_publish"].items())
     out.notes.append(f"records written per publish by number of subscribers: {writes}")
     out.notes.append(

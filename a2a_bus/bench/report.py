@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,11 +33,52 @@ class Row:
         return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
 
 
+@dataclass(frozen=True)
+class Point:
+    """A figure at one scale (``x``: agents, subscribers...)."""
+
+    x: float
+    #: None: not measured at this scale (``note`` says why, e.g. did not finish).
+    y: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target drawn on a curve: a line at ``y``, or with ``x`` a mark at one scale."""
+
+    label: str
+    y: float
+    x: float | None = None
+    #: Written beside a mark at one scale (the label is in the legend).
+    short: str = ""
+
+
+@dataclass
+class Curve:
+    """One figure measured at several scales: a series of points per transport (or per
+    kind of count), drawn by ``a2a-bus bench --plot``."""
+
+    #: File name of its plot, without extension.
+    name: str
+    title: str
+    x_label: str  # with its unit
+    y_label: str  # with its unit
+    series: dict[str, list[Point]] = field(default_factory=dict)
+    targets: list[Target] = field(default_factory=list)
+    log_x: bool = True
+    log_y: bool = False
+
+
 @dataclass
 class Report:
     title: str
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Scale series, for ``a2a-bus bench --plot``.
+    curves: list[Curve] = field(default_factory=list)
+    #: Printed after the rows (a benchmark's figures at each scale, say).
+    tables: list[Table] = field(default_factory=list)
 
     def add(self, row: Row) -> Row:
         self.rows.append(row)
@@ -54,9 +96,9 @@ class Report:
             sign = ">=" if row.higher_is_better else "<="
             table.add_row(
                 row.case,
-                f"{row.value:,.3g} {row.unit}",
-                f"{row.baseline:,.3g} {row.unit} ({row.baseline_name})" if row.baseline else "",
-                f"{row.ratio:.2f}x" if row.ratio is not None else "",
+                "n/a" if math.isnan(row.value) else f"{_number(row.value)} {row.unit}",
+                f"{_number(row.baseline)} {row.unit} ({row.baseline_name})" if row.baseline else "",
+                _ratio(row.ratio),
                 f"{sign} {row.target}x" if row.target is not None else "",
                 {True: "[green]yes[/]", False: "[red]no[/]", None: ""}[row.met],
             )
@@ -65,8 +107,23 @@ class Report:
     def print(self, console: Console | None = None) -> None:
         console = console or Console()
         console.print(self.table())
+        for table in self.tables:
+            console.print(table)
         for note in self.notes:
             console.print(f"  {note}")
+
+
+def _number(value: float) -> str:
+    """Three significant digits; a whole count in full (1,000, not 1e+03)."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{value:,.0f}"
+    return f"{value:,.3g}"
+
+
+def _ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return ""
+    return "n/a" if math.isnan(ratio) else f"{ratio:.2f}x"
 
 
 def per_call_us(fn: Callable[[], object], seconds: float = 0.3, repeats: int = 5) -> float:

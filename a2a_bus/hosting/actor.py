@@ -30,6 +30,7 @@ import pykka
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.protocol import JsonRpcError
 from a2a_bus.runtime.fiber import Fiber
+from a2a_bus.runtime.keepalive import ACTORS
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,24 @@ class AgentActor(pykka.ThreadingActor):
         # pykka's hook for actor types: a C-implemented SimpleQueue puts and gets
         # without the Condition of queue.Queue (the mailbox bound is the replica's).
         return queue.SimpleQueue()
+
+    # A daemon thread, so that starting one does not cost more with every agent
+    # running; ACTORS keeps the process alive while it runs (see runtime.keepalive).
+    use_daemon_thread = True
+
+    def _start_actor_loop(self) -> None:
+        ACTORS.enter()
+        try:
+            super()._start_actor_loop()
+        except BaseException:
+            ACTORS.leave()
+            raise
+
+    def _actor_loop(self) -> None:
+        try:
+            super()._actor_loop()
+        finally:
+            ACTORS.leave()
 
     def on_start(self) -> None:
         _actor_thread.loop = self.loop  # the thread is this actor's alone

@@ -29,7 +29,8 @@ QUICK = RestartPolicy(max_retries=2, backoff_initial=0.005, backoff_max=0.02)
 
 @pytest.fixture(autouse=True)
 def no_actor_left() -> Iterator[None]:
-    """pykka threads are not daemons: one leaked would keep pytest from exiting."""
+    """An agent actor left running keeps the process alive (a2a_bus.runtime.keepalive):
+    one leaked would keep pytest from exiting."""
     yield
     pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
 

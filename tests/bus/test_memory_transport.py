@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Awaitable
+from types import FrameType
 
 import pytest
 
+from a2a_bus.bench.agents_scale import agent_classes
+from a2a_bus.bus import Bus
 from a2a_bus.protocol import CloudEvent, new_event
 from a2a_bus.transport.base import Delivery, Transport
 from a2a_bus.transport.memory.transport import MemoryTransport
@@ -106,3 +111,55 @@ async def test_a_non_durable_group_forgets_its_progress_when_empty() -> None:
     assert transport.committed("passing", "t.live") == 0
     assert "passing" not in transport.lag() and "kept" not in transport.lag()
     await transport.stop()
+
+
+async def _calls_during(work: Awaitable[object]) -> int:
+    """How many Python and C function calls this thread made while ``work`` ran
+    (a count of the work done, not a timing)."""
+    calls = 0
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        await work
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+async def test_a_new_group_costs_the_same_however_many_groups_exist() -> None:
+    transport = MemoryTransport()
+    await transport.start()
+
+    async def handler(delivery: Delivery) -> None:
+        return None
+
+    async def join(n: int) -> None:
+        await transport.subscribe([f"t.inbox.{n}"], f"t.inbox.{n}", handler)
+
+    for n in range(10):
+        await join(n)
+    early = await _calls_during(join(10))
+    for n in range(11, 1000):
+        await join(n)
+    late = await _calls_during(join(1000))
+    # Quadratic before: every join scanned every group's members and assignments.
+    assert late <= early + 10, (early, late)
+    await transport.stop()
+
+
+async def test_spawning_an_agent_costs_the_same_with_10_or_500_agents_hosted() -> None:
+    agents = agent_classes(502)
+    async with Bus.memory(heartbeat=3600.0) as bus:
+        for agent in agents[:10]:
+            await bus.aspawn(agent)
+        early = await _calls_during(bus.aspawn(agents[10]))
+        for agent in agents[11:501]:
+            await bus.aspawn(agent)
+        late = await _calls_during(bus.aspawn(agents[501]))
+        assert await bus.async_client().request("scaled-501", "echo", ["here"]) == "here"
+    assert late <= early * 1.1, (early, late)

@@ -1,8 +1,10 @@
-"""``a2a-bus bench`` runs benchmarks and reports ratios (figures are not asserted)."""
+"""``a2a-bus bench`` runs benchmarks and reports ratios (figures are not asserted),
+draws scale curves with ``--plot`` and takes the broker from ``--kafka``."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +43,66 @@ def test_the_memory_benchmark_names_idle_cpus_that_halt_without_polling(tmp_path
     halt_poll.write_text("200000\n")
     assert idle_note(halt_poll) is None  # they poll first: nothing to say
     assert idle_note(tmp_path / "missing") is None  # no haltpoll here
+
+
+#: The CLI in a process where matplotlib cannot be imported (as if not installed).
+WITHOUT_MATPLOTLIB = (
+    "import sys; sys.modules['matplotlib'] = None; from a2a_bus.cli import main; main()"
+)
+
+
+def _small_agents_run(**extra: str) -> dict[str, str]:
+    """The environment of an agents benchmark on two small in-memory scales only."""
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    env.update(BENCH_AGENTS_MEMORY="3,12", BENCH_AGENTS_KAFKA="", BENCH_AGENTS_IDLE="0.2")
+    return {**env, "COLUMNS": "200", **extra}
+
+
+def test_plot_without_matplotlib_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MATPLOTLIB, "bench", "adaptor", "--plot", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "needs matplotlib" in done.stderr and "a2a-bus[bench]" in done.stderr
+    assert "orjson.loads" not in done.stdout  # the benchmark did not run
+
+
+def test_the_agents_benchmark_prints_each_scale_and_plots_its_curves(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "a2a_bus", "bench", "agents", "--plot", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=_small_agents_run(),
+    )
+    assert done.returncode in (0, 1), done.stderr
+    assert "At each scale" in done.stdout and "Kafka not measured" in done.stdout
+    drawn = sorted(path.name for path in tmp_path.iterdir())
+    assert drawn == [
+        "agents-first-request.png",
+        "agents-idle-cpu.png",
+        "agents-rss.png",
+        "agents-spawn.png",
+    ]
+
+
+def test_a_kafka_out_of_reach_is_one_error_line(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "a2a_bus", "bench", "agents", "--kafka", f"127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=_small_agents_run(BENCH_AGENTS_MEMORY=""),
+    )
+    assert done.returncode == 1
+    assert f"error: cannot reach Kafka at 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -137,8 +137,10 @@ class Progress:
 class Group:
     """A consumer group: its members, what each reads, and its progress."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, seq: int = 0) -> None:
         self.name = name
+        #: Creation order among the transport's groups: a record reaches groups in it.
+        self.seq = seq
         self.members: list[MemorySubscription] = []
         self.progress: dict[TP, Progress] = {}
         self.assignment: dict[TP, MemorySubscription] = {}

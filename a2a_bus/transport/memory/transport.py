@@ -245,10 +245,15 @@ class MemoryTransport(Transport):
         self._dead_lettered = 0
         self._topics: dict[str, list[Partition]] = {}
         self._groups: dict[str, Group] = {}
+        self._group_seq = itertools.count()
         self._round_robin = itertools.count()
         self._eager_depth = 0
-        #: The member of each group that reads a partition (from the assignments).
+        #: The member of each group that reads a partition (from the assignments),
+        #: in group creation order. Each list is replaced, never changed in place: a
+        #: handler run while one is iterated may join or leave a group.
         self._readers: dict[TP, list[MemorySubscription]] = {}
+        #: Members subscribed by pattern: the only ones a new topic can concern.
+        self._by_pattern: list[MemorySubscription] = []
         self._started = False
         #: Records written, per topic (tests check "one write per publish").
         self.writes: dict[str, int] = {}
@@ -311,11 +316,11 @@ class MemoryTransport(Transport):
             partitions = [Partition(self.retention, compacted) for _ in range(self.partitions)]
             self._topics[topic] = partitions
             # Groups already subscribed to a matching pattern read it from the start.
-            for group in self._groups.values():
-                if any(m.wants(topic) for m in group.members):
-                    for index in range(len(partitions)):
-                        group.progress.setdefault((topic, index), Progress(0, 0))
-                    self._rebalance(group)
+            wanting = {m._group.seq: m._group for m in self._by_pattern if m.wants(topic)}
+            for _, group in sorted(wanting.items()):
+                for index in range(len(partitions)):
+                    group.progress.setdefault((topic, index), Progress(0, 0))
+                self._rebalance(group)
         return partitions
 
     def declare_compacted(self, topic: str) -> None:
@@ -345,24 +350,29 @@ class MemoryTransport(Transport):
         checked_topics(topics)
         state = self._groups.get(group)
         if state is None:
-            state = self._groups[group] = Group(group)
+            state = self._groups[group] = Group(group, next(self._group_seq))
         member = MemorySubscription(self, state, topics, handler, max_in_flight, on_undecodable)
         member.durable = durable
         member.dead_letter = dead_letter
-        if not isinstance(topics, TopicPattern):
-            for topic in topics:
+        if isinstance(topics, TopicPattern):
+            wanted = [topic for topic in self._topics if member.wants(topic)]
+            self._by_pattern.append(member)
+        else:
+            wanted = list(dict.fromkeys(topics))
+            for topic in wanted:
                 self._topic(topic)
-        for topic, partitions in self._topics.items():
-            if member.wants(topic):
-                for index, partition in enumerate(partitions):
-                    start = partition.start_offset if from_beginning else partition.next_offset
-                    state.progress.setdefault((topic, index), Progress(start, start))
+        for topic in wanted:
+            for index, partition in enumerate(self._topics[topic]):
+                start = partition.start_offset if from_beginning else partition.next_offset
+                state.progress.setdefault((topic, index), Progress(start, start))
         state.members.append(member)
         self._rebalance(state)
         return member
 
     def _leave(self, member: MemorySubscription) -> None:
         group = member._group
+        if member in self._by_pattern:
+            self._by_pattern.remove(member)
         if member in group.members:
             group.members.remove(member)
             self._rebalance(group)
@@ -372,20 +382,35 @@ class MemoryTransport(Transport):
     def _rebalance(self, group: Group) -> None:
         for member in group.members:
             member.assigned = []
-        group.assignment = {}
+        before, group.assignment = group.assignment, {}
         for index, tp in enumerate(sorted(group.progress)):
             candidates = [m for m in group.members if m.wants(tp[0])]
             if candidates:
                 owner = candidates[index % len(candidates)]
                 owner.assigned.append(tp)
                 group.assignment[tp] = owner
-        readers: dict[TP, list[MemorySubscription]] = {}
-        for each in self._groups.values():
-            for tp, member in each.assignment.items():
-                readers.setdefault(tp, []).append(member)
-        self._readers = readers
+        # Only this group's readers change: the cost of a join or a leave does not
+        # grow with the number of groups.
+        for tp, member in before.items():
+            if group.assignment.get(tp) is not member:
+                self._stop_reading(tp, member)
+        for tp, member in group.assignment.items():
+            if before.get(tp) is not member:
+                self._start_reading(tp, member)
         for member in group.members:
             member.pump()
+
+    def _start_reading(self, tp: TP, member: MemorySubscription) -> None:
+        readers = [*self._readers.get(tp, ()), member]
+        readers.sort(key=lambda reader: reader._group.seq)
+        self._readers[tp] = readers
+
+    def _stop_reading(self, tp: TP, member: MemorySubscription) -> None:
+        readers = [reader for reader in self._readers.get(tp, ()) if reader is not member]
+        if readers:
+            self._readers[tp] = readers
+        else:
+            self._readers.pop(tp, None)
 
     async def _deliver(self, member: MemorySubscription, tp: TP, record: Record) -> None:
         topic, partition = tp
