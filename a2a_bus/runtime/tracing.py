@@ -76,9 +76,12 @@ def continue_origin(origin: Origin, attributes: MutableMapping[str, Any]) -> Non
     """Stamp the attributes of a message sent for ``origin``: its trace, and from a
     handler the next ``calldepth`` and ``callchain``."""
     source = origin.attributes
-    traceparent = source.get(ext.TRACEPARENT)
-    # Checked: a handled event may come from a producer outside the bus's doors.
-    if parse_traceparent(traceparent) is not None:
+    if origin.tracer is not None and trace.get_current_span().get_span_context().is_valid:
+        # Recording: the span current where the message is made (the handler's, or
+        # one of its own) is the parent of the sending.
+        stamp(attributes, trace.get_current_span())
+    elif parse_traceparent(traceparent := source.get(ext.TRACEPARENT)) is not None:
+        # Checked: a handled event may come from a producer outside the bus's doors.
         attributes[ext.TRACEPARENT] = traceparent
         tracestate = source.get(ext.TRACESTATE)
         if valid_tracestate(tracestate):
@@ -120,8 +123,11 @@ class Tracing:
         self.tracer = provider.get_tracer(SCOPE) if recording(provider) else None
 
 
-def parent_of(attributes: Mapping[str, Any]) -> otel_context.Context:
-    """The OpenTelemetry context an event's ``traceparent`` names (empty if none)."""
+def parent_of(attributes: Mapping[str, Any] | Origin) -> otel_context.Context:
+    """The OpenTelemetry context an event's ``traceparent`` names (empty if none), or
+    an origin's: a handler's spans are children of the span handling its event."""
+    if isinstance(attributes, Origin):
+        attributes = attributes.attributes
     return _W3C.extract(attributes)
 
 
@@ -167,10 +173,14 @@ def start_send(
     caller_id: Any = None,
 ) -> Span:
     """The span of a message being sent (its context stamped on the event): CLIENT
-    for a request, PRODUCER otherwise; a child of the current span if there is one,
-    else of the event's own ``traceparent``."""
-    current = trace.get_current_span()
-    parent = None if current.get_span_context().is_valid else parent_of(attributes)
+    for a request, PRODUCER otherwise; a child of the trace the event continues
+    (its ``traceparent``), else of the current span, else a new trace's root.
+
+    The event's own comes first: delivery handlers run step by step in copies of
+    their producer's context, so what is current on the bus loop may be another
+    message's span.
+    """
+    parent = parent_of(attributes) if ext.TRACEPARENT in attributes else None
     method = attributes.get(ext.METHOD)
     values = _messaging(system, topic, "send", attributes)
     if request:
@@ -193,13 +203,14 @@ def start_process(
     system: str,
     *,
     request: bool,
-    agent: str,
     redelivered: bool,
+    agent: str | None = None,
 ) -> Span:
     """The span of handling a delivered event, a child of its ``traceparent``:
     SERVER for a request, CONSUMER otherwise."""
     values = _messaging(system, topic, "process", attributes)
-    values["a2a.agent.id"] = agent
+    if agent is not None:
+        values["a2a.agent.id"] = agent
     if group is not None:
         values["messaging.consumer.group.name"] = group
     if redelivered:
@@ -250,12 +261,35 @@ def context_with(span: Span) -> otel_context.Context:
 
 
 def use_span(span: Span) -> contextlib.AbstractContextManager[Span]:
-    """Make ``span`` current for the block, end it after, record an escaping error."""
-    return trace.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True)
+    """Make ``span`` current for the block, end it after, record an escaping error.
+
+    Only around code that stays in one context: not around an await in a delivery
+    handler, which the transports drive step by step (each step in a copy).
+    """
+    return trace.use_span(
+        span, end_on_exit=True, record_exception=True, set_status_on_exception=True
+    )
+
+
+@contextlib.contextmanager
+def ending(span: Span) -> Iterator[Span]:
+    """End ``span`` after the block (not making it current); record an escaping error."""
+    try:
+        yield span
+    except BaseException as exc:
+        record_exception(span, exc)
+        raise
+    finally:
+        span.end()
 
 
 def current_span() -> Span:
     return trace.get_current_span()
+
+
+def current_context() -> otel_context.Context:
+    """The OpenTelemetry context current here (to make it current in another thread)."""
+    return otel_context.get_current()
 
 
 def tracer_here() -> Tracer:
