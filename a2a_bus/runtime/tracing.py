@@ -276,6 +276,8 @@ def ending(span: Span) -> Iterator[Span]:
     """End ``span`` after the block (not making it current); record an escaping error."""
     try:
         yield span
+    except GeneratorExit:  # a reader that stopped early: no failure
+        raise
     except BaseException as exc:
         record_exception(span, exc)
         raise
@@ -305,6 +307,8 @@ __all__ = [
     "ORIGIN",
     "Origin",
     "SpanKind",
+    "Status",
+    "StatusCode",
     "Tracing",
     "continue_origin",
     "door_origin",
