@@ -42,7 +42,10 @@ def test_past_the_limit_the_error_names_the_chain() -> None:
     assert error is not None
     assert error.code == ErrorCode.CALL_TOO_DEEP == -32008
     assert error.message == "Call chain too deep"
-    assert error.data == "call depth 9 passes the limit of 8: a -> b -> a -> b -> a -> b -> a -> b -> a"
+    assert (
+        error.data
+        == "call depth 9 passes the limit of 8: a -> b -> a -> b -> a -> b -> a -> b -> a"
+    )
 
 
 def test_a_cut_chain_says_so() -> None:
