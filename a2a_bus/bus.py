@@ -42,7 +42,7 @@ from a2a_bus.runtime.tracing import Tracing
 from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.settings import bus_options, transport_kind
-from a2a_bus.transport.base import Subscription, Transport
+from a2a_bus.transport.base import Inboxes, Subscription, Transport
 from a2a_bus.transport.kafka import KafkaSettings, KafkaTransport
 from a2a_bus.transport.memory import MemoryTransport
 
@@ -109,12 +109,13 @@ class Bus:
         self._hosting = Hosting(
             self.context,
             self.dispatcher,
-            transport.inboxes(f"{prefix}.inbox"),
             self.restart_policy,
             self.client,
             self._agent_scheduler,
         )
         self._subscriptions: list[Subscription] = []
+        #: The inbox consumer of the current start (one per process on Kafka).
+        self._inboxes: Inboxes | None = None
         self._thread: LoopThread | None = None
 
     # -- construction ---------------------------------------------------------------
@@ -234,13 +235,18 @@ class Bus:
         """Start ``host`` and announce it; if that fails, stop what it started."""
         self.directory.expect_local(host.agent_id)
         try:
-            await host.start()
+            await host.start(self._started_inboxes())
             card = host.card()
             self.directory.add_local(card)
             await self.announcer.announce(card)
         except BaseException:
             await self._stop_host(host)
             raise
+
+    def _started_inboxes(self) -> Inboxes:
+        if self._inboxes is None:
+            self._inboxes = self.transport.inboxes(f"{self.topics.prefix}.inbox")
+        return self._inboxes
 
     async def _stop_host(self, host: AgentHost) -> None:
         await self._withdraw(host)
@@ -311,8 +317,14 @@ class Bus:
         )
         # Running from here: an agent's on_start may already call other agents.
         self.dispatcher.open()
-        for host in list(self.hosts):
-            await self._start_host(host)
+        # All at once: on Kafka the inbox subscriptions made together cost one join of
+        # the process's inbox group, not one each.
+        started = await asyncio.gather(
+            *(self._start_host(host) for host in list(self.hosts)), return_exceptions=True
+        )
+        for outcome in started:
+            if isinstance(outcome, BaseException):
+                raise outcome  # the hosts that did start are stopped by the shutdown
         self.announcer.start()
 
     async def astop(self) -> None:
@@ -331,7 +343,9 @@ class Bus:
                 replica.begin_stop()
         for host in self.hosts:
             await host.stop()
-        await self._hosting.inboxes.stop()
+        inboxes, self._inboxes = self._inboxes, None
+        if inboxes is not None:
+            await inboxes.stop()
         subscriptions, self._subscriptions = self._subscriptions, []
         self.dispatcher.drain()  # a stream reader that is behind does not hold the reply topic
         for subscription in subscriptions:

@@ -75,8 +75,6 @@ class Hosting:
     context: BusContext
     #: Answers callers in this process, and tracks the generators streaming from here.
     dispatcher: Dispatcher
-    #: The process's inbox consumer (one per process on Kafka).
-    inboxes: Inboxes
     policy: RestartPolicy
     #: Makes the sync client each agent instance gets as ``agent.client``.
     client: Callable[[], Client]
@@ -178,8 +176,9 @@ class AgentHost:
         """The span handling ``delivery`` (with an SDK), else None."""
         return self._spans.get(id(delivery.event))
 
-    async def start(self) -> None:
-        """Start the replicas, then consume the inbox and the subscribed subjects."""
+    async def start(self, inboxes: Inboxes) -> None:
+        """Start the replicas, then consume the inbox (through the process's inbox
+        consumer of this start of the bus) and the subscribed subjects."""
         hosting, topics = self.hosting, self._context.topics
         mailbox = self.agent_cls.mailbox_size
         for index in range(self.replica_count):
@@ -196,7 +195,7 @@ class AgentHost:
             self.replicas.append(replica)
         in_flight = mailbox * self.replica_count
         self._subscriptions.append(
-            await hosting.inboxes.subscribe(
+            await inboxes.subscribe(
                 topics.agent(self.agent_id),
                 self._traced(self._on_inbox, f"{topics.prefix}.inbox"),
                 max_in_flight=in_flight,

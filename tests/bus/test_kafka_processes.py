@@ -22,6 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from a2a_bus import Bus
+from a2a_bus.transport.kafka.groups import composition_group
 from a2a_bus.transport.kafka.transport import KafkaTransport
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -143,11 +144,12 @@ async def send_all(
 
 
 async def wait_until_committed(bus: Bus, bootstrap: str) -> None:
-    """Wait until the worker group committed the end of every inbox partition, so
-    every redelivery has happened (bounded by ``WAIT``)."""
+    """Wait until the workers' inbox group committed the end of every inbox partition,
+    so every redelivery has happened (bounded by ``WAIT``)."""
     transport = bus.transport
     assert isinstance(transport, KafkaTransport)
     topic = bus.topics.agent("worker")
+    group = composition_group(f"{bus.topics.prefix}.inbox", [topic])
     partitions = [TopicPartition(topic, p) for p in range(transport.settings.partitions)]
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await reader.start()
@@ -155,7 +157,7 @@ async def wait_until_committed(bus: Bus, bootstrap: str) -> None:
         ends = await reader.end_offsets(partitions)
         async with asyncio.timeout(WAIT):
             while True:
-                found = await transport.committed_offsets(topic, partitions)
+                found = await transport.committed_offsets(group, partitions)
                 if all(found.get(tp, (-1, ""))[0] == ends[tp] for tp in partitions):
                     return
                 await asyncio.sleep(0.2)

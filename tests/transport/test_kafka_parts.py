@@ -17,6 +17,8 @@ from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka.batches import murmur2, pick_partition
 from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, encode_lease
 from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.groups import composition_group, is_composition_group
+from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
 from a2a_bus.transport.kafka.records import dead_letter_headers, decode_record, failure_reason
 
 
@@ -262,3 +264,19 @@ def test_subscribe_refuses_a_bare_string_and_nothing_on_every_transport() -> Non
     pattern = TopicPattern(r"^a2a\.topic\..*$")
     assert checked_topics(pattern) is pattern
     assert checked_topics(["a", "b"]) == ["a", "b"]
+
+
+def test_an_inbox_group_is_named_after_its_set_of_topics() -> None:
+    group = composition_group("a2a.inbox", ["a2a.agent.b", "a2a.agent.a"])
+    assert group == composition_group("a2a.inbox", ["a2a.agent.a", "a2a.agent.b"])
+    assert group != composition_group("a2a.inbox", ["a2a.agent.a"])
+    assert is_composition_group("a2a.inbox", group)
+    assert not is_composition_group("a2a.inbox", "a2a.inbox.other")
+    assert not is_composition_group("a2a.inbox", group.replace("a2a.inbox", "a2a.inboxes"))
+
+
+def test_the_inbox_consumer_waits_longer_the_more_partitions_it_fetches() -> None:
+    settings = KafkaSettings()
+    waits = [idle_fetch_wait(settings, partitions) for partitions in (30, 300, 3_000, 30_000)]
+    assert waits == [settings.fetch_max_wait_ms, 450, 4_500, settings.inbox_fetch_max_wait_ms]
+    assert idle_fetch_wait(KafkaSettings(inbox_fetch_max_wait_ms=1_000), 3_000) == 1_000

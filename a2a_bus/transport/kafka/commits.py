@@ -16,6 +16,7 @@ knows that no record at or past the committed lease was ever handled before.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 
 LEASE_PREFIX = "a2a-lease="
 
@@ -66,6 +67,14 @@ class PartitionTracker:
         return position is not None and (
             position != self._committed or self.lease != self.committed_lease
         )
+
+    def handed_out_end(self, excluded: Collection[int] = ()) -> int | None:
+        """One past the last offset handed out, ``excluded`` offsets (records
+        that never reached a handler) left aside; the position if none is left."""
+        for entry in reversed(self._pending):
+            if entry[0] not in excluded:
+                return entry[0] + 1
+        return self.position
 
     def add(self, offset: int, deliveries: int = 1) -> None:
         """Record that ``offset`` was handed out as ``deliveries`` deliveries."""

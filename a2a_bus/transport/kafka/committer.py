@@ -4,7 +4,7 @@ A :class:`Committer` writes what the member's
 :class:`~a2a_bus.transport.kafka.commits.PartitionTracker` objects say: the
 position of each partition (its first unfinished record) and the lease (the
 offset below which records may be handed out) as commit metadata. It commits
-in the background when asked (:meth:`Committer.want`, at most once per
+in the background when asked (:attr:`Committer.wanted`, at most once per
 ``commit_interval_ms``), and at once for a lease a record waits for, a revoke
 or a stop. One lock keeps commits of the member in order.
 """
@@ -14,16 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
+from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker, encode_lease
-
-if TYPE_CHECKING:
-    from a2a_bus.transport.kafka.transport import KafkaMetrics
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +86,18 @@ class Committer:
         await self.commit([tp])
         return offset < tracker.committed_lease
 
-    async def commit(self, partitions: Iterable[TopicPartition], *, clean: bool = False) -> bool:
+    async def commit(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        final: Mapping[TopicPartition, int] | None = None,
+    ) -> bool:
         """Commit the position (and lease) of ``partitions``; False if it failed.
 
-        ``clean`` records that nothing past the position was handed out (all
-        handlers finished), so the next owner sees no possible redelivery.
+        ``final`` gives the lease of partitions this member hands out nothing
+        more from (revoked, stopping): one past the last record it handed to a
+        handler, or more (see ``GroupMember``), so the next owner flags no record
+        this member never handed out.
         """
         async with self._lock:
             offsets: dict[TopicPartition, tuple[int, str]] = {}
@@ -105,7 +109,7 @@ class Committer:
                 position = tracker.position
                 if position is None:
                     continue
-                lease = position if clean and tracker.in_flight == 0 else tracker.lease
+                lease = tracker.lease if final is None else final.get(tp, tracker.lease)
                 if not tracker.dirty and lease == tracker.committed_lease:
                     continue
                 offsets[tp] = (position, encode_lease(lease))
@@ -127,14 +131,14 @@ class Committer:
                 tracker = self._trackers.get(tp)
                 if tracker is not None:
                     tracker.committed(position, leases[tp])
-                    if clean:
+                    if final is not None:
                         tracker.lease = leases[tp]
             return True
 
-    async def commit_starts(self, starts: dict[TopicPartition, int]) -> bool:
-        """Commit where reading starts on partitions the group never committed
-        (no tracker yet), with that offset as the lease; False if it failed."""
-        offsets = {tp: (start, encode_lease(start)) for tp, start in starts.items()}
+    async def commit_starts(self, starts: Mapping[TopicPartition, tuple[int, int]]) -> bool:
+        """Commit where reading starts, and the lease then, on partitions whose
+        start the group has no commit for (no tracker yet); False if it failed."""
+        offsets = {tp: (start, encode_lease(lease)) for tp, (start, lease) in starts.items()}
         async with self._lock:
             try:
                 await self._consumer.commit(offsets)
@@ -158,8 +162,13 @@ class Uncommitted(Committer):
     async def hold_lease(self, tp: TopicPartition, tracker: PartitionTracker, offset: int) -> bool:
         return True
 
-    async def commit(self, partitions: Iterable[TopicPartition], *, clean: bool = False) -> bool:
+    async def commit(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        final: Mapping[TopicPartition, int] | None = None,
+    ) -> bool:
         return True
 
-    async def commit_starts(self, starts: dict[TopicPartition, int]) -> bool:
-        return False
+    async def commit_starts(self, starts: Mapping[TopicPartition, tuple[int, int]]) -> bool:
+        return True  # nothing to keep

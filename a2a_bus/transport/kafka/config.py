@@ -51,6 +51,10 @@ class KafkaSettings:
     compression_type: str | None = None
     # Consumer tuning.
     fetch_max_wait_ms: int = 100
+    #: The longest fetch wait of the one consumer of all agent inboxes of a
+    #: process, which waits 1.5 ms per partition it consumes (at least
+    #: ``fetch_max_wait_ms``): each idle fetch costs Python work per partition.
+    inbox_fetch_max_wait_ms: int = 5_000
     max_poll_records: int = 500
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1_000

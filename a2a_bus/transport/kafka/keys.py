@@ -1,11 +1,16 @@
-"""Records of one Kafka group member run concurrently across keys, in order within a key.
+"""Records handed out by Kafka group members run concurrently across keys, in order within a key.
 
 A record with a key waits behind the running record of that key on its
 partition and starts as soon as it finishes, so the records of a key are
 handled one at a time in offset order; records without a key start at once.
-Each record's handling coroutine runs eagerly (:class:`~a2a_bus.transport.eager.EagerRun`):
-its first step at once, later steps from the callbacks of the futures it
-awaits, with no task per record.
+Each record's handling coroutine (its target's
+:meth:`~a2a_bus.transport.kafka.target.Target.handle`) runs eagerly
+(:class:`~a2a_bus.transport.eager.EagerRun`): its first step at once, later
+steps from the callbacks of the futures it awaits, with no task per record.
+
+The inboxes of a process share one :class:`KeyedRuns` across their successive
+group members, so a record fetched again by the next member waits behind the
+original that the previous member's handler is still running.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
 
@@ -25,8 +30,18 @@ from a2a_bus.transport.kafka.records import DecodedRecord
 log = logging.getLogger(__name__)
 
 
-#: Makes the coroutine that handles one record (the subscription's ``_handle``).
-Handle = Callable[["Handling"], Coroutine[Any, Any, None]]
+class Handler(Protocol):
+    """What handles a record (a :class:`~a2a_bus.transport.kafka.target.Target`)."""
+
+    def handle(self, handling: Handling) -> Coroutine[Any, Any, None]:
+        """The coroutine that handles ``handling``'s record."""
+
+    def release(self, records: int) -> None:
+        """``records`` left the in-flight count."""
+
+
+#: Picks handlings (None: all of them).
+Which = Callable[["Handling"], bool] | None
 
 #: Records started inside one another's completion (a key's queued records that
 #: finish at once) at most this deep; deeper ones start from the loop.
@@ -41,29 +56,44 @@ class Handling(EagerRun):
     its key: a queued record that is dropped has none (one never started warns).
     """
 
-    __slots__ = ("_runs", "decoded", "record", "redelivered", "tp", "tracker", "waiting")
+    __slots__ = (
+        "_runs",
+        "commit_wanted",
+        "decoded",
+        "record",
+        "redelivered",
+        "target",
+        "tp",
+        "tracker",
+        "waiting",
+    )
 
     def __init__(
         self,
         runs: KeyedRuns,
+        target: Handler,
         tp: TopicPartition,
         record: ConsumerRecord,
         decoded: DecodedRecord,
         tracker: PartitionTracker,
         redelivered: bool,
+        commit_wanted: asyncio.Event,
     ) -> None:
         self._runs = runs
+        self.target = target
         self.tp = tp
         self.record = record
         self.decoded = decoded
         self.tracker = tracker
         self.redelivered = redelivered
+        #: Set once the record finished: its member's committer commits soon.
+        self.commit_wanted = commit_wanted
         #: Records of its key queued behind it while it runs (made for the first).
         self.waiting: deque[Handling] | None = None
 
     def begin(self) -> None:
         """Make the coroutine and run its first step."""
-        EagerRun.__init__(self, self._runs._handle(self), self._runs._loop)
+        EagerRun.__init__(self, self.target.handle(self), self._runs._loop)
         self.step()
 
     def finished(self, error: BaseException | None) -> None:
@@ -71,12 +101,11 @@ class Handling(EagerRun):
 
 
 class KeyedRuns:
-    """The records of one member being handled or waiting behind their key."""
+    """The records being handled or waiting behind their key."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, handle: Handle, group: str) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
         self._loop = loop
-        self._handle = handle
-        self._group = group
+        self._name = name
         #: The running record of each busy key; the records queued behind it are its ``waiting``.
         self._busy: dict[tuple[TopicPartition, bytes], Handling] = {}
         self._running: set[Handling] = set()
@@ -98,28 +127,30 @@ class KeyedRuns:
             self._busy[handling.tp, key] = handling
         self._begin(handling)
 
-    def drop_queued(self, partitions: Collection[TopicPartition] | None) -> int:
-        """Forget the records of ``partitions`` (None: all) waiting behind their key,
-        which were never handed to a handler; how many there were."""
-        dropped = 0
-        for key in [k for k in self._busy if partitions is None or k[0] in partitions]:
+    def drop_queued(self, which: Which) -> list[Handling]:
+        """Forget the records waiting behind a running record that ``which``
+        picks; they were never handed to a handler. The dropped handlings."""
+        dropped: list[Handling] = []
+        for key in [k for k, h in self._busy.items() if which is None or which(h)]:
             # Emptied as well as forgotten: the running handling of the key
             # must start nothing more from it.
             waiting = self._busy.pop(key).waiting
             if waiting:
-                dropped += len(waiting)
+                dropped.extend(waiting)
                 waiting.clear()
         return dropped
 
-    async def drain(
-        self, partitions: Collection[TopicPartition] | None, timeout: float | None
-    ) -> list[Handling]:
-        """Wait up to ``timeout`` seconds (None: no limit) until no record of
-        ``partitions`` (None: all) is being handled, queued records of a key
-        included; the handlings still running then."""
+    def running(self, which: Which) -> list[Handling]:
+        """The handlings running now that ``which`` picks."""
+        return [h for h in self._running if which is None or which(h)]
+
+    async def drain(self, which: Which, timeout: float | None) -> list[Handling]:
+        """Wait up to ``timeout`` seconds (None: no limit) until no handling that
+        ``which`` picks is running, the records queued behind them included; the
+        handlings still running then."""
         deadline = None if timeout is None else self._loop.time() + timeout
         while True:
-            running = [h for h in self._running if partitions is None or h.tp in partitions]
+            running = self.running(which)
             left = None if deadline is None else deadline - self._loop.time()
             if not running or (left is not None and left <= 0):
                 return running
@@ -135,7 +166,7 @@ class KeyedRuns:
         """A handling ended: start the next record of its key, wake :meth:`drain`."""
         self._running.discard(handling)
         if error is not None and not isinstance(error, asyncio.CancelledError):
-            log.error("group %s: handling a record failed", self._group, exc_info=error)
+            log.error("%s: handling a record failed", self._name, exc_info=error)
         key = handling.record.key
         if key is not None and self._busy.get((handling.tp, key)) is handling:
             # (not so if the partition was revoked meanwhile: nothing more starts)

@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.errors import (
     KafkaError,
     MessageSizeTooLargeError,
@@ -52,7 +52,9 @@ from a2a_bus.transport.kafka.batches import (
     Batches,
     pick_partition,
 )
+from a2a_bus.transport.kafka.broker import KafkaMetrics, check_topic_name
 from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.inboxes import KafkaInboxes
 from a2a_bus.transport.kafka.reader import read_topic
 from a2a_bus.transport.kafka.records import dead_letter_headers
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
@@ -61,27 +63,11 @@ from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
 
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _DLQ_EVENT_ID = "a2a-dlq-event-id"
 #: The headers of every record published in structured mode: one list for all
 #: (aiokafka's record builder takes a list and only reads it).
 _STRUCTURED = [STRUCTURED_HEADER]
 _Client = TypeVar("_Client")
-
-
-@dataclass
-class KafkaMetrics:
-    """Counters of one transport (all subscriptions together)."""
-
-    #: Records written (publish, publish_raw and dead letters).
-    produced: int = 0
-    delivered: int = 0
-    redelivered: int = 0
-    duplicates: int = 0
-    dead_lettered: int = 0
-    handler_errors: int = 0
-    commits: int = 0
-    topics_created: int = 0
 
 
 class KafkaTransport(Transport):
@@ -115,6 +101,7 @@ class KafkaTransport(Transport):
         self._compacted: set[str] = set()
         self._creating: dict[str, asyncio.Future[None]] = {}
         self._subscriptions: set[KafkaSubscription] = set()
+        self._inboxes: list[KafkaInboxes] = []
         self._ready = False
 
     @classmethod
@@ -138,6 +125,9 @@ class KafkaTransport(Transport):
         lags: dict[str, int] = {}
         for subscription in self._subscriptions:
             lags[subscription.group] = lags.get(subscription.group, 0) + subscription.lag()
+        for inboxes in self._inboxes:
+            for group, lag in inboxes.lag().items():
+                lags[group] = lags.get(group, 0) + lag
         return lags
 
     # -- lifecycle ------------------------------------------------------------------
@@ -175,6 +165,8 @@ class KafkaTransport(Transport):
         return producer
 
     async def stop(self) -> None:
+        for inboxes in self._inboxes:
+            await inboxes.stop()
         for subscription in list(self._subscriptions):
             await subscription.stop()
         self._ready = False
@@ -197,8 +189,7 @@ class KafkaTransport(Transport):
         for topic in topics:
             if topic in self._known_topics:
                 continue
-            if not _TOPIC_NAME.match(topic):
-                raise ValueError(f"invalid Kafka topic name {topic!r}: use [A-Za-z0-9._-]")
+            check_topic_name(topic)
             if topic in self._creating:
                 waiting.append(self._creating[topic])
             else:
@@ -251,14 +242,51 @@ class KafkaTransport(Transport):
     async def list_topics(self) -> list[str]:
         return await self._require(self._admin).list_topics()
 
+    async def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
+        """The partitions of those of ``topics`` that exist, per the cluster metadata."""
+        described = await self._require(self._admin).describe_topics(list(topics))
+        return [
+            TopicPartition(entry["topic"], partition["partition"])
+            for entry in described
+            if entry["error_code"] == 0
+            for partition in entry["partitions"]
+        ]
+
     async def committed_offsets(
-        self, group: str, partitions: Sequence[TopicPartition]
+        self, group: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, tuple[int, str]]:
-        """The group's committed offset and commit metadata per partition."""
+        """The group's committed offset and commit metadata per partition (of
+        ``partitions``, -1 for one without a commit; else of every partition it
+        committed)."""
         found = await self._require(self._admin).list_consumer_group_offsets(
-            group, partitions=list(partitions)
+            group, partitions=None if partitions is None else list(partitions)
         )
         return {tp: (meta.offset, meta.metadata or "") for tp, meta in found.items()}
+
+    async def consumer_groups(self) -> list[str]:
+        """The names of the cluster's consumer groups."""
+        return [str(entry[0]) for entry in await self._require(self._admin).list_consumer_groups()]
+
+    async def group_topics(self, groups: Sequence[str]) -> dict[str, set[str]]:
+        """The topics that the members of each of ``groups`` subscribe to now (a
+        group without members is left out)."""
+        admin = self._require(self._admin)
+        # One group per request: aiokafka misreads a response describing several.
+        described = await asyncio.gather(*(admin.describe_consumer_groups([g]) for g in groups))
+        found: dict[str, set[str]] = {}
+        for response in (r for responses in described for r in responses):
+            for description in response.groups:
+                error, name, _state, protocol_type, _protocol, members = description[:6]
+                if error or protocol_type != "consumer":
+                    continue
+                topics: set[str] = set()
+                for member in members:
+                    # (member_id, [group_instance_id,] client_id, client_host,
+                    # metadata, assignment): the metadata is second to last.
+                    topics.update(ConsumerProtocol.METADATA.decode(member[-2]).subscription)
+                if topics:
+                    found[name] = topics
+        return found
 
     # -- producing ------------------------------------------------------------------
 
@@ -405,6 +433,7 @@ class KafkaTransport(Transport):
             on_undecodable=on_undecodable,
             durable=durable,
             dead_letter=dead_letter,
+            on_stop=self._subscriptions.discard,
         )
         self._subscriptions.add(subscription)
         try:
@@ -416,6 +445,13 @@ class KafkaTransport(Transport):
             raise
         return subscription
 
+    def inboxes(self, group_prefix: str) -> KafkaInboxes:
+        """One consumer for every agent inbox of this process, in the group
+        ``<group_prefix>.<digest of the inbox topics>`` (see docs/kafka.md)."""
+        inboxes = KafkaInboxes(self, group_prefix)
+        self._inboxes.append(inboxes)
+        return inboxes
+
     async def read(
         self, topic: str, *, limit: int, position: Position | None = None, newest: bool = False
     ) -> ReadBatch:
@@ -424,9 +460,6 @@ class KafkaTransport(Transport):
             raise RuntimeError("the Kafka transport is not started")
         admin = self._require(self._admin)
         return await read_topic(self.settings, admin, self.adaptor, topic, limit, position, newest)
-
-    def _forget(self, subscription: KafkaSubscription) -> None:
-        self._subscriptions.discard(subscription)
 
     @staticmethod
     def _require(client: _Client | None) -> _Client:

@@ -1,0 +1,76 @@
+"""The Kafka transport as its consuming parts see it, and its counters.
+
+Group members, targets and the inboxes take the transport as a :class:`Broker`
+(what they use of it), so they need not import the transport module that
+builds them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiokafka import ConsumerRecord, TopicPartition
+
+from a2a_bus.protocol import Adaptor, Failure
+from a2a_bus.transport.kafka.config import KafkaSettings
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def check_topic_name(topic: str) -> None:
+    """Raise ValueError unless ``topic`` is a name Kafka accepts."""
+    if not _TOPIC_NAME.match(topic):
+        raise ValueError(f"invalid Kafka topic name {topic!r}: use [A-Za-z0-9._-]")
+
+
+@dataclass
+class KafkaMetrics:
+    """Counters of one transport (all subscriptions together)."""
+
+    #: Records written (publish, publish_raw and dead letters).
+    produced: int = 0
+    delivered: int = 0
+    redelivered: int = 0
+    duplicates: int = 0
+    dead_lettered: int = 0
+    handler_errors: int = 0
+    commits: int = 0
+    topics_created: int = 0
+
+
+class Broker(Protocol):
+    """What consumers of the transport use: settings, counters, topics, groups,
+    dead letters (``KafkaTransport`` is one)."""
+
+    settings: KafkaSettings
+    adaptor: Adaptor
+    metrics: KafkaMetrics
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def ensure_topics(self, topics: Sequence[str]) -> None: ...
+
+    async def list_topics(self) -> list[str]: ...
+
+    async def partitions(self, topics: Sequence[str]) -> list[TopicPartition]: ...
+
+    async def consumer_groups(self) -> list[str]: ...
+
+    async def group_topics(self, groups: Sequence[str]) -> dict[str, set[str]]: ...
+
+    async def committed_offsets(
+        self, group: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[int, str]]: ...
+
+    async def dead_letter(
+        self,
+        record: ConsumerRecord,
+        reason: str,
+        *,
+        failures: Sequence[Failure] = (),
+        event_id: str | None = None,
+    ) -> None: ...

@@ -1,0 +1,200 @@
+"""Where a consumed record goes: one subscription's handler and its bounds.
+
+A group member hands each record to the :class:`Target` of its topic: a
+single-group subscription has one target for all its topics, the inboxes of a
+process one target per inbox topic. The target keeps what belongs to the
+subscription rather than to a consumer: its handler, its de-duplication window,
+the records it has in flight (at most ``max_in_flight``), whether its
+subscriber paused it, and the records fetched while it was full or paused (its
+backlog, handed out in order as it takes records again, while the consumer
+fetches the other targets' records).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterable
+from typing import Protocol
+
+from aiokafka import ConsumerRecord, TopicPartition
+
+from a2a_bus.transport.base import Delivery, Handler, UndecodableHandler, report_undecodable
+from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka.broker import Broker
+from a2a_bus.transport.kafka.keys import Handling
+from a2a_bus.transport.kafka.records import failure_reason
+
+log = logging.getLogger(__name__)
+
+
+class Target:
+    """One subscription's handling of records; see the module docstring."""
+
+    def __init__(
+        self,
+        transport: Broker,
+        handler: Handler,
+        name: str,
+        *,
+        topic: str | None = None,
+        max_in_flight: int = 64,
+        on_undecodable: UndecodableHandler | None = None,
+        dead_letter: bool = True,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self._transport = transport
+        self._handler = handler
+        #: For logs: the group, or the inbox topic.
+        self.name = name
+        #: The one topic it serves, or None for every topic of its member.
+        self.topic = topic
+        self.max_in_flight = max_in_flight
+        self._on_undecodable = on_undecodable
+        self._dead_letter = dead_letter
+        self._dedup = DedupWindow(transport.settings.dedup_window)
+        #: Records handed out and not finished (queued behind their key or running).
+        self.in_flight = 0
+        self._slot_freed: asyncio.Future[None] | None = None
+        #: Paused by its subscriber.
+        self.paused = False
+        #: Stopping: its records are no longer handed out.
+        self.stopping = False
+        #: Fetched records waiting for a free slot: (partition, records, epoch).
+        self.backlog: deque[tuple[TopicPartition, list[ConsumerRecord], int]] = deque()
+        self.backlog_records = 0
+        #: The task handing the backlog out, while there is one.
+        self.draining: asyncio.Task[None] | None = None
+
+    @property
+    def fetching(self) -> bool:
+        """Whether its partitions should be fetched now: not stopping, and less
+        than ``max_in_flight`` records waiting in the backlog.
+
+        A paused target takes no records, but its partitions are fetched until
+        its backlog is that long: on resume those are handed out at once while
+        the consumer fetches again (which may take its whole idle wait).
+        """
+        return not (self.stopping or self.backlog_records >= self.max_in_flight)
+
+    @property
+    def full(self) -> bool:
+        """Whether it takes no record now (paused, or ``max_in_flight`` in flight)."""
+        return self.paused or self.in_flight >= self.max_in_flight
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
+        if not paused:
+            self._wake()
+
+    async def wait_for_slot(self) -> None:
+        while self.full:
+            self._slot_freed = asyncio.get_running_loop().create_future()
+            await self._slot_freed
+
+    def release(self, records: int) -> None:
+        """``records`` left the in-flight count (finished or dropped)."""
+        self.in_flight -= records
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._slot_freed
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def drop_backlog(self) -> None:
+        """Forget the fetched records not handed out (the next owner fetches them)."""
+        self.backlog.clear()
+        self.backlog_records = 0
+
+    async def handle(self, handling: Handling) -> None:
+        """Dead-letter what did not decode, hand each event to the handler (once
+        per de-duplication key), then count the record finished."""
+        tp = handling.tp
+        record = handling.record
+        decoded = handling.decoded
+        tracker = handling.tracker
+        redelivered = handling.redelivered
+        transport = self._transport
+        metrics = transport.metrics
+        dedup = self._dedup
+        finished = False
+        try:
+            if decoded.failures:
+                if self._dead_letter:
+                    reason = failure_reason(decoded.failures)
+                    await transport.dead_letter(record, reason, failures=decoded.failures)
+                if self._on_undecodable is not None:
+                    await report_undecodable(
+                        self._on_undecodable,
+                        tp.topic,
+                        tp.partition,
+                        record.offset,
+                        record.key,
+                        record.headers,
+                        decoded.failures,
+                        record.value,
+                    )
+            for event, dedup_key, raw in decoded.events:
+                original = dedup.claim(dedup_key)
+                if original is not None:
+                    metrics.duplicates += 1
+                    await asyncio.shield(original)
+                    continue
+                delivery = Delivery(
+                    event,
+                    tp.topic,
+                    tp.partition,
+                    record.offset,
+                    record.key,
+                    redelivered,
+                    raw,
+                    tuple(record.headers),
+                )
+                try:
+                    await self._handler(delivery)
+                except asyncio.CancelledError:
+                    dedup.forget(dedup_key)
+                    raise
+                except Exception as exc:
+                    metrics.handler_errors += 1
+                    log.exception("%s: handler failed on %s", self.name, event.get_id())
+                    reason = f"handler-error: {type(exc).__name__}: {exc}"
+                    await transport.dead_letter(record, reason, event_id=event.get_id())
+                else:
+                    metrics.delivered += 1
+                    if redelivered:
+                        metrics.redelivered += 1
+                finally:
+                    dedup.done(dedup_key)
+            finished = True
+        finally:
+            self.release(1)
+            if finished:
+                tracker.finish(record.offset)
+                handling.commit_wanted.set()
+
+
+class Routing(Protocol):
+    """The targets of a group member's topics."""
+
+    def target(self, topic: str) -> Target | None:
+        """The target of ``topic``'s records; None: hand none out."""
+
+    def targets(self) -> Iterable[Target]:
+        """Every target."""
+
+
+class OneTarget:
+    """Routing of a single-group subscription: one target for every topic."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+
+    def target(self, topic: str) -> Target | None:
+        return self._target
+
+    def targets(self) -> Iterable[Target]:
+        return (self._target,)
