@@ -26,12 +26,22 @@ from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Span, SpanKind, Tracer
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    Tracer,
+    TraceState,
+)
 from opentelemetry.trace.status import Status, StatusCode
 
 from a2a_bus.protocol import (
     ext,
+    format_traceparent,
     next_call,
     parse_traceparent,
     valid_tracestate,
@@ -41,7 +51,6 @@ log = logging.getLogger(__name__)
 
 #: The instrumentation scope of the bus's spans.
 SCOPE = "a2a_bus"
-_W3C = TraceContextTextMapPropagator()
 
 
 class Origin(NamedTuple):
@@ -128,19 +137,33 @@ def parent_of(attributes: Mapping[str, Any] | Origin) -> otel_context.Context:
     an origin's: a handler's spans are children of the span handling its event."""
     if isinstance(attributes, Origin):
         attributes = attributes.attributes
-    return _W3C.extract(attributes)
+    parsed = parse_traceparent(attributes.get(ext.TRACEPARENT))
+    if parsed is None:
+        return otel_context.Context()
+    tracestate = attributes.get(ext.TRACESTATE)
+    remote = SpanContext(
+        int(parsed.trace_id, 16),
+        int(parsed.parent_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(parsed.flags),
+        trace_state=TraceState.from_header([tracestate]) if tracestate else None,
+    )
+    return trace.set_span_in_context(NonRecordingSpan(remote), otel_context.Context())
 
 
 def stamp(attributes: MutableMapping[str, Any], span: Span) -> None:
     """Put ``span``'s context on an event as its ``traceparent``/``tracestate``."""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier, trace.set_span_in_context(span))
-    if ext.TRACEPARENT in carrier:
-        attributes[ext.TRACEPARENT] = carrier[ext.TRACEPARENT]
-        if ext.TRACESTATE in carrier:
-            attributes[ext.TRACESTATE] = carrier[ext.TRACESTATE]
-        else:
-            attributes.pop(ext.TRACESTATE, None)
+    context = span.get_span_context()
+    if not context.is_valid:
+        return
+    attributes[ext.TRACEPARENT] = format_traceparent(
+        context.trace_id, context.span_id, context.trace_flags
+    )
+    tracestate = context.trace_state.to_header() if context.trace_state else ""
+    if tracestate:
+        attributes[ext.TRACESTATE] = tracestate
+    else:
+        attributes.pop(ext.TRACESTATE, None)
 
 
 def _messaging(
