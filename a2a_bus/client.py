@@ -48,7 +48,7 @@ from a2a_bus.protocol import (
     new_id,
 )
 from a2a_bus.runtime.portal import Portal
-from a2a_bus.runtime.tracing import ORIGIN, continue_origin
+from a2a_bus.runtime.tracing import ORIGIN, continue_origin, one_trace
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 log = logging.getLogger(__name__)
@@ -325,26 +325,28 @@ class AsyncClient:
         *,
         timeout: float | None = None,
     ) -> Any:
-        """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its result."""
+        """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its
+        result. Every part of the stream is in one trace."""
         base = _stream_base(params)
         seq = 0
         sending = False
-        try:
-            if isinstance(chunks, AsyncIterable):
-                async for chunk in chunks:
-                    sending = True
-                    await self._send_chunk(agent, method, base, seq, chunk)
-                    seq += 1
-            else:
-                for chunk in chunks:
-                    sending = True
-                    await self._send_chunk(agent, method, base, seq, chunk)
-                    seq += 1
-        except BaseException:
-            if sending:
-                await self._abort_stream(agent, method, base, seq)
-            raise
-        return await self._end_stream(agent, method, base, seq, timeout)
+        with one_trace():
+            try:
+                if isinstance(chunks, AsyncIterable):
+                    async for chunk in chunks:
+                        sending = True
+                        await self._send_chunk(agent, method, base, seq, chunk)
+                        seq += 1
+                else:
+                    for chunk in chunks:
+                        sending = True
+                        await self._send_chunk(agent, method, base, seq, chunk)
+                        seq += 1
+            except BaseException:
+                if sending:
+                    await self._abort_stream(agent, method, base, seq)
+                raise
+            return await self._end_stream(agent, method, base, seq, timeout)
 
     async def _send_chunk(
         self, agent: str | None, method: str, base: dict[str, Any], seq: int, chunk: Any
@@ -443,13 +445,14 @@ class Client:
         base = _stream_base(params)
         seq = 0
         sending = False
-        try:
-            for chunk in chunks:
-                sending = True
-                run(aio._send_chunk(agent, method, base, seq, chunk))
-                seq += 1
-        except BaseException:
-            if sending:
-                run(aio._abort_stream(agent, method, base, seq))
-            raise
-        return run(aio._end_stream(agent, method, base, seq, timeout))
+        with one_trace():  # this thread's context: the portal carries it to each part
+            try:
+                for chunk in chunks:
+                    sending = True
+                    run(aio._send_chunk(agent, method, base, seq, chunk))
+                    seq += 1
+            except BaseException:
+                if sending:
+                    run(aio._abort_stream(agent, method, base, seq))
+                raise
+            return run(aio._end_stream(agent, method, base, seq, timeout))

@@ -99,6 +99,8 @@ class AgentHost:
             raise ValueError("replicas must be >= 1")
         self.hosting = hosting
         self._context = hosting.context
+        #: The bus's tracer is ``tracer`` (None without an OpenTelemetry SDK: no spans).
+        self._tracing = hosting.context.tracing
         self._dispatcher = hosting.dispatcher
         self.agent_cls = agent_cls
         self.agent_id = agent_cls.agent_id
@@ -135,14 +137,9 @@ class AgentHost:
         agent.client = self.hosting.client()
         return agent
 
-    @property
-    def _tracer(self) -> Any:
-        """The bus's tracer: None without an OpenTelemetry SDK (no spans)."""
-        return self._context.tracing.tracer
-
     def _traced(self, handle: Handler, group: str) -> Handler:
         """``handle`` itself, or with an SDK ``handle`` inside a span per delivery."""
-        tracer = self._tracer
+        tracer = self._tracing.tracer
         if tracer is None:
             return handle
         system, agent = self._context.messaging_system, self.agent_id
@@ -189,7 +186,7 @@ class AgentHost:
                 policy=hosting.policy,
                 metrics=self._context.metrics,
                 on_pressure=functools.partial(self._pressure, index),
-                tracer=self._tracer,
+                tracer=self._tracing.tracer,
             )
             replica.start()
             self.replicas.append(replica)
@@ -351,7 +348,7 @@ class AgentHost:
         else:
             response = result_response(outcome.result, id)
         if "id" in message:
-            span = self._span(delivery) if self._tracer is not None else None
+            span = self._span(delivery) if self._tracing.tracer is not None else None
             if span is not None:
                 tracing.record_response(span, response)
             await self.respond(delivery, response)
@@ -527,7 +524,7 @@ class AgentHost:
             context.topics.dlq, record.value, key=delivery.key, headers=headers
         )
         context.metrics.dead_letters += 1
-        span = self._span(delivery) if self._tracer is not None else None
+        span = self._span(delivery) if self._tracing.tracer is not None else None
         if span is not None:
             tracing.record_dead_letter(span, reason)
         log.warning("dead letter from %s: %s", self.agent_id, reason)

@@ -42,6 +42,7 @@ from opentelemetry.trace.status import Status, StatusCode
 from a2a_bus.protocol import (
     ext,
     format_traceparent,
+    new_traceparent,
     next_call,
     parse_traceparent,
     valid_tracestate,
@@ -99,6 +100,17 @@ def continue_origin(origin: Origin, attributes: MutableMapping[str, Any]) -> Non
             attributes.pop(ext.TRACESTATE, None)
     if origin.agent is not None:
         attributes[ext.CALLDEPTH], attributes[ext.CALLCHAIN] = next_call(source, origin.agent)
+
+
+@contextlib.contextmanager
+def one_trace() -> Iterator[None]:
+    """Messages sent in the block share one trace: the running code's, else a new one
+    (the chunks of a stream a script sends)."""
+    if ORIGIN.get() is not None:
+        yield
+        return
+    with serving(Origin({ext.TRACEPARENT: new_traceparent()})):
+        yield
 
 
 @contextlib.contextmanager
