@@ -320,15 +320,6 @@ def ending(span: Span) -> Iterator[Span]:
         span.end()
 
 
-def current_span() -> Span:
-    return trace.get_current_span()
-
-
-def current_context() -> otel_context.Context:
-    """The OpenTelemetry context current here (to make it current in another thread)."""
-    return otel_context.get_current()
-
-
 def tracer_here() -> Tracer:
     """The tracer for spans made by code a handler runs (the LLM runtime): its bus's,
     else the global provider's (a no-op one without an SDK)."""
