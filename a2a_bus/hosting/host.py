@@ -300,6 +300,10 @@ class AgentHost:
         outcome = await replica.submit(job)
         if job.answered:
             self._context.metrics.handled += 1
+            if outcome.error is not None and self._tracing.tracer is not None:
+                span = self._span(delivery)  # answered in-process: the error marks it here
+                if span is not None:
+                    tracing.record_response(span, {"error": outcome.error.to_dict()})
             return
         await self._answer(delivery, message, outcome)
 

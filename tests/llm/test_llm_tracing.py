@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from a2a_bus import Agent, Bus, method
+from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.llm import AgentBuilder, llm_agent_class
 from a2a_bus.runtime.logs import TraceContextFilter
@@ -37,6 +37,10 @@ log = logging.getLogger("tests.tracing.asker")
 
 class Asker(Agent):
     agent_id = "asker"
+
+    @method
+    def refuse(self) -> None:
+        raise JsonRpcError(-32050, "Not today")
 
     @method
     def ask(self, question: str) -> str:
@@ -186,10 +190,14 @@ async def test_an_error_answer_marks_the_spans_of_its_hops(
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
         body = {"jsonrpc": "2.0", "method": "ask", "params": {"nothing": 1}, "id": 2}
         reply = await http.post("/rpc", json=body)
-    assert reply.json()["error"]["code"] == -32602
-    spans = await _spans(exporter[1], 3)
-    for kind in (SpanKind.CLIENT, SpanKind.SERVER):
-        span = _one(spans, "ask", kind)
-        assert span.attributes is not None
-        assert span.attributes["rpc.jsonrpc.error_code"] == -32602
-        assert span.status.status_code is StatusCode.ERROR
+        assert reply.json()["error"]["code"] == -32602  # refused before the handler
+        body = {"jsonrpc": "2.0", "method": "refuse", "id": 3}
+        reply = await http.post("/rpc", json=body)
+        assert reply.json()["error"]["code"] == -32050  # the handler's own error
+    spans = await _spans(exporter[1], 6)
+    for name, code in (("ask", -32602), ("refuse", -32050)):
+        for kind in (SpanKind.CLIENT, SpanKind.SERVER):
+            span = _one(spans, name, kind)
+            assert span.attributes is not None
+            assert span.attributes["rpc.jsonrpc.error_code"] == code
+            assert span.status.status_code is StatusCode.ERROR
