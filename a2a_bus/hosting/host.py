@@ -530,7 +530,7 @@ class AgentHost:
         context.metrics.dead_letters += 1
         span = self._span(delivery) if self._tracing.tracer is not None else None
         if span is not None:
-            tracing.record_dead_letter(span, reason)
+            tracing.record_dead_letter(span, reason, attempts)
         log.warning("dead letter from %s: %s", self.agent_id, reason)
 
 

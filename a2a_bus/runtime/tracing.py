@@ -270,9 +270,13 @@ def record_response(span: Span, response: Mapping[str, Any] | None) -> None:
         span.set_status(Status(StatusCode.ERROR, str(error.get("message"))))
 
 
-def record_dead_letter(span: Span, reason: str) -> None:
-    """A dead letter written while ``span`` ran: an event on it, and an error."""
+def record_dead_letter(span: Span, reason: str, attempts: int) -> None:
+    """A dead letter written while ``span`` ran (after ``attempts`` tries): an event
+    on it, and an error."""
     span.add_event("a2a.dead_letter", {"a2a.dead_letter.reason": reason})
+    span.set_attribute("a2a.attempts", attempts)
+    if attempts > 1:  # tried again after a crash: handled more than once
+        span.set_attribute("a2a.redelivered", True)
     span.set_status(Status(StatusCode.ERROR, reason))
 
 

@@ -12,6 +12,11 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
 from a2a_bus import Agent, Bus, method, subscribe
 from a2a_bus.protocol import parse_traceparent
 from tests.bus.test_behaviour import eventually, make_bus
@@ -101,3 +106,35 @@ async def test_a_scripts_stream_to_an_agent_is_one_trace_and_each_request_its_ow
     assert len({trace_of(event) for event in second}) == 1
     assert trace_of(first[0]) != trace_of(second[0])
     assert all(event.get_extension("calldepth") is None for event in first + second)
+
+
+class Crasher(Agent):
+    agent_id = "crasher"
+
+    @method
+    def fall(self) -> None:
+        raise RuntimeError("down it goes")
+
+
+async def test_a_dead_letter_and_its_retries_are_visible_on_the_span_handling_it(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    bus = await make_bus(Crasher, tracer_provider=provider)
+    await bus.async_client().notify("crasher", "fall")
+    await eventually(lambda: any(s.kind == SpanKind.CONSUMER for s in spans.get_finished_spans()))
+    [handled] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CONSUMER]
+    assert handled.status.status_code is StatusCode.ERROR
+    [letter] = [e for e in handled.events if e.name == "a2a.dead_letter"]
+    assert letter.attributes is not None
+    assert str(letter.attributes["a2a.dead_letter.reason"]).startswith(
+        "handler-crash: RuntimeError: down it goes"
+    )
+    assert handled.attributes is not None
+    assert handled.attributes["a2a.attempts"] == 3  # the first try and two retries
+    assert handled.attributes["a2a.redelivered"] is True
+    [sent] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.PRODUCER]
+    assert handled.parent is not None and sent.context is not None
+    assert handled.parent.span_id == sent.context.span_id
