@@ -35,9 +35,10 @@ from a2a_bus.hosting.actor import serving_loop
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.hosting.host import AgentHost, Hosting
 from a2a_bus.hosting.supervisor import RestartPolicy
-from a2a_bus.protocol import Adaptor
+from a2a_bus.protocol import DEFAULT_MAX_CALL_DEPTH, Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
 from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
+from a2a_bus.runtime.tracing import Tracing
 from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.settings import bus_options, transport_kind
@@ -65,7 +66,11 @@ class Bus:
         pin_cpu: int | str | None = None,
         require_known_agents: bool | None = None,
         registry_timeout: float = 10.0,
+        max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
+        tracer_provider: Any = None,
     ) -> None:
+        if type(max_call_depth) is not int or max_call_depth < 1:
+            raise ValueError(f"max_call_depth must be an integer >= 1, not {max_call_depth!r}")
         topics = Topics(prefix)
         transport.declare_compacted(topics.registry)  # one card per agent id
         adaptor = adaptor or Adaptor()
@@ -76,6 +81,9 @@ class Bus:
             Metrics(),
             node or uuid.uuid4().hex[:12],
             request_timeout,
+            max_call_depth,
+            # An OpenTelemetry SDK's TracerProvider; else the global one at start.
+            Tracing(tracer_provider),
         )
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
@@ -139,8 +147,8 @@ class Bus:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Bus:
         """``A2A_TRANSPORT`` (memory|kafka; kafka when a bootstrap is set), ``A2A_PREFIX``,
-        ``A2A_NODE``, ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_PIN_CPU``; Kafka from
-        ``A2A_KAFKA_*``."""
+        ``A2A_NODE``, ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_MAX_CALL_DEPTH``,
+        ``A2A_PIN_CPU``; Kafka from ``A2A_KAFKA_*``."""
         env = os.environ if environ is None else environ
         options = bus_options(env)  # names a bad variable and its allowed values
         if transport_kind(env) == "memory":
@@ -284,6 +292,7 @@ class Bus:
 
     async def _start_parts(self) -> None:
         context = self.context
+        context.tracing.start()  # before anything sends: the SDK provider set by now
         transport, topics = context.transport, context.topics
         await transport.start()
         self._subscriptions.append(

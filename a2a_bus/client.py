@@ -9,6 +9,10 @@ bus's :class:`~a2a_bus.core.service.JsonRpcService`, as every front door does.
 A client is made by its bus (``bus.client()``, ``bus.async_client()``) with the
 collaborators it uses: the dispatcher that sends, the JSON-RPC service, and
 the portal into the bus loop.
+
+Every message a client sends while a handler runs (or a door serves a request)
+continues it (:data:`~a2a_bus.runtime.tracing.ORIGIN`): its trace, and from a
+handler one call deeper, the handler's agent added to ``callchain``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from a2a_bus.protocol import (
     new_id,
 )
 from a2a_bus.runtime.portal import Portal
+from a2a_bus.runtime.tracing import ORIGIN, continue_origin, one_trace
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
 log = logging.getLogger(__name__)
@@ -121,6 +126,9 @@ class AsyncClient:
             raise JsonRpcError(item.code, item.message, item.data)
         if agent is not None:
             item.get_attributes()[ext.TARGET_AGENT] = agent
+        origin = ORIGIN.get()
+        if origin is not None:  # sent by a handler (or for a door's request): continue it
+            continue_origin(origin, item.get_attributes())
         if len(method) + (len(agent) if agent is not None else 0) > _OWN_ENVELOPE_CHARS:
             _check_envelope(item)
         return item
@@ -164,6 +172,9 @@ class AsyncClient:
             "datacontenttype": "application/json",
             **extensions,
         }
+        origin = ORIGIN.get()
+        if origin is not None:
+            continue_origin(origin, attributes)
         event = new_event(attributes, data)
         _check_envelope(event)
         await self._send(event)
@@ -213,6 +224,9 @@ class AsyncClient:
         return reply.response
 
     def _answer(self, item: CloudEvent | Failure, timeout: float | None) -> Awaitable[Reply]:
+        origin = ORIGIN.get()
+        if origin is not None and not isinstance(item, Failure):
+            continue_origin(origin, item.get_attributes())
         return self._portal.on_loop(self._service.answer(item, timeout=timeout))
 
     async def _send(self, event: CloudEvent, timeout: float | None = None) -> dict[str, Any] | None:
@@ -269,6 +283,9 @@ class AsyncClient:
         if isinstance(item, Failure):
             yield item.response()
             return
+        origin = ORIGIN.get()
+        if origin is not None:
+            continue_origin(origin, item.get_attributes())
         id = message.get("id")
         chunks = self._stream_event(item, timeout)
         try:
@@ -305,26 +322,28 @@ class AsyncClient:
         *,
         timeout: float | None = None,
     ) -> Any:
-        """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its result."""
+        """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its
+        result. Every part of the stream is in one trace."""
         base = _stream_base(params)
         seq = 0
         sending = False
-        try:
-            if isinstance(chunks, AsyncIterable):
-                async for chunk in chunks:
-                    sending = True
-                    await self._send_chunk(agent, method, base, seq, chunk)
-                    seq += 1
-            else:
-                for chunk in chunks:
-                    sending = True
-                    await self._send_chunk(agent, method, base, seq, chunk)
-                    seq += 1
-        except BaseException:
-            if sending:
-                await self._abort_stream(agent, method, base, seq)
-            raise
-        return await self._end_stream(agent, method, base, seq, timeout)
+        with one_trace():
+            try:
+                if isinstance(chunks, AsyncIterable):
+                    async for chunk in chunks:
+                        sending = True
+                        await self._send_chunk(agent, method, base, seq, chunk)
+                        seq += 1
+                else:
+                    for chunk in chunks:
+                        sending = True
+                        await self._send_chunk(agent, method, base, seq, chunk)
+                        seq += 1
+            except BaseException:
+                if sending:
+                    await self._abort_stream(agent, method, base, seq)
+                raise
+            return await self._end_stream(agent, method, base, seq, timeout)
 
     async def _send_chunk(
         self, agent: str | None, method: str, base: dict[str, Any], seq: int, chunk: Any
@@ -423,13 +442,14 @@ class Client:
         base = _stream_base(params)
         seq = 0
         sending = False
-        try:
-            for chunk in chunks:
-                sending = True
-                run(aio._send_chunk(agent, method, base, seq, chunk))
-                seq += 1
-        except BaseException:
-            if sending:
-                run(aio._abort_stream(agent, method, base, seq))
-            raise
-        return run(aio._end_stream(agent, method, base, seq, timeout))
+        with one_trace():  # this thread's context: the portal carries it to each part
+            try:
+                for chunk in chunks:
+                    sending = True
+                    run(aio._send_chunk(agent, method, base, seq, chunk))
+                    seq += 1
+            except BaseException:
+                if sending:
+                    run(aio._abort_stream(agent, method, base, seq))
+                raise
+            return run(aio._end_stream(agent, method, base, seq, timeout))

@@ -17,7 +17,7 @@ from typing import Any
 from a2a_bus.core.routing import RoutingError, validate_name
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.affinity import ENV as PIN_ENV
-from a2a_bus.runtime.env import EnvError, choice, environ, seconds
+from a2a_bus.runtime.env import EnvError, choice, count, environ, seconds
 from a2a_bus.transport.kafka.config import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def bus_environment(
 
 def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``Bus(...)`` keyword arguments from ``A2A_PREFIX``, ``A2A_NODE``,
-    ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT`` and ``A2A_PIN_CPU``.
+    ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_MAX_CALL_DEPTH`` and ``A2A_PIN_CPU``.
 
     Also checks ``A2A_TRANSPORT`` and ``A2A_EVENT_LOOP`` and reports misspelt
     ``A2A_KAFKA_*`` names, so that a bad environment fails when the bus is built,
@@ -68,6 +68,9 @@ def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         value = seconds(env, name)
         if value is not None:
             options[option] = value
+    depth = count(env, "A2A_MAX_CALL_DEPTH")
+    if depth is not None:
+        options["max_call_depth"] = depth
     options["pin_cpu"] = env.get(PIN_ENV, "off")
     transport_kind(env)
     loops.loop_choice(env)

@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "kafka": "a2a_bus.bench.kafka",
     "llm": "a2a_bus.bench.llm",
     "memory": "a2a_bus.bench.memory",
+    "tracing": "a2a_bus.bench.tracing",
     "agents": "a2a_bus.bench.agents",
 }
 

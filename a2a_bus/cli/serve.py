@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
+import logging
 import signal
 import socket
 import sys
@@ -27,9 +29,11 @@ from a2a_bus.cli.common import (
     started,
 )
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
+from a2a_bus.cli.telemetry import TelemetryUnavailable, start_export
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.runtime import loops
+from a2a_bus.runtime.logs import json_handler
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -152,6 +156,11 @@ async def _serve(
     out.print("a2a-bus: stopped")
 
 
+class LogFormat(enum.StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 def gateway_settings(tokens: Path | None) -> GatewaySettings:
     overrides: dict[str, Any] = {}
     if tokens is not None:
@@ -196,14 +205,36 @@ def serve(
         Path | None,
         typer.Option("--tokens", help="YAML/JSON file: bearer token -> allow-lists."),
     ] = None,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            help="text, or json: one JSON object per log line, with the trace_id, span_id, "
+            "agent_id and method of the message being handled.",
+        ),
+    ] = LogFormat.TEXT,
 ) -> None:
-    """Host agents and serve the HTTP gateway (plus the raw JSON-RPC ingress on Kafka)."""
+    """Host agents and serve the HTTP gateway (plus the raw JSON-RPC ingress on Kafka).
+
+    Traces go to an OTLP/HTTP collector when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    (OTEL_SERVICE_NAME names the process; needs the otel extra).
+    """
     classes = load_targets(targets)
     host, port = host_port(http)
     settings = gateway_settings(tokens)
-    bus = build_bus(kafka, prefix)
-    for warning in llm_warnings(targets):
-        typer.echo(f"warning: {warning}", err=True)
-    sock = bind(host, port)
-    with sock:
-        loops.run(_serve(classes, bus, sock, replicas, settings, console()))
+    if log_format is LogFormat.JSON:
+        logging.getLogger().addHandler(json_handler())
+    try:
+        stop_export = start_export()  # before the bus: it takes the provider at start
+    except TelemetryUnavailable as exc:
+        raise fail(str(exc), 2) from None
+    try:
+        bus = build_bus(kafka, prefix)
+        for warning in llm_warnings(targets):
+            typer.echo(f"warning: {warning}", err=True)
+        sock = bind(host, port)
+        with sock:
+            loops.run(_serve(classes, bus, sock, replicas, settings, console()))
+    finally:
+        if stop_export is not None:
+            stop_export()  # the spans still batched are sent

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from a2a_bus.core.metrics import Metrics
 from a2a_bus.core.routing import Topics
-from a2a_bus.protocol import Adaptor
+from a2a_bus.protocol import DEFAULT_MAX_CALL_DEPTH, Adaptor
+from a2a_bus.runtime.tracing import Tracing
 from a2a_bus.transport.base import Transport
 
 
@@ -22,6 +23,10 @@ class BusContext:
     node: str
     #: Seconds a request waits for its answer unless the caller says otherwise.
     request_timeout: float = 30.0
+    #: The deepest chain of agent calls a message may be sent at (``calldepth``).
+    max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
+    #: The spans of this bus (none until an OpenTelemetry SDK records them).
+    tracing: Tracing = field(default_factory=Tracing)
     #: ``a2a-bus/<node>``: the ``source`` of the events this node makes.
     source: str = field(init=False)
     #: Where answers for this node's callers (and cancels for its streams) arrive.
@@ -30,6 +35,11 @@ class BusContext:
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", f"a2a-bus/{self.node}")
         object.__setattr__(self, "reply_topic", self.topics.reply(self.node))
+
+    @property
+    def messaging_system(self) -> str:
+        """``messaging.system`` of this bus's spans."""
+        return "memory" if self.transport.in_process else "kafka"
 
     @property
     def local_replies(self) -> bool:

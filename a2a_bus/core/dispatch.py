@@ -6,6 +6,11 @@ in), writes the event, and for a request waits for the answer that the reply
 topic (or, in-process, the agent host itself) brings back to the
 :class:`~a2a_bus.core.correlation.Correlator`. It also runs this node's side of
 stream cancels: the generators running here, stopped by ``stream/cancel``.
+
+Every event it writes carries a ``traceparent``: the one it was given (the trace
+it continues), else a new trace's; with an OpenTelemetry SDK, that of the span
+of its sending. A message deeper in a chain of agent calls than
+``BusContext.max_call_depth`` is refused where it is routed (-32008).
 """
 
 from __future__ import annotations
@@ -27,20 +32,24 @@ from a2a_bus.protocol import (
     Failure,
     Kind,
     classify,
+    depth_refusal,
     error_response,
     ext,
     jsonrpc_of,
     kind_of,
     new_event,
     new_id,
+    new_traceparent,
     result_response,
 )
+from a2a_bus.runtime import tracing
 from a2a_bus.runtime.portal import BusStopped
 from a2a_bus.transport.base import Delivery
 
 log = logging.getLogger(__name__)
 
 _METHOD, _REPLY_TO, _TARGET_AGENT = ext.METHOD, ext.REPLY_TO, ext.TARGET_AGENT
+_TRACEPARENT, _CALLDEPTH, _CALLCHAIN = ext.TRACEPARENT, ext.CALLDEPTH, ext.CALLCHAIN
 # A member read off its enum class goes through the metaclass's __getattr__ hook
 # (about 0.1 us on Python 3.11): the paths every message takes use these.
 _REQUEST, _P2P, _PUBSUB = Kind.REQUEST, RouteKind.P2P, RouteKind.PUBSUB
@@ -68,6 +77,9 @@ class Dispatcher:
         self._local_replies = context.local_replies
         self._reply_topic = context.reply_topic
         self._method_owner = directory.method_owner
+        self._max_call_depth = context.max_call_depth
+        self._tracing = context.tracing
+        self._system = context.messaging_system
         self._running = False
         #: Agent -> caller streams whose generator runs here: request id -> stop it.
         self._streams: dict[str, Callable[[], None]] = {}
@@ -102,7 +114,14 @@ class Dispatcher:
     def route(self, event: CloudEvent, kind: Kind | None = None) -> Route:
         """Where ``event`` goes (:func:`~a2a_bus.core.routing.decide`; ``kind``: its
         :func:`~a2a_bus.protocol.event_kind` if known); RoutingError -32002 "Agent not
-        found" (id in ``data``) for an agent discovery does not know."""
+        found" (id in ``data``) for an agent discovery does not know, -32008 "Call chain
+        too deep" past the call depth limit (the chain in ``data``)."""
+        attributes = event.get_attributes()
+        depth = attributes.get(_CALLDEPTH)
+        if depth is not None:
+            error = depth_refusal(depth, self._max_call_depth, attributes.get(_CALLCHAIN))
+            if error is not None:
+                raise RoutingError(error.code, error.message, error.data)
         route = decide(event, self._topics, self._method_owner, kind)
         if (
             route.kind is _P2P
@@ -177,29 +196,52 @@ class Dispatcher:
                 raise error from None
         transport = self._transport
         if not is_request or route.kind is _PUBSUB:
-            await transport.publish(route.topic, event, key=route.key)
+            await self.publish(event, route)
             if is_request:
                 return result_response(
                     {"published": event.get_id(), "topic": route.topic}, caller_id
                 )
             return None
         request_id, outgoing = self._request_event(event, route.agent_id, fresh)
+        tracer = self._tracing.tracer
+        span = None
+        if tracer is not None:
+            attributes = outgoing.get_attributes()
+            span = tracing.start_send(
+                tracer, attributes, route.topic, self._system, request=True, caller_id=caller_id
+            )
         correlator = self.correlator
         future = correlator.expect(request_id, timeout or self.context.request_timeout)
         self._metrics.requests += 1
         try:
             await transport.publish(route.topic, outgoing, key=route.key)
             response = await future
-        except BaseException:
+        except BaseException as exc:
             correlator.cancel(request_id)
+            if span is not None:
+                tracing.record_exception(span, exc)
+                span.end()
             raise
+        if span is not None:
+            tracing.record_response(span, response)
+            span.end()
         return {"jsonrpc": "2.0", **response, "id": caller_id}
 
     async def publish(self, event: CloudEvent, route: Route) -> None:
-        """Put ``event`` on the bus as sent, on a route decided before; no answer
-        is waited for."""
+        """Put ``event`` on the bus as sent (in its trace, else a new one), on a
+        route decided before; no answer is waited for."""
         self._check_running()
-        await self.context.transport.publish(route.topic, event, key=route.key)
+        attributes = event.get_attributes()
+        tracer = self._tracing.tracer
+        if tracer is None:
+            if _TRACEPARENT not in attributes:
+                attributes[_TRACEPARENT] = new_traceparent()
+            await self.context.transport.publish(route.topic, event, key=route.key)
+            return
+        span = tracing.start_send(tracer, attributes, route.topic, self._system, request=False)
+        # Ended, not made current: a coroutine may resume in another context here.
+        with tracing.ending(span):
+            await self.context.transport.publish(route.topic, event, key=route.key)
 
     async def open_stream(
         self, event: CloudEvent, *, route: Route | None = None, timeout: float | None = None
@@ -216,8 +258,17 @@ class Dispatcher:
         request_id, outgoing = self._request_event(event, route.agent_id)
         stream = self.correlator.expect_stream(request_id, timeout or self.context.request_timeout)
         self.context.metrics.requests += 1
+        tracer = self._tracing.tracer
         try:
-            await self.context.transport.publish(route.topic, outgoing, key=route.key)
+            if tracer is None:
+                await self.context.transport.publish(route.topic, outgoing, key=route.key)
+            else:  # the span is the request's sending; the chunks continue it
+                attributes = outgoing.get_attributes()
+                span = tracing.start_send(
+                    tracer, attributes, route.topic, self._system, request=True
+                )
+                with tracing.ending(span):
+                    await self.context.transport.publish(route.topic, outgoing, key=route.key)
         except BaseException:
             self.correlator.cancel(request_id)
             raise
@@ -231,11 +282,13 @@ class Dispatcher:
     def _request_event(
         self, event: CloudEvent, agent_id: str | None, fresh: bool = False
     ) -> tuple[str, CloudEvent]:
-        """``event`` (a copy unless ``fresh``) with an id unique in the bus and this
-        node's reply topic."""
+        """``event`` (a copy unless ``fresh``) with an id unique in the bus, this
+        node's reply topic, and a trace (a new one unless it continues one)."""
         attributes = event.get_attributes() if fresh else dict(event.get_attributes())
         request_id = attributes["id"] = new_id()
         attributes[_REPLY_TO] = self._reply_topic
+        if _TRACEPARENT not in attributes:
+            attributes[_TRACEPARENT] = new_traceparent()
         if agent_id is not None:
             attributes[_TARGET_AGENT] = agent_id
         return request_id, event if fresh else new_event(attributes, event.get_data())
@@ -300,6 +353,7 @@ class Dispatcher:
         )
         if not isinstance(event, CloudEvent):
             return
+        event.get_attributes()[_TRACEPARENT] = new_traceparent()
         task = asyncio.get_running_loop().create_task(self._publish_cancel(control, event))
         self._background.add(task)
         task.add_done_callback(self._background.discard)

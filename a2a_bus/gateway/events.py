@@ -9,15 +9,18 @@ nothing here answers a request (``POST /rpc`` does).
 
 from __future__ import annotations
 
+from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_bus.core.payload import envelope_refusal, refusal
 from a2a_bus.core.routing import RoutingError, outside_refusal
-from a2a_bus.gateway.context import context, require_access
+from a2a_bus.gateway.auth import Access
+from a2a_bus.gateway.context import GatewayContext, context, require_access
 from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
 from a2a_bus.gateway.responses import JSONResponse, problem
+from a2a_bus.gateway.tracing import adopt, serving_http
 from a2a_bus.protocol import ErrorCode, ProtocolError, from_http
 
 #: Routing errors that mean "no such thing here" rather than a malformed event.
@@ -37,6 +40,14 @@ async def events(request: Request) -> Response:
         return problem(400, f"malformed CloudEvent: {exc.failure.data or exc.failure.message}")
     if not decoded:
         return problem(400, "malformed CloudEvent: the batch is empty")
+    with serving_http(ctx, request, "/events") as origin:
+        for event in decoded:
+            adopt(origin, event)
+        return await _publish(ctx, access, decoded)
+
+
+async def _publish(ctx: GatewayContext, access: Access, decoded: list[CloudEvent]) -> Response:
+    """Check, route and publish every event (none unless all may go)."""
     if len(decoded) > ctx.settings.max_batch:
         limit = ctx.settings.max_batch
         return problem(400, f"the batch has {len(decoded)} events; the limit is {limit}")

@@ -21,6 +21,10 @@ event ``POST /events`` refuses (``routing.outside_refusal``: one naming its own
 ``replyto``, or a response, which would answer another caller's pending request)
 is dead-lettered as ``forbidden: ...``, and a request among them is answered
 -32600 first.
+
+A record's event continues its sender's trace: its own valid ``traceparent``, else
+the record's ``traceparent`` (and ``tracestate``) header, else a new one; a raw
+answer carries the request's ``traceparent`` as a header.
 """
 
 from __future__ import annotations
@@ -41,17 +45,20 @@ from a2a_bus.gateway.prom import INGRESS_RECORDS
 from a2a_bus.protocol import (
     ErrorCode,
     Kind,
+    adopt_trace,
     error_response,
     event_kind,
     ext,
     to_kafka,
 )
+from a2a_bus.runtime import tracing
 from a2a_bus.transport.base import Delivery, Subscription, Undecodable
 from a2a_bus.transport.kafka.records import dead_letter_headers
 
 log = logging.getLogger(__name__)
 
 REPLY_TO_HEADER = "reply-to"
+TRACEPARENT, TRACESTATE = ext.TRACEPARENT, ext.TRACESTATE
 REPLY_TOPICS_ENV = "A2A_INGRESS_REPLY_TOPICS"
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: Errors meaning the bus could not route the request: the record is dead-lettered too.
@@ -151,12 +158,45 @@ class Ingress:
         families = ("agent", "topic", "reply")
         return any(topic.startswith(f"{topics.prefix}.{family}.") for family in families)
 
-    async def _reply(self, topic: str, response: dict[str, Any]) -> None:
+    async def _reply(
+        self, topic: str, response: dict[str, Any], event: CloudEvent | None = None
+    ) -> None:
+        """Write a raw response, with the trace of the request it answers (``event``'s)
+        as a ``traceparent`` header."""
         id = response.get("id")
         key = None if id is None else str(id).encode()
-        await self._bus.transport.publish_raw(topic, orjson.dumps(response), key=key)
+        headers = []
+        traceparent = event.get_attributes().get(TRACEPARENT) if event is not None else None
+        if isinstance(traceparent, str):
+            headers.append((TRACEPARENT, traceparent.encode()))
+        await self._bus.transport.publish_raw(
+            topic, orjson.dumps(response), key=key, headers=headers
+        )
 
     async def _on_delivery(self, delivery: Delivery) -> None:
+        """Answer one record's event in its sender's trace (see the module docstring)."""
+        event = delivery.event
+        attributes = event.get_attributes()
+        headers = delivery.headers
+        adopt_trace(attributes, header(headers, TRACEPARENT), header(headers, TRACESTATE))
+        tracer = self._bus.tracing.tracer
+        if tracer is None:
+            await self._answer(delivery)
+            return
+        span = tracing.start_process(
+            tracer,
+            attributes,
+            delivery.topic,
+            self.group,
+            self._bus.messaging_system,
+            request=event_kind(event) is Kind.REQUEST,
+            redelivered=delivery.redelivered,
+        )
+        tracing.stamp(attributes, span)  # what the bus sends for it continues the span
+        with tracing.ending(span):  # not current: the handler runs step by step
+            await self._answer(delivery)
+
+    async def _answer(self, delivery: Delivery) -> None:
         event = delivery.event
         request = event_kind(event) is Kind.REQUEST
         data = event.get_data()
@@ -166,7 +206,7 @@ class Ingress:
             INGRESS_RECORDS.labels("forbidden").inc()
             if request:
                 refusal = error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", id, refused)
-                await self._reply(self._reply_topic(delivery.headers), refusal)
+                await self._reply(self._reply_topic(delivery.headers), refusal, event)
             await self._dead_letter(delivery, f"forbidden: {refused}")
             return
         response, error = await self._service.answer(event, timeout=self.timeout)
@@ -178,7 +218,7 @@ class Ingress:
         if response is None or not request:
             INGRESS_RECORDS.labels("notification").inc()
             return
-        await self._reply(self._reply_topic(delivery.headers), response)
+        await self._reply(self._reply_topic(delivery.headers), response, event)
         error = response.get("error")
         if isinstance(error, dict) and self._unroutable(event, error):
             INGRESS_RECORDS.labels("unroutable").inc()

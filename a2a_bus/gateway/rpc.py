@@ -26,6 +26,7 @@ from a2a_bus.gateway.limits import BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
 from a2a_bus.gateway.sse import sse_response, wants_sse
+from a2a_bus.gateway.tracing import adopt, serving_http
 from a2a_bus.protocol import (
     Converted,
     ErrorCode,
@@ -103,6 +104,16 @@ async def rpc(request: Request) -> Response:
     except BodyTooLarge as exc:
         return rpc_error(413, ErrorCode.TOO_LARGE, "Request too large", str(exc))
     items, batch = parse(ctx, body)
+    with serving_http(ctx, request, "/rpc") as origin:
+        for item in items:
+            if isinstance(item, CloudEvent):
+                adopt(origin, item)
+        return await _answer_all(ctx, request, access, items, batch)
+
+
+async def _answer_all(
+    ctx: GatewayContext, request: Request, access: Access, items: list[Converted], batch: bool
+) -> Response:
     if not batch and len(items) == 1 and wants_sse(request):
         streamed = _stream(ctx, access, items[0])
         if streamed is not None:

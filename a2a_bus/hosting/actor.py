@@ -31,6 +31,7 @@ from a2a_bus.hosting.agent import Agent
 from a2a_bus.protocol import JsonRpcError
 from a2a_bus.runtime.fiber import Fiber
 from a2a_bus.runtime.keepalive import ACTORS
+from a2a_bus.runtime.tracing import ORIGIN, Origin, attach, detach, parent_of
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,12 @@ class AgentActor(pykka.ThreadingActor):
         report: Report,
         report_start_failure: Callable[[str], None],
         loop: asyncio.AbstractEventLoop | None = None,
+        tracer: Any = None,
     ):
         super().__init__()
         self.agent = agent
+        #: The bus's tracer (None: no spans), handed on to what handlers run.
+        self._tracer = tracer
         #: The loop this actor's reports go to (what :func:`serving_loop` tells).
         self.loop = loop
         self._report = report
@@ -150,7 +154,7 @@ class AgentActor(pykka.ThreadingActor):
         job = message
         agent = self.agent
         if job.parks:
-            call = functools.partial(_serve, self.loop, job.call, agent)
+            call = functools.partial(_serve, self.loop, self._origin(job), job.call, agent)
             fiber = Fiber(call, name=f"{job.label} reader")
             fiber.wake = functools.partial(_tell_quietly, self.actor_ref, _Resume(job, fiber))
             self._fibers[fiber] = job
@@ -158,6 +162,11 @@ class AgentActor(pykka.ThreadingActor):
             return None
         agent.event = job.event
         agent.redelivered = job.redelivered or job.attempts > 0
+        # What the handler's own messages continue (their trace, call depth and chain).
+        origin = self._origin(job)
+        token = ORIGIN.set(origin)
+        # With an SDK, the span handling the event is current in the handler.
+        traced = None if self._tracer is None or origin is None else attach(parent_of(origin))
         try:
             value = job.call(agent)
             if job.emit is not None and inspect.isgenerator(value):
@@ -174,8 +183,18 @@ class AgentActor(pykka.ThreadingActor):
         except Exception as exc:
             self._report(job, Outcome(crash=f"{type(exc).__name__}: {exc}"))
             raise  # pykka logs it with the traceback and stops this actor
+        finally:
+            ORIGIN.reset(token)
+            if traced is not None:
+                detach(traced)
         self._report(job, Outcome(value))
         return None
+
+    def _origin(self, job: Job) -> Origin | None:
+        event = job.event
+        if event is None:
+            return None
+        return Origin(event.get_attributes(), self.agent.agent_id, job.label, self._tracer)
 
     def _run_slice(self, job: Job, fiber: Fiber) -> None:
         """Run ``job``'s fiber until it parks (other messages go on) or ends."""
@@ -211,10 +230,17 @@ class _Resume:
 
 
 def _serve(
-    loop: asyncio.AbstractEventLoop | None, call: Callable[[Agent], Any], agent: Agent
+    loop: asyncio.AbstractEventLoop | None,
+    origin: Origin | None,
+    call: Callable[[Agent], Any],
+    agent: Agent,
 ) -> Any:
-    """``call(agent)`` on a fiber's thread, which serves ``loop`` as its actor's does."""
+    """``call(agent)`` on a fiber's thread, which serves ``loop`` and ``origin`` as
+    its actor's does (the thread is the call's alone: nothing to reset)."""
     _actor_thread.loop = loop
+    ORIGIN.set(origin)
+    if origin is not None and origin.tracer is not None:
+        attach(parent_of(origin))
     return call(agent)
 
 

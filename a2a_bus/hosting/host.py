@@ -9,6 +9,11 @@ on the caller's reply topic (or, for a caller in this process on the in-process
 transport, straight to the dispatcher), streams generator results, feeds caller
 streams to handlers, and writes dead messages to the dead-letter topic with the
 reason.
+
+Answers, chunks and dead letters continue the trace of the message they answer.
+With an OpenTelemetry SDK each delivery is handled in a span of its own (a child
+of its ``traceparent``), current in the handler's thread; the event the handler
+sees, and everything continuing it, carries that span's context.
 """
 
 from __future__ import annotations
@@ -37,16 +42,20 @@ from a2a_bus.hosting.supervisor import Replica, RestartPolicy
 from a2a_bus.protocol import (
     ErrorCode,
     JsonRpcError,
+    Kind,
     error_response,
+    event_kind,
     ext,
     jsonrpc_of,
     record_key,
     result_response,
     to_kafka,
 )
+from a2a_bus.protocol.events import adopt_event
+from a2a_bus.runtime import tracing
 from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
-from a2a_bus.transport.base import Delivery, Inboxes, Subscription
+from a2a_bus.transport.base import Delivery, Handler, Inboxes, Subscription
 from a2a_bus.transport.kafka.records import dead_letter_headers
 
 log = logging.getLogger(__name__)
@@ -92,6 +101,8 @@ class AgentHost:
             raise ValueError("replicas must be >= 1")
         self.hosting = hosting
         self._context = hosting.context
+        #: The bus's tracer is ``tracer`` (None without an OpenTelemetry SDK: no spans).
+        self._tracing = hosting.context.tracing
         self._dispatcher = hosting.dispatcher
         self.agent_cls = agent_cls
         self.agent_id = agent_cls.agent_id
@@ -106,6 +117,8 @@ class AgentHost:
         #: Replicas whose mailbox is full: the inbox pauses once all of them are.
         self._full: set[Replica] = set()
         self._scheduler: Scheduler | None = None
+        #: With an SDK: the span of each delivery being handled, by its event's id().
+        self._spans: dict[int, Any] = {}
         self._class_card: dict[str, Any] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -128,6 +141,42 @@ class AgentHost:
         agent.client = self.hosting.client()
         return agent
 
+    def _traced(self, handle: Handler, group: str) -> Handler:
+        """``handle`` itself, or with an SDK ``handle`` inside a span per delivery."""
+        tracer = self._tracing.tracer
+        if tracer is None:
+            return handle
+        system, agent = self._context.messaging_system, self.agent_id
+
+        async def traced(delivery: Delivery) -> None:
+            event = delivery.event
+            attributes = event.get_attributes()
+            span = tracing.start_process(
+                tracer,
+                attributes,
+                delivery.topic,
+                group,
+                system,
+                request=event_kind(event) is Kind.REQUEST,
+                agent=agent,
+                redelivered=delivery.redelivered,
+            )
+            # A copy: the transport may hand this very event to other subscribers.
+            seen = adopt_event(dict(attributes), event.get_data())
+            tracing.stamp(seen.get_attributes(), span)
+            self._spans[id(seen)] = span
+            try:
+                with tracing.ending(span):  # not current: the handler runs step by step
+                    await handle(delivery._replace(event=seen))
+            finally:
+                del self._spans[id(seen)]
+
+        return traced
+
+    def _span(self, delivery: Delivery) -> Any:
+        """The span handling ``delivery`` (with an SDK), else None."""
+        return self._spans.get(id(delivery.event))
+
     async def start(self, inboxes: Inboxes) -> None:
         """Start the replicas, then consume the inbox (through the process's inbox
         consumer of this start of the bus) and the subscribed subjects."""
@@ -141,13 +190,16 @@ class AgentHost:
                 policy=hosting.policy,
                 metrics=self._context.metrics,
                 on_pressure=functools.partial(self._pressure, index),
+                tracer=self._tracing.tracer,
             )
             replica.start()
             self.replicas.append(replica)
         in_flight = mailbox * self.replica_count
         self._subscriptions.append(
             await inboxes.subscribe(
-                topics.agent(self.agent_id), self._on_inbox, max_in_flight=in_flight
+                topics.agent(self.agent_id),
+                self._traced(self._on_inbox, f"{topics.prefix}.inbox"),
+                max_in_flight=in_flight,
             )
         )
         for number, spec in enumerate(self.agent_cls.subscriptions):
@@ -157,7 +209,7 @@ class AgentHost:
                 await self._context.transport.subscribe(
                     [target] if isinstance(target, str) else target,
                     group,
-                    functools.partial(self._on_event, spec),
+                    self._traced(functools.partial(self._on_event, spec), group),
                     from_beginning=spec.replay,
                     max_in_flight=in_flight,
                 )
@@ -247,6 +299,10 @@ class AgentHost:
         outcome = await replica.submit(job)
         if job.answered:
             self._metrics.handled += 1
+            if outcome.error is not None and self._tracing.tracer is not None:
+                span = self._span(delivery)  # answered in-process: the error marks it here
+                if span is not None:
+                    tracing.record_response(span, {"error": outcome.error.to_dict()})
             return
         await self._answer(delivery, message, outcome)
 
@@ -294,6 +350,9 @@ class AgentHost:
         else:
             response = result_response(outcome.result, id)
         if "id" in message:
+            span = self._span(delivery) if self._tracing.tracer is not None else None
+            if span is not None:
+                tracing.record_response(span, response)
             await self.respond(delivery, response)
 
     async def respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
@@ -467,6 +526,9 @@ class AgentHost:
             context.topics.dlq, record.value, key=delivery.key, headers=headers
         )
         context.metrics.dead_letters += 1
+        span = self._span(delivery) if self._tracing.tracer is not None else None
+        if span is not None:
+            tracing.record_dead_letter(span, reason, attempts)
         log.warning("dead letter from %s: %s", self.agent_id, reason)
 
 

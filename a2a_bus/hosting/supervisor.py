@@ -26,6 +26,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pykka
 
@@ -58,9 +59,12 @@ class Replica:
         policy: RestartPolicy,
         metrics: Metrics,
         on_pressure: Callable[[bool], None] = lambda full: None,
+        tracer: Any = None,
     ) -> None:
         self.name = name
         self._factory = factory
+        #: The bus's tracer (None: no spans), for what the agent's handlers run.
+        self._tracer = tracer
         self.mailbox_size = max(1, mailbox_size)
         self._policy = policy
         self._metrics = metrics
@@ -100,7 +104,7 @@ class Replica:
         generation = self._generation
         report = thread_safe(self._loop, functools.partial(self._on_outcome, generation))
         failed = thread_safe(self._loop, functools.partial(self._on_start_failure, generation))
-        self._actor = AgentActor.start(self._factory(), report, failed, self._loop)
+        self._actor = AgentActor.start(self._factory(), report, failed, self._loop, self._tracer)
         for job in self._outstanding:
             self._tell(job)
 

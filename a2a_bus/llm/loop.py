@@ -22,6 +22,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from opentelemetry.trace import Span
+
+from a2a_bus.llm import spans
 from a2a_bus.llm._sync import iterate_sync, run_sync
 from a2a_bus.llm.checkpoint import AgentCheckpoint, jsonable_results
 from a2a_bus.llm.chunks import AgentStreamChunk, Done, Token, ToolEnd, ToolStart
@@ -48,6 +51,7 @@ from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolCall, Usage
 from a2a_bus.llm.output import AgentOutput
 from a2a_bus.llm.soul import SoulProvider, as_soul
 from a2a_bus.llm.tools import AgentTool, ToolContext, ToolRegistry
+from a2a_bus.runtime import tracing
 
 Prompt = str | LlmMessage | Sequence[LlmMessage] | None
 
@@ -272,6 +276,8 @@ class AgentLoop:
         response: ChatResponse | None = None
         exit_reason = "max_turns"
         listeners = self.listeners
+        run = spans.start_run(self.name, self.model, conversation)
+        failed: BaseException | None = None
         try:
             for turn in range(turn_base + 1, turn_base + self.max_turns + 1):
                 turns += 1
@@ -279,17 +285,19 @@ class AgentLoop:
                 if listeners:
                     listeners.emit("on_turn_started", callback, TurnStarted(turn, len(messages)))
                 call_started = time.perf_counter()
-                if streaming:
-                    response = None
-                    async for item in self._stream_llm(messages):
-                        if isinstance(item, str):
-                            yield Token(item, turn)
-                        else:
-                            response = item
-                    if response is None:
-                        raise LlmError("the LLM stream ended without a response")
-                else:
-                    response = await self._chat(messages)
+                with spans.model_call(run, self.model) as answered:
+                    if streaming:
+                        response = None
+                        async for item in self._stream_llm(messages):
+                            if isinstance(item, str):
+                                yield Token(item, turn)
+                            else:
+                                response = item
+                        if response is None:
+                            raise LlmError("the LLM stream ended without a response")
+                    else:
+                        response = await self._chat(messages)
+                    answered.append(response)
                 llm_calls += 1
                 usage += response.usage
                 if listeners:
@@ -313,12 +321,12 @@ class AgentLoop:
                 if streaming:
                     results: list[ToolResult] = []
                     async for chunk in self._stream_tools(
-                        assistant.tool_calls, turn, callback, values, results
+                        assistant.tool_calls, turn, callback, values, results, run
                     ):
                         yield chunk
                 else:
                     results = await self._run_tools(
-                        assistant.tool_calls, turn, callback, values, None
+                        assistant.tool_calls, turn, callback, values, None, run
                     )
                 await memory.aadd(assistant, *(result.message() for result in results))
                 latest_results = {result.call.id: result.value for result in results}
@@ -360,7 +368,13 @@ class AgentLoop:
                     usage=usage,
                 )
             )
+        except GeneratorExit:  # closed early by its reader: not a failure of the run
+            raise
+        except BaseException as exc:
+            failed = exc
+            raise
         finally:
+            spans.end_run(run, usage, failed)
             if conversation:
                 await self._store_call(sync, self.store.save, conversation, memory.messages())
 
@@ -386,6 +400,7 @@ class AgentLoop:
         callback: CallbackContext,
         values: Mapping[str, Any],
         on_chunk: Callable[[AgentStreamChunk], None] | None,
+        run: Span,
     ) -> list[ToolResult]:
         listeners = self.listeners
 
@@ -401,7 +416,11 @@ class AgentLoop:
             context = ToolContext(
                 self.name, callback.conversation, turn, call.id, callback.execution_id, values
             )
-            result = await execute_call(self.tools, call, context, self.tool_timeout)
+            span = spans.tool_call(run, call)
+            with tracing.use_span(span):  # current: a bus call the tool makes is its child
+                result = await execute_call(self.tools, call, context, self.tool_timeout)
+                if not result.success:
+                    spans.tool_failed(span, str(result.value))
             if listeners:
                 listeners.emit(
                     "on_tool_completed",
@@ -428,11 +447,12 @@ class AgentLoop:
         callback: CallbackContext,
         values: Mapping[str, Any],
         results: list[ToolResult],
+        run: Span,
     ) -> AsyncIterator[AgentStreamChunk]:
         """Run the tools while yielding their start/end chunks as they happen."""
         queue: asyncio.Queue[AgentStreamChunk | None] = asyncio.Queue()
         task = asyncio.ensure_future(
-            self._run_tools(calls, turn, callback, values, queue.put_nowait)
+            self._run_tools(calls, turn, callback, values, queue.put_nowait, run)
         )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:

@@ -6,6 +6,13 @@ Nothing here does I/O or starts threads, so all of it can be tested and fuzzed a
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol.adaptor import Adaptor, Converted
+from a2a_bus.protocol.callchain import (
+    DEFAULT_MAX_CALL_DEPTH,
+    call_chain,
+    call_depth,
+    depth_refusal,
+    next_call,
+)
 from a2a_bus.protocol.constants import (
     DEFAULT_SOURCE,
     DEFAULT_TYPE_PREFIX,
@@ -37,8 +44,17 @@ from a2a_bus.protocol.jsonrpc import Kind, classify, classify_call, jsonrpc_of
 from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, key_of, record_key, to_kafka
 from a2a_bus.protocol.kinds import event_kind, kind_of
 from a2a_bus.protocol.parsing import parse_json
+from a2a_bus.protocol.tracecontext import (
+    TraceParent,
+    adopt_trace,
+    format_traceparent,
+    new_traceparent,
+    parse_traceparent,
+    valid_tracestate,
+)
 
 __all__ = [
+    "DEFAULT_MAX_CALL_DEPTH",
     "DEFAULT_SOURCE",
     "DEFAULT_TYPE_PREFIX",
     "ROUTING_PARAMS",
@@ -52,15 +68,21 @@ __all__ = [
     "KafkaRecord",
     "Kind",
     "ProtocolError",
+    "TraceParent",
+    "adopt_trace",
+    "call_chain",
+    "call_depth",
     "classify",
     "classify_call",
     "content_type",
+    "depth_refusal",
     "dump_structured",
     "error_object",
     "error_response",
     "event_kind",
     "events_equal",
     "ext",
+    "format_traceparent",
     "from_http",
     "from_kafka",
     "from_structured",
@@ -71,13 +93,17 @@ __all__ = [
     "mcptype",
     "new_event",
     "new_id",
+    "new_traceparent",
+    "next_call",
     "params_key",
     "parse_json",
+    "parse_traceparent",
     "record_key",
     "result_response",
     "to_http",
     "to_http_batch",
     "to_kafka",
     "to_structured",
+    "valid_tracestate",
     "validated_event",
 ]

@@ -258,7 +258,8 @@ class Adaptor:
     def response_event(
         self, request: CloudEvent, response: dict[str, Any], *, source: str | None = None
     ) -> CloudEvent:
-        """The event answering ``request``: correlated by ``collaborationid``."""
+        """The event answering ``request``: correlated by ``collaborationid``, in
+        its trace (``traceparent``/``tracestate``)."""
         attributes: dict[str, Any] = {
             "specversion": SPECVERSION,
             "id": new_id(),
@@ -269,9 +270,16 @@ class Adaptor:
             ext.MCPTYPE: mcptype.RESPONSE,
             ext.COLLABORATION: request.get_id(),
         }
-        method = request.get_extension(ext.METHOD)
+        asked = request.get_attributes()
+        method = asked.get(ext.METHOD)
         if method is not None:
             attributes[ext.METHOD] = method
+        traceparent = asked.get(ext.TRACEPARENT)
+        if traceparent is not None:
+            attributes[ext.TRACEPARENT] = traceparent
+            tracestate = asked.get(ext.TRACESTATE)
+            if tracestate is not None:
+                attributes[ext.TRACESTATE] = tracestate
         return new_event(attributes, response)
 
     # -- CloudEvent -> JSON-RPC -----------------------------------------------------

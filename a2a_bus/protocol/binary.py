@@ -2,7 +2,7 @@
 
 Attributes travel as headers and the data as the message body. Header values are
 strings, so the few attributes with a non-string type are restored on the way in:
-``time`` becomes a timestamp and ``seq`` an integer.
+``time`` becomes a timestamp, ``seq`` and ``calldepth`` integers.
 """
 
 from __future__ import annotations
@@ -30,14 +30,15 @@ def attribute_text(value: Any) -> str:
     return str(value)
 
 
-_TYPED = frozenset({"time", ext.SEQ})
+_TYPED = frozenset({"time", ext.SEQ, ext.CALLDEPTH})
+_COUNTS = frozenset({ext.SEQ, ext.CALLDEPTH})
 H = TypeVar("H")
 
 
 def _typed(name: str, text: str) -> Any:
     if name == "time":
         return parse_time(text)
-    if name == ext.SEQ and text.isascii() and text.isdigit():  # not '²', a digit to Python
+    if name in _COUNTS and text.isascii() and text.isdigit():  # not '²', a digit to Python
         return int(text)
     return text
 

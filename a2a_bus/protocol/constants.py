@@ -35,6 +35,12 @@ class ext:
     PROTOCOL: Final = "protocol"
     PARTITION_KEY: Final = "partitionkey"
     REPLY_TO: Final = "replyto"
+    #: W3C Trace Context (the CloudEvents distributed-tracing extension).
+    TRACEPARENT: Final = "traceparent"
+    TRACESTATE: Final = "tracestate"
+    #: Agent handlers above a message, and their ids (see protocol/callchain.py).
+    CALLDEPTH: Final = "calldepth"
+    CALLCHAIN: Final = "callchain"
 
 
 class mcptype:

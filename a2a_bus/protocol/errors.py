@@ -30,6 +30,7 @@ class ErrorCode(IntEnum):
     TOO_LARGE = -32005
     STREAM_BROKEN = -32006
     BUSY = -32007
+    CALL_TOO_DEEP = -32008
 
 
 #: The specification's message for each standard code.

@@ -10,15 +10,23 @@ code (the OpenAI client) use one on a loop thread of their own
 
 Blocking calls wait on a C ``SimpleQueue`` fed by the task's done callback:
 cheaper than the ``Condition`` behind ``run_coroutine_threadsafe``'s future.
+
+A coroutine handed to the loop runs in a copy of its caller's context
+(:mod:`contextvars`), as it would have on the caller's own loop: what the
+calling thread knows about the message it handles (its trace, its call depth:
+:mod:`a2a_bus.runtime.tracing`, and OpenTelemetry's current span) goes with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from a2a_bus.runtime.loops import new_event_loop
@@ -179,7 +187,8 @@ class Portal:
 
         self._waiting.add(ended)
         try:
-            loop.call_soon_threadsafe(begin)
+            # The task copies the context current when begin runs: the caller's.
+            loop.call_soon_threadsafe(begin, context=contextvars.copy_context())
             task = ended.get()
         except RuntimeError:  # the loop closed meanwhile
             task = None
@@ -214,7 +223,7 @@ class Portal:
         elif asyncio.get_running_loop() is loop:
             return coro
         # Cancelling the await cancels the work on the loop (wrap_future passes it on).
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+        return asyncio.wrap_future(_submit(coro, loop))
 
     def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         """Iterate the async iterator made by ``start`` (on the loop) from another thread."""
@@ -252,6 +261,38 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 async def _await(start: Callable[[], Awaitable[T]]) -> T:
     return await start()
+
+
+def _submit(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> Future[T]:
+    """``asyncio.run_coroutine_threadsafe``, with the task in the caller's context."""
+    future: Future[T] = concurrent.futures.Future()
+
+    def begin() -> None:
+        if future.cancelled():
+            coro.close()
+            return
+        task = loop.create_task(coro)  # copies the context begin runs in: the caller's
+
+        def settle(done: asyncio.Task[T]) -> None:
+            if done.cancelled():
+                future.cancel()
+            elif future.set_running_or_notify_cancel():
+                error = done.exception()
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(done.result())
+
+        def cancel(ended: Future[T]) -> None:
+            if ended.cancelled():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(task.cancel)
+
+        task.add_done_callback(settle)
+        future.add_done_callback(cancel)
+
+    loop.call_soon_threadsafe(begin, context=contextvars.copy_context())
+    return future
 
 
 def drive_iterator(

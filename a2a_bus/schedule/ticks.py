@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -129,7 +130,11 @@ class ScheduleRun:
         self.fired = 0
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"schedule {self.schedule.name}")
+        # In a context of its own: a tick starts a trace, whatever code started the
+        # schedule (an agent spawned from a handler would otherwise lend it its trace).
+        self._task = asyncio.create_task(
+            self._run(), name=f"schedule {self.schedule.name}", context=contextvars.Context()
+        )
 
     async def stop(self) -> None:
         self._stopping.set()

@@ -106,3 +106,10 @@ def test_a_kafka_out_of_reach_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"error: cannot reach Kafka at 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_tracing_benchmark_sets_the_trace_work_against_a_request() -> None:
+    done = run("tracing", "--quick")
+    assert done.returncode in (0, 1), done.stderr  # 1 only means a target was missed
+    assert "API-only trace work per request, in memory" in done.stdout
+    assert "SDK + batch processor" in done.stdout

@@ -47,6 +47,7 @@ from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import CLIENT_GONE, parse
 from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.sse import SSEResponse, frame
+from a2a_bus.gateway.tracing import adopt, serving_http
 from a2a_bus.protocol import (
     Failure,
     Kind,
@@ -56,6 +57,7 @@ from a2a_bus.protocol import (
     new_id,
     result_response,
 )
+from a2a_bus.runtime.tracing import ORIGIN
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,11 @@ class A2ABinding:
     # -- the JSON-RPC endpoint --------------------------------------------------------
 
     async def endpoint(self, request: Request) -> Response:
+        route = "/a2a/{agent_id}" if "agent_id" in request.path_params else "/a2a"
+        with serving_http(self.gateway, request, route):
+            return await self._endpoint(request)
+
+    async def _endpoint(self, request: Request) -> Response:
         ctx = self.gateway
         access = access_of(request)
         if access is None:
@@ -285,6 +292,7 @@ class A2ABinding:
         if isinstance(item, Failure):
             raise invalid_params(f"{item.message}: {item.data}" if item.data else item.message)
         item.get_attributes()[ext.TARGET_AGENT] = agent_id
+        adopt(ORIGIN.get(), item)  # the HTTP request's trace
         return item
 
     def _start(

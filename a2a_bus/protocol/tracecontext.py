@@ -1,0 +1,101 @@
+"""W3C Trace Context on events: the CloudEvents distributed-tracing extension.
+
+Every event the bus sends carries ``traceparent`` (and ``tracestate`` when the
+trace has one), in both Kafka content modes and on HTTP: a message continues the
+trace of the message whose handler sent it, and a message that enters the bus
+continues its sender's trace (an HTTP ``traceparent`` header, a Kafka record
+header, or the event's own attribute) or starts one. A malformed value is
+ignored, never an error: the trace starts afresh. See protocol/PROTOCOL.md.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import MutableMapping
+from typing import Any, Final, NamedTuple
+
+from a2a_bus.protocol.constants import ext
+
+TRACEPARENT: Final = ext.TRACEPARENT
+TRACESTATE: Final = ext.TRACESTATE
+#: ``00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>``; a later version may
+#: append fields after a dash (the specification's rule for parsing them).
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+#: The specification's bound on a ``tracestate`` value (32 members of at most 256 chars).
+MAX_TRACESTATE = 512
+_random_bits = random.getrandbits
+
+
+class TraceParent(NamedTuple):
+    """A parsed ``traceparent``: ids as lowercase hex, flags as an integer."""
+
+    trace_id: str
+    parent_id: str
+    flags: int
+
+    @property
+    def sampled(self) -> bool:
+        return bool(self.flags & 1)
+
+
+def parse_traceparent(value: Any) -> TraceParent | None:
+    """The trace context ``value`` holds, or None when it is not a valid one."""
+    if type(value) is not str:
+        return None
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return None
+    version, trace_id, parent_id, flags, rest = match.groups()
+    if version == "ff" or (version == "00" and rest is not None):
+        return None
+    if trace_id == _ZERO_TRACE or parent_id == _ZERO_SPAN:
+        return None
+    return TraceParent(trace_id, parent_id, int(flags, 16))
+
+
+def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
+    """A version ``00`` ``traceparent`` (ids as integers, as OpenTelemetry keeps them)."""
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+
+
+def new_traceparent() -> str:
+    """A ``traceparent`` starting a new trace: fresh random ids, sampled."""
+    # One draw, as bytes: formatting a big integer as hex costs more than this.
+    ids = _random_bits(192).to_bytes(24).hex()
+    return f"00-{ids[:32]}-{ids[32:]}-01"
+
+
+def valid_tracestate(value: Any) -> bool:
+    """True for a ``tracestate`` worth passing on: printable ASCII, within the bound."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= MAX_TRACESTATE
+        and value.isascii()
+        and value.isprintable()
+    )
+
+
+def adopt_trace(
+    attributes: MutableMapping[str, Any],
+    traceparent: Any = None,
+    tracestate: Any = None,
+) -> None:
+    """Give an event entering the bus the trace it continues.
+
+    Its own valid ``traceparent`` stays (with a valid ``tracestate``); else the
+    transport's (``traceparent``/``tracestate`` headers) is taken when valid. A
+    malformed value is dropped: without one the bus starts a new trace.
+    """
+    if parse_traceparent(attributes.get(TRACEPARENT)) is not None:
+        if TRACESTATE in attributes and not valid_tracestate(attributes[TRACESTATE]):
+            del attributes[TRACESTATE]
+        return
+    attributes.pop(TRACEPARENT, None)
+    attributes.pop(TRACESTATE, None)
+    if parse_traceparent(traceparent) is not None:
+        attributes[TRACEPARENT] = traceparent
+        if valid_tracestate(tracestate):
+            attributes[TRACESTATE] = tracestate

@@ -1,0 +1,98 @@
+"""W3C Trace Context on events: parsing, new traces, what an entering event keeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from a2a_bus.protocol import (
+    Adaptor,
+    adopt_trace,
+    format_traceparent,
+    new_traceparent,
+    parse_traceparent,
+    valid_tracestate,
+)
+
+VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_a_valid_traceparent_is_parsed_into_its_parts() -> None:
+    parsed = parse_traceparent(VALID)
+    assert parsed is not None
+    assert parsed.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert parsed.parent_id == "00f067aa0ba902b7"
+    assert parsed.sampled
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        42,
+        "",
+        "garbage",
+        VALID.upper(),  # hex is lowercase
+        VALID + "-extra",  # version 00 has exactly four fields
+        "ff" + VALID[2:],  # version ff is invalid
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # zero trace id
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  # zero parent id
+        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",  # short trace id
+    ],
+)
+def test_a_malformed_traceparent_is_none(value: Any) -> None:
+    assert parse_traceparent(value) is None
+
+
+def test_a_later_version_may_append_fields() -> None:
+    parsed = parse_traceparent("01" + VALID[2:] + "-more")
+    assert parsed is not None and parsed.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_new_traceparents_are_valid_sampled_and_distinct() -> None:
+    made = {new_traceparent() for _ in range(1000)}
+    assert len(made) == 1000
+    for value in made:
+        parsed = parse_traceparent(value)
+        assert parsed is not None and parsed.sampled
+
+
+def test_format_traceparent_round_trips() -> None:
+    value = format_traceparent(0x4BF92F3577B34DA6A3CE929D0E0E4736, 0xF067AA0BA902B7, 1)
+    assert value == VALID
+
+
+def test_an_entering_event_keeps_its_own_valid_trace() -> None:
+    attributes = {"traceparent": VALID, "tracestate": "a=1"}
+    adopt_trace(attributes, new_traceparent(), "b=2")
+    assert attributes == {"traceparent": VALID, "tracestate": "a=1"}
+
+
+def test_an_entering_event_without_a_trace_takes_the_transports() -> None:
+    attributes: dict[str, Any] = {}
+    adopt_trace(attributes, VALID, "vendor=x")
+    assert attributes == {"traceparent": VALID, "tracestate": "vendor=x"}
+
+
+def test_malformed_trace_context_is_dropped_not_refused() -> None:
+    attributes: dict[str, Any] = {"traceparent": "nope", "tracestate": "a=1"}
+    adopt_trace(attributes, "also-nope", "b=2")
+    assert attributes == {}
+
+
+def test_a_malformed_tracestate_is_not_passed_on() -> None:
+    attributes: dict[str, Any] = {}
+    adopt_trace(attributes, VALID, "x" * 600)
+    assert attributes == {"traceparent": VALID}
+    assert not valid_tracestate("a=\n1")
+
+
+def test_a_response_event_continues_its_requests_trace() -> None:
+    adaptor = Adaptor()
+    [request] = adaptor.from_json({"jsonrpc": "2.0", "method": "m", "id": 1})
+    assert not isinstance(request, type(None))
+    request.get_attributes().update(traceparent=VALID, tracestate="a=1")  # type: ignore[union-attr]
+    answer = adaptor.response_event(request, {"jsonrpc": "2.0", "result": 1, "id": 1})  # type: ignore[arg-type]
+    assert answer.get_extension("traceparent") == VALID
+    assert answer.get_extension("tracestate") == "a=1"
