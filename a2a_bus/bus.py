@@ -105,6 +105,7 @@ class Bus:
             self.restart_policy,
             self.client,
             self._agent_scheduler,
+            self._status_changed,
         )
         self._subscriptions: list[Subscription] = []
         self._thread: LoopThread | None = None
@@ -233,6 +234,13 @@ class Bus:
         except BaseException:
             await self._stop_host(host)
             raise
+
+    def _status_changed(self, host: AgentHost) -> None:
+        """A replica of ``host`` gave up: its card says so here and on the registry."""
+        if self.directory.hosts(host.agent_id):  # else its card, when made, says so
+            card = host.card()
+            self.directory.add_local(card)
+            self.announcer.announce_soon(card)
 
     async def _stop_host(self, host: AgentHost) -> None:
         await self._withdraw(host)

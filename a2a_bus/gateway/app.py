@@ -32,6 +32,7 @@ from a2a_bus.gateway.rpc import rpc
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.gateway.tail import tail
 from a2a_bus.protocol import Adaptor
+from a2a_bus.runtime.portal import BusStopped
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,11 @@ log = logging.getLogger(__name__)
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return problem(exc.status_code, exc.detail, exc.headers)
+
+
+async def _bus_stopped(request: Request, exc: Exception) -> Response:
+    # A request that raced the bus's stop: not an error of the gateway's.
+    return problem(503, str(exc))
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -93,7 +99,11 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             ).routes(),
         ],
         middleware=[Middleware(MetricsMiddleware)],
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            BusStopped: _bus_stopped,
+            Exception: _server_error,
+        },
         lifespan=lifespan,
     )
     app.state.gateway = gateway
