@@ -26,6 +26,7 @@ from a2a_bus.gateway.discovery import get_agent, list_agents
 from a2a_bus.gateway.events import events
 from a2a_bus.gateway.health import healthz, readyz
 from a2a_bus.gateway.history import history
+from a2a_bus.gateway.openapi import document, openapi_endpoint
 from a2a_bus.gateway.prom import TRANSPORTS, MetricsMiddleware, metrics
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.rpc import rpc
@@ -70,6 +71,12 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         authenticator=Authenticator(settings.tokens),
     )
 
+    spec = document(
+        max_body_bytes=settings.max_body_bytes,
+        max_batch=settings.max_batch,
+        secured=gateway.authenticator.enabled,
+    )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         owned = not bus.running
@@ -92,6 +99,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint(spec), methods=["GET"]),
             *A2ABinding(
                 gateway,
                 max_tasks=settings.a2a_max_tasks,
