@@ -38,9 +38,13 @@ def _problem(description: str) -> Schema:
     return _json(_ref("Problem"), description)
 
 
-def _rpc_problem(description: str) -> Schema:
+def _rpc_problem(description: str, **extra: Any) -> Schema:
     """A refusal before JSON-RPC (401, 413, ...): a JSON-RPC error response, id null."""
-    return _json(_ref("JsonRpcResponse"), description)
+    return _json(_ref("JsonRpcResponse"), description, **extra)
+
+
+#: Sent with every 401 (RFC 6750).
+_CHALLENGE = {"headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}}}
 
 
 #: Every endpoint answers these when its path or method is not one it serves (a path
@@ -49,7 +53,11 @@ _ROUTING = {
     "404": _problem('No endpoint at this path (``{"error": "Not Found"}``).'),
     "405": _problem("The path is another endpoint's, for another method."),
 }
-_UNAUTHORIZED = {"401": _problem("A valid bearer token is required (tokens are configured).")}
+_UNAUTHORIZED = {
+    "401": _json(
+        _ref("Problem"), "A valid bearer token is required (tokens are configured).", **_CHALLENGE
+    )
+}
 _STOPPED = {"503": _problem("The bus is not running (the gateway is stopping).")}
 
 
@@ -97,7 +105,7 @@ def _schemas(max_batch: int) -> dict[str, Schema]:
                 "jsonrpc": {"const": "2.0"},
                 "method": {"type": "string"},
                 "params": {"type": ["object", "array"]},
-                "id": {"type": ["string", "integer", "null"]},
+                "id": any_id,
             },
         },
         "JsonRpcBatch": {
@@ -239,7 +247,7 @@ def _rpc() -> Schema:
                 },
             },
             "204": {"description": "Only notifications: nothing to answer."},
-            "401": _rpc_problem("A valid bearer token is required (-32004)."),
+            "401": _rpc_problem("A valid bearer token is required (-32004).", **_CHALLENGE),
             "413": _rpc_problem("The body is over the limit (-32005)."),
             **_STOPPED,
             **_ROUTING,
@@ -393,7 +401,7 @@ def _a2a_endpoint(agent: bool) -> Schema:
                     SSE: {"schema": {"type": "string"}},
                 },
             },
-            "401": _rpc_problem("A valid bearer token is required."),
+            "401": _rpc_problem("A valid bearer token is required.", **_CHALLENGE),
             "403": _rpc_problem("A method the token may not call."),
             "404": _json(
                 {"oneOf": [_ref("JsonRpcResponse"), _ref("Problem")]},

@@ -1,15 +1,19 @@
-"""Hostile HTTP input: schemathesis drives a live gateway (uvicorn on loopback) from
-its own ``GET /openapi.json``, with data that fits the document and data that does
-not, on every endpoint. No response may be a 5xx, none may hang, and every one must
-conform to the document (status, content type, headers, body schema).
+"""Hostile HTTP input: schemathesis drives a live gateway (``a2a-bus serve`` on
+loopback) from its own ``GET /openapi.json``, with data that fits the document and
+data that does not, on every endpoint. No response may be a 5xx, none may hang, and
+every one must conform to the document (status, content type, headers, body schema).
 
-A live view (``GET /topics/{subject}/events``) never ends by itself: its first
-bytes are read and the stream is closed, which is also how "no hang" is judged there.
+The gateway has bearer tokens: the requests take turns with an unrestricted token,
+one whose allow-lists refuse most things, and none, so the refusals (401, 403) are
+checked as well as the answers. A live view (``GET /topics/{subject}/events``) never
+ends by itself: its first bytes are read and the stream is closed, which is also how
+"no hang" is judged there.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import multiprocessing
 import os
 import signal
@@ -58,19 +62,33 @@ CHECKS = [
 ]
 LIVE_VIEW = "/topics/{subject}/events"
 ROOT = Path(__file__).resolve().parents[2]
+#: Tokens of the gateway under test: all allowed, little allowed (None: no token).
+TOKENS = {
+    "fuzz-admin": {"name": "admin"},
+    "fuzz-shop": {
+        "name": "shop",
+        "agents": ["calc"],
+        "methods": ["add", "subtract", "message/send", "SendMessage", "tasks/get", "GetTask"],
+        "topics": ["orders.#"],
+    },
+}
+TURNS: tuple[str | None, ...] = (*TOKENS, None)
 AGENTS = ("a2a_bus.examples.calculator:Calculator", "a2a_bus.examples.echo:Echo")
+SERVE = ("--http", "127.0.0.1:0", "--tokens")
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``a2a-bus serve`` of the example agents in a process of its own (its own CPU
     too: generating requests keeps this one busy)."""
-    log = tmp_path_factory.mktemp("gateway") / "stderr.log"
+    folder = tmp_path_factory.mktemp("gateway")
+    log, tokens = folder / "stderr.log", folder / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS))
     env = {k: v for k, v in os.environ.items() if "KAFKA_" not in k and not k.startswith("A2A_")}
     env["A2A_GATEWAY_REQUEST_TIMEOUT"] = "5"
     with log.open("wb") as stderr:
         served = subprocess.Popen(
-            [sys.executable, "-m", "a2a_bus", "serve", *AGENTS, "--http", "127.0.0.1:0"],
+            [sys.executable, "-m", "a2a_bus", "serve", *AGENTS, *SERVE, str(tokens)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             env=env,
@@ -96,10 +114,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert "Traceback" not in log.read_text(), log.read_text()
 
 
-def call_live_view(case: Case, url: str, session: requests.Session) -> requests.Response | None:
+def call_live_view(
+    case: Case, url: str, session: requests.Session, headers: dict[str, str]
+) -> requests.Response | None:
     """Open a live view and read its first bytes (None: it opened as it should); an
     answer that is no stream is read whole and returned for the checks."""
-    kwargs = case.as_transport_kwargs(base_url=url)
+    kwargs = case.as_transport_kwargs(base_url=url, headers=headers)
     with session.request(**kwargs, stream=True, timeout=ANSWER_WITHIN) as response:
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             first = next(response.iter_content(chunk_size=None))
@@ -110,14 +130,17 @@ def call_live_view(case: Case, url: str, session: requests.Session) -> requests.
         return response
 
 
-def exercise(case: Case, url: str, session: requests.Session) -> None:
-    """One generated request and the checks of its response."""
+def exercise(case: Case, url: str, session: requests.Session, token: str | None) -> None:
+    """One generated request (with ``token``) and the checks of its response."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     if case.operation.path == LIVE_VIEW:
-        response = call_live_view(case, url, session)
+        response = call_live_view(case, url, session, headers)
         if response is not None:
-            case.validate_response(response, checks=CHECKS)
+            case.validate_response(response, checks=CHECKS, headers=headers)
         return
-    case.call_and_validate(base_url=url, session=session, checks=CHECKS, timeout=ANSWER_WITHIN)
+    case.call_and_validate(
+        base_url=url, session=session, headers=headers, checks=CHECKS, timeout=ANSWER_WITHIN
+    )
 
 
 class Run(NamedTuple):
@@ -154,8 +177,8 @@ def fuzz(url: str, label: str, mode: str) -> Run:
     @given(case=operation.as_strategy(generation_mode=GenerationMode(mode)))
     def run(case: Case) -> None:
         nonlocal sent
+        exercise(case, url, session, TURNS[sent % len(TURNS)])
         sent += 1
-        exercise(case, url, session)
 
     began = time.perf_counter()
     failure = None
