@@ -112,6 +112,7 @@ class Bus:
             self.restart_policy,
             self.client,
             self._agent_scheduler,
+            self._status_changed,
         )
         self._subscriptions: list[Subscription] = []
         #: The inbox consumer of the current start (one per process on Kafka).
@@ -247,6 +248,13 @@ class Bus:
         if self._inboxes is None:
             self._inboxes = self.transport.inboxes(f"{self.topics.prefix}.inbox")
         return self._inboxes
+
+    def _status_changed(self, host: AgentHost) -> None:
+        """A replica of ``host`` gave up: its card says so here and on the registry."""
+        if self.directory.hosts(host.agent_id):  # else its card, when made, says so
+            card = host.card()
+            self.directory.add_local(card)
+            self.announcer.announce_soon(card)
 
     async def _stop_host(self, host: AgentHost) -> None:
         await self._withdraw(host)

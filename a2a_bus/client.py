@@ -47,7 +47,7 @@ from a2a_bus.protocol import (
     new_event,
     new_id,
 )
-from a2a_bus.runtime.portal import Portal
+from a2a_bus.runtime.portal import BusStopped, Portal
 from a2a_bus.runtime.tracing import ORIGIN, continue_origin, one_trace
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
 
@@ -198,6 +198,8 @@ class AsyncClient:
                 f"cannot read {subject!r}: wildcards select subjects to subscribe to; "
                 "read one subject at a time",
             )
+        if not self._dispatcher.running:  # else the transport's own "not started"
+            raise BusStopped()
         context = self._context
         topic = context.topics.subject(subject)
         position = None if cursor is None else parse_cursor(topic, cursor)

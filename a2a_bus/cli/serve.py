@@ -1,4 +1,10 @@
-"""``a2a-bus serve``: host agents on a bus and serve the HTTP gateway (and the Kafka ingress)."""
+"""``a2a-bus serve``: host agents on a bus, serve the HTTP gateway, or both (and the
+Kafka ingress).
+
+Three shapes: agents and a gateway in one process (in memory always, on Kafka with
+``--http``); on Kafka a worker (agents, no HTTP: any number start on one host); on
+Kafka a gateway to agents hosted elsewhere (``--http``, no TARGET).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,9 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 import uvicorn
@@ -31,7 +37,9 @@ from a2a_bus.cli.common import (
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.cli.telemetry import TelemetryUnavailable, start_export
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
+from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.hosting.agent import Agent
+from a2a_bus.hosting.host import FAILED, AgentHost
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.logs import json_handler
 
@@ -71,6 +79,8 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: Where the gateway listens in memory when ``--http`` does not say.
+DEFAULT_HTTP = "127.0.0.1:8080"
 #: Seconds open HTTP connections get to finish after SIGINT/SIGTERM.
 SHUTDOWN_GRACE = 5
 
@@ -89,11 +99,11 @@ def transport_where(bus: Bus) -> str:
     return f"Kafka at {bootstrap}" if bootstrap else "the in-memory transport"
 
 
-async def spawn_agent(bus: Bus, agent_cls: type[Agent], replicas: int) -> None:
+async def spawn_agent(bus: Bus, agent_cls: type[Agent], replicas: int) -> AgentHost:
     """Start an agent's actors; one whose class cannot be made (its constructor
     raises) is a broken target, named with the error (exit 2)."""
     try:
-        await bus.aspawn(agent_cls, replicas)
+        return await bus.aspawn(agent_cls, replicas)
     except Exception as exc:
         failure = bus_failure(exc, bus)  # Kafka out of reach: exit 1
         if failure is exc:
@@ -105,55 +115,135 @@ async def spawn_agent(bus: Bus, agent_cls: type[Agent], replicas: int) -> None:
 async def _serve(
     classes: list[type[Agent]],
     bus: Bus,
-    sock: socket.socket,
+    sock: socket.socket | None,
     replicas: int,
     settings: GatewaySettings,
     out: Console,
 ) -> None:
-    from a2a_bus.gateway.ingress import Ingress
-
+    """Host ``classes`` on ``bus``, serve the gateway on ``sock`` (None: a worker) and
+    the Kafka ingress, until SIGINT/SIGTERM (or, in a worker, until every agent failed)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    gave_up: str | None = None
     async with started(bus):
-        for agent_cls in classes:
-            await spawn_agent(bus, agent_cls, replicas)
+        hosts = [await spawn_agent(bus, agent_cls, replicas) for agent_cls in classes]
         ingress = Ingress(bus.service) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()
-        config = uvicorn.Config(
-            create_app(bus, settings),
-            log_level="warning",
-            lifespan="on",
-            # Live views (SSE) never end by themselves: close what is still open
-            # this long after a stop signal, so the server stops.
-            timeout_graceful_shutdown=SHUTDOWN_GRACE,
-        )
-        server = QuietServer(config)
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.02)
-        if not server.started:
-            raise fail("cannot serve HTTP: the gateway did not start (see the lines above)")
-        host, port = sock.getsockname()[:2]
-        names = ", ".join(cls.agent_id for cls in classes)
-        each = plural(replicas, "replica")
-        out.print(f"a2a-bus: serving {escape(names)} ({each} each) on {transport_where(bus)}")
-        url_host = f"[{host}]" if ":" in host else host
-        out.print(f"a2a-bus: HTTP gateway listening on http://{escape(url_host)}:{port}")
-        if ingress is not None:
-            out.print(f"a2a-bus: Kafka ingress on topic {ingress.topic}")
-        sys.stdout.flush()
+        server = None if sock is None else await _start_http(bus, settings, sock)
+        _banner(out, bus, classes, replicas, sock, ingress)
         stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {stopping}
+        if server is not None:
+            waiting.add(server.task)
+        while not stop.is_set() and not (server is not None and server.task.done()):
+            await asyncio.wait(waiting, timeout=WATCH_INTERVAL)
+            if server is None and (gave_up := all_failed(hosts)) is not None:
+                break  # a worker without agents serves nothing: let its supervisor restart it
         out.print("a2a-bus: shutting down")
-        server.should_exit = True
-        await serving
+        if server is not None:
+            server.server.should_exit = True
+            await server.task
         stopping.cancel()
         if ingress is not None:
             await ingress.stop()
     out.print("a2a-bus: stopped")
+    if gave_up is not None:
+        raise fail(f"every agent of this worker failed: {gave_up}")
+
+
+#: Seconds between a worker's looks at whether its agents all failed.
+WATCH_INTERVAL = 0.5
+
+
+def all_failed(hosts: Sequence[AgentHost]) -> str | None:
+    """Why every agent in ``hosts`` failed (each one's reason), or None if one runs."""
+    failures = [f"{host.agent_id}: {host.failure}" for host in hosts if host.status == FAILED]
+    if not hosts or len(failures) < len(hosts):
+        return None
+    return "; ".join(failures)
+
+
+class _Http(NamedTuple):
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+
+
+async def _start_http(bus: Bus, settings: GatewaySettings, sock: socket.socket) -> _Http:
+    """The gateway served by uvicorn on ``sock``, once it accepts connections."""
+    config = uvicorn.Config(
+        create_app(bus, settings),
+        log_level="warning",
+        lifespan="on",
+        # Live views (SSE) never end by themselves: close what is still open
+        # this long after a stop signal, so the server stops.
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )
+    server = QuietServer(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if not server.started:
+        raise fail("cannot serve HTTP: the gateway did not start (see the lines above)")
+    return _Http(server, serving)
+
+
+def _banner(
+    out: Console,
+    bus: Bus,
+    classes: list[type[Agent]],
+    replicas: int,
+    sock: socket.socket | None,
+    ingress: Ingress | None,
+) -> None:
+    """What this process serves, and where."""
+    where = transport_where(bus)
+    if classes:
+        names = ", ".join(cls.agent_id for cls in classes)
+        each = plural(replicas, "replica")
+        out.print(f"a2a-bus: serving {escape(names)} ({each} each) on {where}")
+    else:
+        out.print(f"a2a-bus: gateway to the agents on {where} (none hosted here)")
+    if sock is None:
+        out.print("a2a-bus: worker: no HTTP gateway here (--http HOST:PORT serves one)")
+    else:
+        host, port = sock.getsockname()[:2]
+        url_host = f"[{host}]" if ":" in host else host
+        out.print(f"a2a-bus: HTTP gateway listening on http://{escape(url_host)}:{port}")
+    if ingress is not None:
+        out.print(f"a2a-bus: Kafka ingress on topic {ingress.topic}")
+    sys.stdout.flush()
+
+
+def http_address(
+    http: tuple[str, int] | None, classes: Sequence[type[Agent]], on_kafka: bool
+) -> tuple[str, int] | None:
+    """Where this process serves HTTP (None: nowhere, a worker), from ``--http`` and
+    the transport; a process that would serve nothing is bad usage (exit 2).
+
+    In memory the gateway is the only way in: it is served, on ``DEFAULT_HTTP``
+    unless ``--http`` says where, and agents are needed. On Kafka HTTP is served
+    only with ``--http`` (any number of workers start on one host), and a
+    process with no agents is a gateway to those hosted elsewhere.
+    """
+    if not on_kafka:
+        if not classes:
+            raise fail(
+                "nothing to serve: on the in-memory transport a gateway reaches only the "
+                "agents of its own process; name agents to host (TARGET), or use --kafka "
+                "BOOTSTRAP to reach agents hosted elsewhere",
+                2,
+            )
+        return http or host_port(DEFAULT_HTTP)
+    if http is None and not classes:
+        raise fail(
+            "nothing to serve: name agents to host (TARGET), or give --http HOST:PORT to "
+            "run a gateway to the agents on Kafka",
+            2,
+        )
+    return http
 
 
 class LogFormat(enum.StrEnum):
@@ -177,13 +267,15 @@ def gateway_settings(tokens: Path | None) -> GatewaySettings:
 @app.command()
 def serve(
     targets: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
             metavar="TARGET",
-            help="module:Class, path/to/file.py:Class, or an agent file "
-            f"({'/'.join(AGENT_FILE_SUFFIXES)}).",
+            help="Agents to host: module:Class, path/to/file.py:Class, or an agent file "
+            f"({'/'.join(AGENT_FILE_SUFFIXES)}). None on Kafka: a gateway to the agents "
+            "hosted elsewhere.",
+            show_default=False,
         ),
-    ],
+    ] = None,
     kafka: Annotated[
         str | None,
         typer.Option(
@@ -195,8 +287,16 @@ def serve(
         ),
     ] = None,
     http: Annotated[
-        str, typer.Option("--http", help="HOST:PORT of the gateway (port 0: any free port).")
-    ] = "127.0.0.1:8080",
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help=f"Serve the HTTP gateway there (port 0: any free port). In memory the "
+            f"default is {DEFAULT_HTTP}; on Kafka only with --http: without it the process "
+            "is a worker (agents only, no HTTP).",
+            show_default=False,
+        ),
+    ] = None,
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Actors per agent.")] = 1,
     prefix: Annotated[
         str | None, typer.Option("--prefix", help="Topic prefix (default: A2A_PREFIX, else a2a).")
@@ -214,26 +314,32 @@ def serve(
         ),
     ] = LogFormat.TEXT,
 ) -> None:
-    """Host agents and serve the HTTP gateway (plus the raw JSON-RPC ingress on Kafka).
+    """Host agents, serve the HTTP gateway, or both (plus the raw JSON-RPC ingress on Kafka).
 
     Traces go to an OTLP/HTTP collector when OTEL_EXPORTER_OTLP_ENDPOINT is set
     (OTEL_SERVICE_NAME names the process; needs the otel extra).
     """
-    classes = load_targets(targets)
-    host, port = host_port(http)
-    settings = gateway_settings(tokens)
+    classes = load_targets(targets or [])
+    address = host_port(http) if http is not None else None
+    bus = build_bus(kafka, prefix)
+    address = http_address(address, classes, kafka_bootstrap(bus) is not None)
+    if address is None and tokens is not None:
+        raise typer.BadParameter(
+            "tokens apply to the HTTP gateway: give --http HOST:PORT too", param_hint="--tokens"
+        )
+    # A worker serves no HTTP: the gateway's settings are not its concern.
+    settings = gateway_settings(tokens) if address is not None else GatewaySettings()
     if log_format is LogFormat.JSON:
         logging.getLogger().addHandler(json_handler())
     try:
-        stop_export = start_export()  # before the bus: it takes the provider at start
+        stop_export = start_export()  # before the bus starts: it takes the provider then
     except TelemetryUnavailable as exc:
         raise fail(str(exc), 2) from None
     try:
-        bus = build_bus(kafka, prefix)
-        for warning in llm_warnings(targets):
+        for warning in llm_warnings(targets or []):
             typer.echo(f"warning: {warning}", err=True)
-        sock = bind(host, port)
-        with sock:
+        sock = bind(*address) if address is not None else None
+        with sock if sock is not None else contextlib.nullcontext():
             loops.run(_serve(classes, bus, sock, replicas, settings, console()))
     finally:
         if stop_export is not None:

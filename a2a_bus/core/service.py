@@ -37,6 +37,7 @@ from a2a_bus.protocol import (
     jsonrpc_of,
     result_response,
 )
+from a2a_bus.runtime.portal import BusStopped
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -134,8 +135,10 @@ class JsonRpcService:
         ``jsonrpc_only`` refuses native CloudEvents and responses (-32600);
         ``authorize`` may refuse a message (-32003 Forbidden); a streaming method
         is answered with all its chunks in one list (at most ``collect_limit`` bytes
-        of JSON), gathered under ``guard``.
+        of JSON), gathered under ``guard``. BusStopped when the bus is not running.
         """
+        if not self.dispatcher.running:  # else a route it no longer knows would answer
+            raise BusStopped()
         if isinstance(item, Failure):
             return Reply(item.response())
         message = jsonrpc_of(item.get_data())
@@ -172,6 +175,8 @@ class JsonRpcService:
             response = await self.dispatcher.send(plan.event, route=plan.route, timeout=timeout)
         except JsonRpcError as exc:  # refused on the way (a record too large...)
             return self._refused(item, message, exc)
+        except BusStopped:  # stopped meanwhile: the caller's error, not an internal one
+            raise
         except Exception:
             # The log has the traceback; the caller learns only that it failed.
             log.exception("JSON-RPC %s failed", _method(item))

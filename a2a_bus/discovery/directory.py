@@ -32,6 +32,11 @@ from a2a_bus.transport.base import Delivery, Transport, Undecodable
 log = logging.getLogger(__name__)
 
 CARD_SUFFIX = ".agent.card"
+#: A card's ``status``: every replica runs; some gave up starting; all gave up
+#: (then its ``failure`` says why).
+RUNNING = "running"
+DEGRADED = "degraded"
+FAILED = "failed"
 GONE_SUFFIX = ".agent.gone"
 #: Methods the bus answers itself (from its directory) when a request names no agent.
 BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
@@ -82,10 +87,23 @@ class Announcer:
         self.interval = interval
         self._cards = cards
         self._task: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     async def announce(self, card: dict[str, Any], *, gone: bool = False) -> None:
         event = card_event(self._adaptor, card, gone=gone)
         await self._transport.publish(self._topic, event, key=card["id"].encode())
+
+    def announce_soon(self, card: dict[str, Any]) -> None:
+        """Publish ``card`` now, in the background (from the loop); a failure is logged
+        and the next heartbeat carries the card anyway."""
+        task = asyncio.get_running_loop().create_task(self.announce(card))
+        self._sending.add(task)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("the card of an agent was not published: %s", task.exception())
 
     async def renew(self, agent_id: str) -> None:
         """Publish the card of ``agent_id`` now (its key was just deleted)."""
@@ -102,6 +120,8 @@ class Announcer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._sending:  # said before the goodbye that follows the stop
+            await asyncio.gather(*self._sending, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
@@ -146,6 +166,14 @@ class Directory:
     def hosts(self, agent_id: str) -> bool:
         """True when ``agent_id`` runs in this process."""
         return agent_id in self._local
+
+    def failed_here(self) -> dict[str, str]:
+        """The agents hosted here whose card says they failed, with why."""
+        return {
+            agent_id: str(card.get("failure", "failed"))
+            for agent_id, card in self._local.items()
+            if card.get("status") == FAILED
+        }
 
     # -- the registry topic ---------------------------------------------------------
 

@@ -26,12 +26,14 @@ from a2a_bus.gateway.discovery import get_agent, list_agents
 from a2a_bus.gateway.events import events
 from a2a_bus.gateway.health import healthz, readyz
 from a2a_bus.gateway.history import history
+from a2a_bus.gateway.openapi import document, openapi_endpoint
 from a2a_bus.gateway.prom import TRANSPORTS, MetricsMiddleware, metrics
 from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.rpc import rpc
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.gateway.tail import tail
 from a2a_bus.protocol import Adaptor
+from a2a_bus.runtime.portal import BusStopped
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,11 @@ log = logging.getLogger(__name__)
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return problem(exc.status_code, exc.detail, exc.headers)
+
+
+async def _bus_stopped(request: Request, exc: Exception) -> Response:
+    # A request that raced the bus's stop: not an error of the gateway's.
+    return problem(503, str(exc))
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -64,6 +71,12 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         authenticator=Authenticator(settings.tokens),
     )
 
+    spec = document(
+        max_body_bytes=settings.max_body_bytes,
+        max_batch=settings.max_batch,
+        secured=gateway.authenticator.enabled,
+    )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         owned = not bus.running
@@ -86,6 +99,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint(spec), methods=["GET"]),
             *A2ABinding(
                 gateway,
                 max_tasks=settings.a2a_max_tasks,
@@ -93,7 +107,11 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             ).routes(),
         ],
         middleware=[Middleware(MetricsMiddleware)],
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            BusStopped: _bus_stopped,
+            Exception: _server_error,
+        },
         lifespan=lifespan,
     )
     app.state.gateway = gateway

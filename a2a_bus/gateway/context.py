@@ -50,11 +50,6 @@ class GatewayContext:
     def bus(self) -> BusContext:
         return self.service.dispatcher.context
 
-    @property
-    def ready(self) -> bool:
-        """True once the bus runs on a connected transport."""
-        return self.dispatcher.running and self.bus.transport.ready
-
 
 def context(request: Request) -> GatewayContext:
     gateway: GatewayContext = request.app.state.gateway

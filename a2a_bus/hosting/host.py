@@ -35,6 +35,7 @@ from a2a_bus.core.context import BusContext
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import error_message, refusal
 from a2a_bus.core.streams import chunk_event, end_event
+from a2a_bus.discovery.directory import DEGRADED, FAILED, RUNNING
 from a2a_bus.hosting.actor import Job, Outcome
 from a2a_bus.hosting.agent import Agent, SubscriptionSpec
 from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
@@ -82,6 +83,8 @@ class Hosting:
     client: Callable[[], Client]
     #: Makes the scheduler of an agent's schedules (``Bus.scheduler``).
     scheduler: Callable[[Sequence[Schedule], str], Scheduler]
+    #: Told (on the loop) when a host's status changed: a replica gave up starting.
+    status_changed: Callable[[AgentHost], None] = lambda host: None
 
 
 class AgentHost:
@@ -112,6 +115,8 @@ class AgentHost:
         self._args = tuple(args)
         self._kwargs = dict(kwargs or {})
         self.replicas: list[Replica] = []
+        #: The replicas messages go to: those that did not fail (all, when every one did).
+        self._serving: list[Replica] = []
         self._subscriptions: list[Subscription] = []
         self.inbound = InboundStreams(agent_cls, self._answer)
         #: Replicas whose mailbox is full: the inbox pauses once all of them are.
@@ -126,15 +131,39 @@ class AgentHost:
     def card(self) -> dict[str, Any]:
         """The agent's card as announced now: the class's (built once: its method
         schemas cost ~90 µs and a heartbeat re-announces every agent) with this
-        process's node, replica count and time."""
+        process's node, replica count, time and status."""
         if self._class_card is None:
             self._class_card = self.agent_cls.card()
-        return {
+        card = {
             **self._class_card,
             "node": self._context.node,
             "replicas": self.replica_count,
             "heartbeatAt": time.time(),
+            "status": self.status,
         }
+        failure = self.failure
+        if failure is not None:
+            card["failure"] = failure
+        return card
+
+    @property
+    def status(self) -> str:
+        """``running``; ``degraded`` when some replicas gave up starting (the others
+        take the messages); ``failed`` when all did (messages are answered -32002)."""
+        failed = sum(replica.failure is not None for replica in self.replicas)
+        if not failed:
+            return RUNNING
+        return FAILED if failed == len(self.replicas) else DEGRADED
+
+    @property
+    def failure(self) -> str | None:
+        """Why a replica gave up starting the agent (the first one's reason), or None."""
+        return next((r.failure for r in self.replicas if r.failure is not None), None)
+
+    def _replica_failed(self) -> None:
+        serving = [replica for replica in self.replicas if replica.failure is None]
+        self._serving = serving or list(self.replicas)
+        self.hosting.status_changed(self)
 
     def _new_agent(self) -> Agent:
         agent = self.agent_cls(*self._args, **self._kwargs)
@@ -191,9 +220,11 @@ class AgentHost:
                 metrics=self._context.metrics,
                 on_pressure=functools.partial(self._pressure, index),
                 tracer=self._tracing.tracer,
+                on_failed=self._replica_failed,
             )
             replica.start()
             self.replicas.append(replica)
+        self._serving = list(self.replicas)
         in_flight = mailbox * self.replica_count
         self._subscriptions.append(
             await inboxes.subscribe(
@@ -236,6 +267,7 @@ class AgentHost:
             await replica.stop()
         self._subscriptions.clear()
         self.replicas.clear()
+        self._serving.clear()
         self._full.clear()
 
     def _pressure(self, index: int, full: bool) -> None:
@@ -254,7 +286,7 @@ class AgentHost:
 
     def _replica(self) -> Replica:
         """The replica to hand the next message to: the one holding the fewest."""
-        replicas = self.replicas
+        replicas = self._serving
         if len(replicas) == 1:
             return replicas[0]
         return min(replicas, key=_held)

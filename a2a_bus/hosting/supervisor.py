@@ -13,7 +13,10 @@ on the actor that another job crashed.
 An actor that fails to start (its constructor or ``on_start`` raises) is
 restarted the same way; after ``max_retries`` failed starts in a row the jobs
 it holds are dead (with the start failure as the reason), and once the replica
-stops nothing starts it again.
+stops nothing starts it again. After ``max_failed_starts`` failed starts in a
+row the replica gives up: it is *failed* (``failure`` says why, logged once as
+an error), is never started again, and answers every job at once with -32002
+"Agent unavailable" (a notification or event is dead-lettered with it).
 Parked jobs are bounded by the host (open streams), not by the mailbox: a
 mailbox full of jobs waiting for input would pause the very input they wait for.
 """
@@ -33,8 +36,12 @@ import pykka
 from a2a_bus.core.metrics import Metrics
 from a2a_bus.hosting.actor import AgentActor, Job, Outcome, thread_safe
 from a2a_bus.hosting.agent import Agent
+from a2a_bus.protocol import ErrorCode, JsonRpcError
 
 log = logging.getLogger(__name__)
+
+#: The message of the error a failed replica answers with (code -32002).
+UNAVAILABLE = "Agent unavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,8 @@ class RestartPolicy:
     max_retries: int = 2
     backoff_initial: float = 0.05
     backoff_max: float = 2.0
+    #: Starts in a row that may fail before a replica gives up (it is then failed).
+    max_failed_starts: int = 10
 
 
 class Replica:
@@ -60,6 +69,7 @@ class Replica:
         metrics: Metrics,
         on_pressure: Callable[[bool], None] = lambda full: None,
         tracer: Any = None,
+        on_failed: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self._factory = factory
@@ -69,6 +79,7 @@ class Replica:
         self._policy = policy
         self._metrics = metrics
         self._on_pressure = on_pressure
+        self._on_failed = on_failed
         self._outstanding: dict[Job, None] = {}  # insertion-ordered set
         self._parking = 0  # outstanding jobs that may park: not held against the bound
         self._actor: pykka.ActorRef[AgentActor] | None = None
@@ -87,8 +98,10 @@ class Replica:
         #: Set by stop(): a start that fails from then on is not tried again.
         self._stopping = False
         #: Why jobs cannot run here any more: the agent could not start and the
-        #: replica is stopping (jobs submitted meanwhile end at once).
+        #: replica is stopping or gave up (jobs submitted meanwhile end at once).
         self._dead: str | None = None
+        #: Why the replica gave up starting its agent (None: it has not).
+        self.failure: str | None = None
 
     @property
     def held(self) -> int:
@@ -110,8 +123,8 @@ class Replica:
 
     def _tell(self, job: Job) -> None:
         if self._actor is None:
-            if self._dead is not None:  # stopping, never to start again
-                self._resolve(job, Outcome(crash=self._dead, attempts=max(1, self._failed_starts)))
+            if self._dead is not None:  # never to start again
+                self._resolve(job, self._dead_outcome())
             return  # restarting: the job is handed over after the restart
         # A try block, not contextlib.suppress: this runs for every message.
         try:  # noqa: SIM105
@@ -241,9 +254,27 @@ class Replica:
         if self._stopping:  # never started again: its jobs end now
             self._give_up(why)
             return
+        if starts >= self._policy.max_failed_starts:
+            self._fail(reason)
+            return
         if starts > self._policy.max_retries:
             self._end_held(why)
         self._crashed()
+
+    def _dead_outcome(self) -> Outcome:
+        """What a job submitted to a replica that will not start again ends with."""
+        if self.failure is not None:  # gave up: the caller is told so, no crash
+            detail = f"agent {self.name} {self.failure}"
+            return Outcome(error=JsonRpcError(ErrorCode.AGENT_UNAVAILABLE, UNAVAILABLE, detail))
+        assert self._dead is not None
+        return Outcome(crash=self._dead, attempts=max(1, self._failed_starts))
+
+    def _fail(self, reason: str) -> None:
+        """Starts kept failing: start no more, answer every job at once, say so once."""
+        self.failure = f"failed to start {self._failed_starts} times in a row; last: {reason}"
+        log.error("agent %s %s; it is not started again", self.name, self.failure)
+        self._give_up(f"the agent {self.failure}")
+        self._on_failed()
 
     def _give_up(self, reason: str) -> None:
         """Stopping with an agent that cannot start: end its jobs, start it no more."""

@@ -37,6 +37,9 @@ T = TypeVar("T")
 class BusStopped(RuntimeError):
     """The bus is not running (its loop is gone, or was never there)."""
 
+    def __init__(self, message: str = "the bus is not running") -> None:
+        super().__init__(message)
+
 
 #: What a blocking call made on the loop it would wait for raises.
 BLOCKING_ON_LOOP = "blocking call on the bus loop: use the async client (await ...)"
@@ -222,8 +225,13 @@ class Portal:
                 return coro
         elif asyncio.get_running_loop() is loop:
             return coro
+        try:
+            future = _submit(coro, loop)
+        except RuntimeError:  # the loop closed without a stop (no detach)
+            coro.close()
+            raise BusStopped(self._stopped) from None
         # Cancelling the await cancels the work on the loop (wrap_future passes it on).
-        return asyncio.wrap_future(_submit(coro, loop))
+        return asyncio.wrap_future(future)
 
     def iterate(self, start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         """Iterate the async iterator made by ``start`` (on the loop) from another thread."""

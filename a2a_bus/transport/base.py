@@ -281,6 +281,13 @@ class Transport(abc.ABC):
     def ready(self) -> bool:
         """True once started and connected."""
 
+    @property
+    def connection_problem(self) -> str | None:
+        """Why the transport cannot move events now (not started; on Kafka: the
+        broker out of reach since the last look), or None. A cheap read from any
+        thread (no I/O): a transport with a broker looks at it in the background."""
+        return None if self.ready else "the transport is not started"
+
     @abc.abstractmethod
     def declare_compacted(self, topic: str) -> None:
         """Keep only the latest record per key of ``topic`` (Kafka: created with

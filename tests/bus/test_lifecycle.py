@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 
 import pykka
 import pytest
 
-from a2a_bus import Agent, Bus, BusStopped, RestartPolicy, method
-from a2a_bus.protocol import ErrorCode, JsonRpcError
+from a2a_bus import Agent, AsyncClient, Bus, BusStopped, Call, Client, RestartPolicy, method
+from a2a_bus.protocol import ErrorCode, JsonRpcError, new_event
 from a2a_bus.transport.kafka.records import DLQ_REASON
-from tests.bus.test_behaviour import header, read_dlq
+from tests.bus.test_behaviour import eventually, header, read_dlq
 
 WAIT = 10.0
 QUICK = RestartPolicy(max_retries=2, backoff_initial=0.005, backoff_max=0.02)
@@ -163,9 +165,9 @@ async def test_a_request_to_an_agent_that_cannot_start_is_answered_and_dead_lett
     """Failed starts count against ``max_retries`` as crashes do: once more than 2
     starts in a row failed, the held request is answered -32603 and dead-lettered
     with the reason (the failures in a row: the agent may have failed before the
-    request came)."""
+    request came). The replica does not give up meanwhile (see the test below)."""
     NeverStarts.starts = 0
-    bus = new_bus()
+    bus = new_bus(restart_policy=replace(QUICK, max_failed_starts=10**6))
     bus.spawn(NeverStarts)
     await asyncio.wait_for(bus.astart(), WAIT)
     with pytest.raises(JsonRpcError) as caught:
@@ -197,6 +199,87 @@ async def test_astop_returns_while_an_agent_crash_loops_in_on_start_with_a_reque
         stopping.cancel()
     assert done, "astop() hung waiting for a job the crash-looping agent never runs"
     assert bus.transport.dead_lettered == 1
+
+
+GIVES_UP = replace(QUICK, max_failed_starts=4)
+
+
+async def test_an_agent_whose_start_keeps_failing_is_given_up_and_reported_failed(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """After ``max_failed_starts`` failed starts in a row the agent is not started
+    again: its card says ``failed`` with why, a request is answered -32002 at once
+    (no wait for a timeout), a notification is dead-lettered with the reason, and the
+    log says so once, not at every backoff forever."""
+    NeverStarts.starts = 0
+    bus = new_bus(restart_policy=GIVES_UP)
+    bus.spawn(NeverStarts)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    await eventually(lambda: "never-starts" in bus.directory.failed_here())
+    starts = NeverStarts.starts
+    assert starts == GIVES_UP.max_failed_starts
+    card = bus.directory.card("never-starts")
+    assert card is not None and card["status"] == "failed"
+    assert card["failure"] == (
+        "failed to start 4 times in a row; last: ConnectionError in on_start: backend down"
+    )
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as caught:
+        await client.request("never-starts", "ping", timeout=WAIT)
+    assert (caught.value.code, caught.value.message) == (
+        ErrorCode.AGENT_UNAVAILABLE,
+        "Agent unavailable",
+    )
+    assert caught.value.data == f"agent never-starts#0 {card['failure']}"
+    await client.notify("never-starts", "ping")
+    (letter,) = await read_dlq(bus, 1)
+    assert header(letter, DLQ_REASON) == (
+        f"handler-error: -32002 Agent unavailable: agent never-starts#0 {card['failure']}"
+    )
+    await asyncio.sleep(20 * GIVES_UP.backoff_max)  # restarts would show by now
+    assert NeverStarts.starts == starts
+    said = [r for r in caplog.records if r.name == "a2a_bus.hosting.supervisor"]
+    assert sum("failed to start:" in r.getMessage() for r in said) == starts
+    assert [r.getMessage() for r in said if r.levelno == logging.ERROR] == [
+        f"agent never-starts#0 {card['failure']}; it is not started again"
+    ]
+
+
+class StartsOnce(Agent):
+    """Only the first instance to start gets its backend; every later one fails."""
+
+    agent_id = "starts-once"
+    lock = threading.Lock()
+    healthy_left = 1
+
+    def on_start(self) -> None:
+        with StartsOnce.lock:
+            if StartsOnce.healthy_left == 0:
+                raise ConnectionError("backend full")
+            StartsOnce.healthy_left -= 1
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+async def test_a_replica_that_gave_up_leaves_the_messages_to_the_others() -> None:
+    """One replica of two gives up: the agent is ``degraded`` (not failed: this process
+    is still ready) and every request goes to the replica that runs."""
+    StartsOnce.healthy_left = 1
+    bus = Bus.memory(restart_policy=GIVES_UP)
+    bus.spawn(StartsOnce, 2)
+    async with bus:
+        await eventually(lambda: bus.hosts[0].status == "degraded")
+        card = bus.directory.card("starts-once")
+        assert card is not None and card["status"] == "degraded"
+        assert "ConnectionError in on_start: backend full" in card["failure"]
+        assert bus.directory.failed_here() == {}
+        client = bus.async_client()
+        answers = await asyncio.gather(
+            *(client.request("starts-once", "ping", timeout=WAIT) for _ in range(20))
+        )
+        assert answers == ["pong"] * 20
 
 
 class SlowFailingStart(Agent):
@@ -346,3 +429,93 @@ def test_a_sync_spawn_that_fails_on_a_running_bus_leaves_the_bus_serving() -> No
             client.request("broken-constructor", "ping", timeout=2)
         assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
         assert client.request("fine", "ping") == "pong"
+
+
+# -- calls on a stopped bus -------------------------------------------------------------
+
+PING = {"jsonrpc": "2.0", "method": "ping", "params": {"_agentId": "fine"}, "id": 1}
+SYNC_CALLS: dict[str, Callable[[Client], object]] = {
+    "request": lambda c: c.request("fine", "ping"),
+    "notify": lambda c: c.notify("fine", "ping"),
+    "publish": lambda c: c.publish("orders.eu", {}),
+    "read": lambda c: c.read("orders.eu"),
+    "call": lambda c: c.call(PING),
+    "batch": lambda c: c.batch([Call("fine", "ping")]),
+    "stream": lambda c: list(c.stream("fine", "ping")),
+    "stream_to": lambda c: c.stream_to("fine", "ping", [1]),
+}
+
+
+async def _all(items: AsyncIterator[object]) -> list[object]:
+    return [item async for item in items]
+
+
+ASYNC_CALLS: dict[str, Callable[[AsyncClient], Awaitable[object]]] = {
+    "request": lambda c: c.request("fine", "ping"),
+    "notify": lambda c: c.notify("fine", "ping"),
+    "publish": lambda c: c.publish("orders.eu", {}),
+    "read": lambda c: c.read("orders.eu"),
+    "call": lambda c: c.call(PING),
+    "call_event": lambda c: c.call_event(new_event({"source": "t", "type": "t", "subject": "a"})),
+    "batch": lambda c: c.batch([Call("fine", "ping")]),
+    "stream": lambda c: _all(c.stream("fine", "ping")),
+    "call_stream": lambda c: _all(c.call_stream(PING)),
+    "stream_to": lambda c: c.stream_to("fine", "ping", [1]),
+}
+
+
+@pytest.mark.parametrize("call", SYNC_CALLS, ids=str)
+def test_a_sync_call_on_a_stopped_bus_raises_bus_stopped(call: str) -> None:
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    with bus:
+        client = bus.client()
+    with pytest.raises(BusStopped, match="the bus is not running"):
+        SYNC_CALLS[call](client)
+
+
+@pytest.mark.parametrize("call", ASYNC_CALLS, ids=str)
+async def test_an_async_call_on_a_stopped_bus_raises_bus_stopped(call: str) -> None:
+    """After ``async with bus`` on this loop: no "transport not started", and no
+    "Method not found" from a bus that no longer knows its agents."""
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    async with bus:
+        client = bus.async_client()
+    with pytest.raises(BusStopped, match="the bus is not running"):
+        await ASYNC_CALLS[call](client)
+
+
+@pytest.mark.parametrize("call", ASYNC_CALLS, ids=str)
+def test_a_call_from_another_loop_after_the_bus_loop_closed_raises_bus_stopped(
+    call: str,
+) -> None:
+    """The bus's loop ended without a stop (``asyncio.run`` returned): a call from
+    another loop raises BusStopped, not "Event loop is closed"."""
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    asyncio.run(bus.astart())
+    try:
+        client = bus.async_client()
+
+        async def attempt() -> None:
+            with pytest.raises(BusStopped, match="the bus is not running"):
+                await ASYNC_CALLS[call](client)
+
+        asyncio.run(attempt())
+        with pytest.raises(BusStopped, match="the bus is not running"):
+            SYNC_CALLS["request"](bus.client())
+        with pytest.raises(BusStopped, match="the bus is not running"):
+            bus.spawn(Fine)
+    finally:
+        pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
+
+
+def test_a_spawn_on_a_stopped_bus_is_started_with_it_again() -> None:
+    """A stopped bus can start again: a spawn in between is recorded, not refused."""
+    bus = Bus.memory()
+    with bus:
+        pass
+    bus.spawn(Fine)
+    with bus:
+        assert bus.client().request("fine", "ping") == "pong"

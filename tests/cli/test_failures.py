@@ -191,3 +191,50 @@ def test_a_notification_the_bus_refuses_is_one_line(kafka_bootstrap: str) -> Non
     )
     line = one_error_line(done, 1)
     assert line == "error: not sent: -32601 Method not found: no.such.method", line
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ([], "on the in-memory transport a gateway reaches only the agents of its own process"),
+        (["--http", "127.0.0.1:0"], "on the in-memory transport a gateway reaches only"),
+        (["--kafka", "127.0.0.1:1"], "or give --http HOST:PORT to run a gateway"),
+    ],
+    ids=["memory", "memory-http", "kafka"],
+)
+def test_serve_refuses_a_process_that_would_serve_nothing(args: list[str], why: str) -> None:
+    # Refused before anything starts: Kafka is not even reached.
+    line = one_error_line(run("serve", *args), 2)
+    assert line.startswith("error: nothing to serve: ") and why in line, line
+
+
+def test_serve_refuses_tokens_for_a_worker() -> None:
+    done = run("serve", CALC, "--kafka", "127.0.0.1:1", "--tokens", "tokens.yaml")
+    assert "tokens apply to the HTTP gateway: give --http HOST:PORT too" in one_error_line(done, 2)
+
+
+@pytest.mark.kafka
+def test_a_worker_whose_agents_all_failed_exits_1_naming_them(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """It has no /readyz to say so: it ends, for its supervisor to start it again."""
+    failing = tmp_path / "failing_agent.py"
+    failing.write_text(
+        "from a2a_bus import Agent, method\n\n\n"
+        "class NoDatabase(Agent):\n"
+        "    agent_id = 'no-database'\n\n"
+        "    def on_start(self) -> None:\n"
+        "        raise ConnectionError('database down')\n\n"
+        "    @method\n"
+        "    def ping(self) -> str:\n"
+        "        return 'pong'\n"
+    )
+    prefix = f"cli{uuid.uuid4().hex[:8]}"
+    done = run("serve", f"{failing}:NoDatabase", "--kafka", kafka_bootstrap, "--prefix", prefix)
+    line = one_error_line(done, 1)
+    assert line == (
+        "error: every agent of this worker failed: no-database: failed to start 10 times in a "
+        "row; last: ConnectionError in on_start: database down"
+    ), line
+    assert "a2a-bus: worker: no HTTP gateway here" in done.stdout
+    assert done.stdout.endswith("a2a-bus: shutting down\na2a-bus: stopped\n")

@@ -58,6 +58,7 @@ from a2a_bus.transport.kafka.inboxes import KafkaInboxes
 from a2a_bus.transport.kafka.reader import read_topic
 from a2a_bus.transport.kafka.records import dead_letter_headers
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
+from a2a_bus.transport.kafka.watch import BrokerWatch
 from a2a_bus.transport.positions import Position
 from a2a_bus.transport.reading import check_request
 
@@ -103,6 +104,7 @@ class KafkaTransport(Transport):
         self._subscriptions: set[KafkaSubscription] = set()
         self._inboxes: list[KafkaInboxes] = []
         self._ready = False
+        self._watch: BrokerWatch | None = None
 
     @classmethod
     def from_env(cls, **options: Any) -> KafkaTransport:
@@ -112,6 +114,14 @@ class KafkaTransport(Transport):
     @property
     def ready(self) -> bool:
         return self._ready
+
+    @property
+    def connection_problem(self) -> str | None:
+        """Not started, or the broker did not answer the last look (every second; see
+        :mod:`a2a_bus.transport.kafka.watch`)."""
+        if not self._ready or self._watch is None:
+            return "the transport is not started"
+        return self._watch.problem
 
     @property
     def dead_lettered(self) -> int:
@@ -144,6 +154,12 @@ class KafkaTransport(Transport):
             await self._close_clients()
             raise
         self._ready = True
+        # One small request: the metadata of the one topic every bus has.
+        admin, dlq = self._require(self._admin), self.settings.dlq_topic
+        self._watch = BrokerWatch(
+            lambda: admin.describe_topics([dlq]), self.settings.bootstrap_servers
+        )
+        self._watch.start()
 
     async def _started_producer(self) -> AIOKafkaProducer:
         """A started idempotent producer (``acks=all``) with the settings' tuning."""
@@ -167,6 +183,9 @@ class KafkaTransport(Transport):
     async def stop(self) -> None:
         for inboxes in self._inboxes:
             await inboxes.stop()
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            await watch.stop()
         for subscription in list(self._subscriptions):
             await subscription.stop()
         self._ready = False
