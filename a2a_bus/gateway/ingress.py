@@ -49,11 +49,10 @@ from a2a_bus.protocol import (
     error_response,
     event_kind,
     ext,
-    to_kafka,
 )
 from a2a_bus.runtime import tracing
 from a2a_bus.transport.base import Delivery, Subscription, Undecodable
-from a2a_bus.transport.kafka.records import dead_letter_headers
+from a2a_bus.transport.dead_letters import delivered_letter
 
 log = logging.getLogger(__name__)
 
@@ -237,13 +236,7 @@ class Ingress:
         return error.get("code") in _UNROUTABLE
 
     async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
-        record = to_kafka(delivery.event, "structured")
-        headers = dead_letter_headers(
-            delivery.headers, reason, delivery.topic, delivery.partition, delivery.offset
-        )
-        await self._bus.transport.publish_raw(
-            self._bus.topics.dlq, record.value, key=delivery.key, headers=headers + record.headers
-        )
+        await self._bus.transport.dead_letter(delivered_letter(delivery, reason))
         self._bus.metrics.dead_letters += 1
 
     async def _on_undecodable(self, record: Undecodable) -> None:

@@ -59,6 +59,25 @@ class Delivery(NamedTuple):
 Handler = Callable[[Delivery], Awaitable[None]]
 
 
+class DeadLetter(NamedTuple):
+    """A record set aside, with why, for ``Transport.dead_letter``
+    (:mod:`a2a_bus.transport.dead_letters` makes its headers)."""
+
+    #: Where it was read.
+    topic: str
+    partition: int
+    offset: int
+    #: The record as it is written (its original value, key and headers).
+    value: bytes | None
+    key: bytes | None
+    headers: Sequence[tuple[str, bytes]]
+    reason: str
+    #: Why it could not be decoded, as JSON-RPC errors (``a2a-dlq-error``).
+    failures: Sequence[Failure] = ()
+    #: The writer's own headers, after the dead-letter ones.
+    extra: Sequence[tuple[str, bytes]] = ()
+
+
 class Undecodable(NamedTuple):
     """A record that held no event a handler could take, after it was dead-lettered
     (unless its subscription has ``dead_letter=False``)."""
@@ -297,6 +316,12 @@ class Transport(abc.ABC):
     def in_process(self) -> bool:
         """True when every subscriber is in this process (the memory transport)."""
         return False
+
+    @abc.abstractmethod
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Write ``letter`` to the dead-letter topic. Never raises: a dead letter that
+        cannot be written is logged as lost (one bad record must not stall its
+        partition), and one read from the dead-letter topic is not written back."""
 
     @property
     def dead_lettered(self) -> int:

@@ -17,7 +17,7 @@ import pytest
 from a2a_bus import Bus, JsonRpcError, RestartPolicy
 from a2a_bus.discovery.directory import card_event
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.bus.agents import RECORDER, Calc, Echo, Flaky, Phoenix, Slow, Ticker, subscriber
 
 WAIT = 30.0  # upper bound on any single await; never a performance assertion

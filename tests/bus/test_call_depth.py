@@ -17,7 +17,7 @@ import pytest
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.bus import Bus as BusClass
 from a2a_bus.runtime.env import EnvError
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.bus.test_behaviour import eventually, header, make_bus, read_dlq
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite

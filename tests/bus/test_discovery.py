@@ -23,7 +23,7 @@ from a2a_bus.discovery.directory import Directory, card_event
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import Adaptor, new_event
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.bus.agents import Calc
 
 pytestmark = pytest.mark.timeout(180)

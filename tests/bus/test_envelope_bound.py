@@ -20,12 +20,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.client import _OWN_ENVELOPE_CHARS
+from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.payload import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES, envelope_refusal
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, ErrorCode, ext, new_event
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
+from a2a_bus.transport.errors import RecordTooLarge
 from a2a_bus.transport.kafka.transport import KafkaTransport
 from tests.bus.test_behaviour import WAIT, make_bus
 
@@ -102,6 +104,13 @@ async def _refused(call: Awaitable[Any]) -> JsonRpcError:
     with pytest.raises(JsonRpcError) as error:
         await asyncio.wait_for(call, WAIT)
     return error.value
+
+
+async def _too_large(call: Awaitable[Any]) -> JsonRpcError:
+    """What the bus answers for a publish the transport refuses as too large."""
+    with pytest.raises(RecordTooLarge) as error:
+        await asyncio.wait_for(call, WAIT)
+    return transport_refusal(error.value)
 
 
 def _says_attributes(error: JsonRpcError) -> None:
@@ -228,16 +237,16 @@ async def test_the_ingress_dead_letters_an_envelope_over_the_bound(make_bus: Mak
 async def test_a_record_over_the_request_size_is_too_large_for_its_publisher(
     kafka_bootstrap: str,
 ) -> None:
-    """What the bound misses (a transport used directly) still reaches its
-    publisher as -32005, not as an aiokafka exception."""
+    """What the bound misses (a transport used directly) reaches its publisher as
+    the transport's RecordTooLarge (not an aiokafka exception), -32005 for the bus."""
     uid = uuid.uuid4().hex[:10]
     async with KafkaTransport(kafka_bootstrap, dlq_topic=f"test.dlq.{uid}") as kafka:
         assert isinstance(kafka, KafkaTransport)
         huge = new_event(note("direct", 2_000_000), {"n": 1})
-        error = await _refused(kafka.publish(f"test.envelope.{uid}", huge))
+        error = await _too_large(kafka.publish(f"test.envelope.{uid}", huge))
         assert error.code == ErrorCode.TOO_LARGE
         assert "more than the maximum request size" in str(error.data)
-        error = await _refused(kafka.publish_raw(f"test.envelope.{uid}", b"x" * 1_100_000))
+        error = await _too_large(kafka.publish_raw(f"test.envelope.{uid}", b"x" * 1_100_000))
         assert error.code == ErrorCode.TOO_LARGE
 
 
@@ -246,7 +255,7 @@ async def test_a_record_the_broker_refuses_is_too_large_for_its_publisher(
     kafka_bootstrap: str,
 ) -> None:
     """A topic whose max.message.bytes is below the producer's request size: the
-    broker's refusal reaches the publisher as -32005 too."""
+    broker's refusal reaches the publisher as RecordTooLarge (-32005) too."""
     uid = uuid.uuid4().hex[:10]
     topic = f"test.small.{uid}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
@@ -259,7 +268,7 @@ async def test_a_record_the_broker_refuses_is_too_large_for_its_publisher(
     async with KafkaTransport(kafka_bootstrap, dlq_topic=f"test.dlq.{uid}") as kafka:
         assert isinstance(kafka, KafkaTransport)
         await asyncio.wait_for(kafka.publish(topic, new_event(note("fits", 500), 1)), WAIT)
-        error = await _refused(kafka.publish(topic, new_event(note("big", 500), "x" * 5000)))
+        error = await _too_large(kafka.publish(topic, new_event(note("big", 500), "x" * 5000)))
         assert error.code == ErrorCode.TOO_LARGE
         assert "the broker refused the record" in str(error.data)
         # The refusal does not leave the partition's sequence numbers out of step:

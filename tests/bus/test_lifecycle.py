@@ -22,7 +22,7 @@ import pytest
 
 from a2a_bus import Agent, AsyncClient, Bus, BusStopped, Call, Client, RestartPolicy, method
 from a2a_bus.protocol import ErrorCode, JsonRpcError, new_event
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.bus.test_behaviour import eventually, header, read_dlq
 
 WAIT = 10.0

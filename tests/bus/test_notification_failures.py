@@ -13,7 +13,7 @@ import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.protocol import ErrorCode
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.bus.test_behaviour import WAIT, header, make_bus, read_dlq
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite

@@ -18,7 +18,7 @@ import pytest
 from a2a_bus import Bus
 from a2a_bus.core.routing import Topics
 from a2a_bus.transport.base import Delivery, Transport
-from a2a_bus.transport.kafka.records import DLQ_REASON, DLQ_SOURCE_TOPIC
+from a2a_bus.transport.dead_letters import DLQ_REASON, DLQ_SOURCE_TOPIC
 from a2a_bus.transport.memory.transport import MemoryTransport
 from tests.bus.agents import Calc
 

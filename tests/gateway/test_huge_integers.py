@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway.ingress import Ingress
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 
 from .agents import Spec
 from .conftest import WAIT, ingress_replies

@@ -16,7 +16,7 @@ from a2a_bus.bus import Bus
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import new_event
 from a2a_bus.transport.base import Delivery, Transport, Undecodable
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -44,6 +44,15 @@ def _partition_dirs(data: Path, topic: str) -> list[Path]:
     return [path for path in data.iterdir() if path.name.rsplit("-", 1)[0] == topic]
 
 
+def _made(partitions: list[Path]) -> bool:
+    """Both partitions of a topic are on disk with the files the broker writes last
+    (aged before then, a later write would make the topic look active)."""
+    return len(partitions) == 2 and all(
+        (path / "partition.metadata").exists() and (path / "leader-epoch-checkpoint").exists()
+        for path in partitions
+    )
+
+
 def _age(paths: list[Path], seconds: float) -> None:
     then = time.time() - seconds
     for path in paths:
@@ -66,10 +75,12 @@ def test_prune_deletes_only_topics_idle_for_the_given_minutes(
     with ExitStack() as stack:
         _start_with_script(stack, "kafka.sh", env, "A2A_REQUIRE_KAFKA")
         asyncio.run(_create(bootstrap, ["old.one", "old.two", "fresh"]))
-        for _ in range(100):  # the partition folders appear as the topics are made
-            if all(len(_partition_dirs(data, t)) == 2 for t in ("old.one", "old.two", "fresh")):
+        for _ in range(600):  # the partition folders fill as the topics are made
+            if all(_made(_partition_dirs(data, t)) for t in ("old.one", "old.two", "fresh")):
                 break
             time.sleep(0.1)
+        else:
+            pytest.fail("the topics' partition folders were not made within a minute")
         _age(_partition_dirs(data, "old.one") + _partition_dirs(data, "old.two"), 2 * 3600)
 
         pruned = _run_script("kafka.sh", "prune", env)  # no argument: 15 minutes

@@ -13,13 +13,15 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from a2a_bus.protocol import Adaptor, new_event, to_kafka
+from a2a_bus.transport.base import DeadLetter
+from a2a_bus.transport.dead_letters import dead_letter_headers
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka.batches import murmur2, pick_partition
 from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, encode_lease
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.groups import composition_group, is_composition_group
 from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
-from a2a_bus.transport.kafka.records import dead_letter_headers, decode_record, failure_reason
+from a2a_bus.transport.records import decode_record, failure_reason
 
 
 def test_position_stops_at_the_first_unfinished_offset() -> None:
@@ -190,7 +192,8 @@ def test_broken_binary_cloudevent_fails() -> None:
 
 def test_dead_letter_headers_replace_earlier_reasons() -> None:
     original = [("ce_id", b"1"), ("a2a-dlq-reason", b"old")]
-    headers = dict(dead_letter_headers(original, "new", "topic", 2, 7))
+    letter = DeadLetter("topic", 2, 7, b"{}", None, original, "new")
+    headers = dict(dead_letter_headers(letter))
     assert headers == {
         "ce_id": b"1",
         "a2a-dlq-reason": b"new",

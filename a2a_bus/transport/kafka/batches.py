@@ -34,8 +34,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from a2a_bus.protocol import ErrorCode, JsonRpcError
 from a2a_bus.transport.eager import run_eagerly
+from a2a_bus.transport.errors import RecordTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +44,12 @@ log = logging.getLogger(__name__)
 MAX_REQUEST_SIZE = 1048576
 
 
-class RecordTooLarge(JsonRpcError, MessageSizeTooLargeError):
-    """A record Kafka does not take: -32005 for whoever published it (what the
-    payload and envelope bounds missed), and still aiokafka's size error."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(ErrorCode.TOO_LARGE, "Request too large", detail)
+class KafkaRecordTooLarge(RecordTooLarge, MessageSizeTooLargeError):
+    """A record Kafka does not take (what the payload and envelope bounds missed):
+    the transport's size error, and still aiokafka's."""
 
     def __str__(self) -> str:
-        return f"{self.message}: {self.data}"
+        return str(self.args[0]) if self.args else "record too large"
 
 
 _MASK = 0xFFFFFFFF
@@ -182,10 +179,10 @@ class Batches:
         headers: list[tuple[str, bytes]],
     ) -> asyncio.Future[None]:
         """Append a record; the future is done when the broker acknowledged it (a
-        broker's size refusal as :class:`RecordTooLarge`)."""
+        broker's size refusal as :class:`KafkaRecordTooLarge`)."""
         size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
         if size > MAX_REQUEST_SIZE:
-            raise RecordTooLarge(
+            raise KafkaRecordTooLarge(
                 f"the record is {size} bytes, more than the maximum request size "
                 f"({MAX_REQUEST_SIZE}) of the Kafka producer"
             )
@@ -314,9 +311,9 @@ def _settle(pending: _Pending, error: BaseException | None) -> None:
 
 def _publisher_error(error: BaseException, size: int) -> BaseException:
     """What the publisher of a record of ``size`` bytes gets for ``error``."""
-    if isinstance(error, MessageSizeTooLargeError) and not isinstance(error, RecordTooLarge):
+    if isinstance(error, MessageSizeTooLargeError) and not isinstance(error, KafkaRecordTooLarge):
         # The broker's limit (the topic's max.message.bytes) is below the producer's.
         detail = f"the broker refused the record of {size} bytes as too large: {error}"
-        return RecordTooLarge(detail)
+        return KafkaRecordTooLarge(detail)
     # A copy each, so tracebacks do not pile up on one exception object.
     return copy.copy(error)

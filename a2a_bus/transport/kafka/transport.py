@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.errors import (
@@ -35,10 +35,11 @@ from aiokafka.errors import (
 )
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, Failure, record_key, to_kafka
+from a2a_bus.protocol import Adaptor, record_key, to_kafka
 from a2a_bus.protocol.formats import dump_structured
 from a2a_bus.protocol.kafka_codec import STRUCTURED_HEADER, Mode
 from a2a_bus.transport.base import (
+    DeadLetter,
     Handler,
     ReadBatch,
     Subscription,
@@ -47,6 +48,7 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     checked_topics,
 )
+from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
 from a2a_bus.transport.kafka.batches import (
     MAX_REQUEST_SIZE,
     Batches,
@@ -56,7 +58,6 @@ from a2a_bus.transport.kafka.broker import KafkaMetrics, check_topic_name
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.inboxes import KafkaInboxes
 from a2a_bus.transport.kafka.reader import read_topic
-from a2a_bus.transport.kafka.records import dead_letter_headers
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.kafka.watch import BrokerWatch
 from a2a_bus.transport.positions import Position
@@ -64,7 +65,6 @@ from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
 
-_DLQ_EVENT_ID = "a2a-dlq-event-id"
 #: The headers of every record published in structured mode: one list for all
 #: (aiokafka's record builder takes a list and only reads it).
 _STRUCTURED = [STRUCTURED_HEADER]
@@ -365,47 +365,25 @@ class KafkaTransport(Transport):
                 raise UnknownTopicOrPartitionError(topic)
         await self._send(topic, value, key, headers)  # both known now
 
-    async def dead_letter(
-        self,
-        record: ConsumerRecord,
-        reason: str,
-        *,
-        failures: Sequence[Failure] = (),
-        event_id: str | None = None,
-    ) -> None:
-        """Write ``record`` to the dead-letter topic with why and where it came from.
-
-        Retried ``max_retries`` times; a dead letter that cannot be written is
-        logged with its position, and the record is still acknowledged so one
-        bad record cannot stall its partition.
-        """
-        if record.topic == self.settings.dlq_topic:
-            # Never feed the dead-letter topic back into itself.
-            log.error(
-                "dropped a dead letter read from the DLQ %s/%d/%d: %s",
-                record.topic,
-                record.partition,
-                record.offset,
-                reason,
-            )
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Write ``letter`` to the dead-letter topic (retried ``max_retries`` times);
+        one that cannot be written is logged with its position, and the record is
+        still acknowledged so one bad record cannot stall its partition."""
+        if read_from(letter, self.settings.dlq_topic):
             return
-        headers = dead_letter_headers(
-            record.headers, reason, record.topic, record.partition, record.offset, failures
-        )
-        if event_id is not None:
-            headers.append((_DLQ_EVENT_ID, event_id.encode()))
+        headers = dead_letter_headers(letter)
         delay = 0.1
         for attempt in range(1, self.settings.max_retries + 1):
             try:
                 await self.publish_raw(
-                    self.settings.dlq_topic, record.value or b"", key=record.key, headers=headers
+                    self.settings.dlq_topic, letter.value or b"", key=letter.key, headers=headers
                 )
                 log.warning(
                     "dead letter %s/%d/%d: %s",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    reason,
+                    letter.topic,
+                    letter.partition,
+                    letter.offset,
+                    letter.reason,
                 )
                 return
             except KafkaError as exc:
@@ -416,10 +394,10 @@ class KafkaTransport(Transport):
                 delay = min(delay * 2, 5.0)
         log.error(
             "LOST dead letter %s/%d/%d (%s): it cannot be written to the DLQ topic %r",
-            record.topic,
-            record.partition,
-            record.offset,
-            reason,
+            letter.topic,
+            letter.partition,
+            letter.offset,
+            letter.reason,
             self.settings.dlq_topic,
         )
 

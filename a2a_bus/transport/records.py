@@ -1,6 +1,7 @@
-"""Turning one consumed Kafka record into events (or reasons to dead-letter it).
+"""Turning one record into events (or reasons to dead-letter it), for both transports.
 
-A record is a CloudEvent (binary mode: ``ce_`` headers; structured mode: an
+A record (the Kafka shape: value, key, headers; the memory transport stores raw
+records so too) is a CloudEvent (binary mode: ``ce_`` headers; structured mode: an
 ``application/cloudevents+json`` content type) or raw JSON-RPC from any Kafka
 producer (a single message or a batch). Anything else is undecodable.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
-import orjson
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import (
@@ -23,13 +23,6 @@ from a2a_bus.protocol import (
     parse_json,
 )
 from a2a_bus.protocol.kafka_codec import is_structured
-
-#: Headers of a dead-letter record (the original headers are kept beside them).
-DLQ_REASON = "a2a-dlq-reason"
-DLQ_SOURCE_TOPIC = "a2a-dlq-source-topic"
-DLQ_SOURCE_PARTITION = "a2a-dlq-source-partition"
-DLQ_SOURCE_OFFSET = "a2a-dlq-source-offset"
-DLQ_ERROR = "a2a-dlq-error"
 
 
 class Decoded(NamedTuple):
@@ -124,24 +117,3 @@ def failure_reason(failures: Sequence[Failure]) -> str:
     if len(failures) > 1:
         reason += f" and {len(failures) - 1} more"
     return reason
-
-
-def dead_letter_headers(
-    original: Sequence[tuple[str, bytes]],
-    reason: str,
-    topic: str,
-    partition: int,
-    offset: int,
-    failures: Sequence[Failure] = (),
-) -> list[tuple[str, bytes]]:
-    """The headers of a dead letter: the record's own, then why and where from."""
-    headers = [(n, v) for n, v in original if not n.startswith("a2a-dlq-")]
-    headers += [
-        (DLQ_REASON, reason.encode()),
-        (DLQ_SOURCE_TOPIC, topic.encode()),
-        (DLQ_SOURCE_PARTITION, str(partition).encode()),
-        (DLQ_SOURCE_OFFSET, str(offset).encode()),
-    ]
-    if failures:
-        headers.append((DLQ_ERROR, orjson.dumps([f.response() for f in failures])))
-    return headers
