@@ -38,6 +38,15 @@ LLM_CHECKS = [
 ]
 
 
+# The checks of the step "MCP tool and a schedule", by label.
+ALMANAC_CHECKS = [
+    "almanac MCP tool call",
+    "almanac.chat('how many mi is 42 km?')",
+    "schedule almanac-clock woke the almanac",
+    "its check-in",
+]
+
+
 def run_demo(kafka: str | None = None, **swaps: Any) -> tuple[int, str]:
     buffer = io.StringIO()
     code = run(kafka, console=Console(file=buffer, width=200), **swaps)
@@ -72,12 +81,23 @@ def assert_llm_step_ok(text: str) -> None:
     assert {chunk.split(" ")[0] for chunk in chunks[2:-1]} == {"token"}
 
 
+def assert_almanac_step_ok(text: str) -> None:
+    assert "MCP tool and a schedule" in text
+    step = text.split("MCP tool and a schedule", 1)[1].split("\nCounters", 1)[0]
+    lines = step.splitlines()[1:]
+    for label in ALMANAC_CHECKS:
+        assert check_line(lines, label).endswith("  ok"), label
+    assert "['units__convert_length']" in check_line(lines, "almanac MCP tool call")
+    assert "'42 km = 26.098 mi'" in check_line(lines, "almanac.chat('how many mi is 42 km?')")
+
+
 def test_demo_session_passes_every_step() -> None:
     code, text = run_demo()
     assert code == 0
     assert "all steps ok" in text
     assert "calc.count(to=10) chunks" in text
     assert_llm_step_ok(text)
+    assert_almanac_step_ok(text)
 
 
 class AddingCalculator(Calculator):
@@ -153,6 +173,7 @@ def test_demo_on_kafka_passes_every_step(kafka_bootstrap: str) -> None:
     assert code == 0, text
     assert f"a2a-bus demo on Kafka at {kafka_bootstrap}" in text
     assert_llm_step_ok(text)
+    assert_almanac_step_ok(text)
 
 
 def test_demo_command_is_registered() -> None:
