@@ -8,6 +8,7 @@ when the test fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -112,8 +113,6 @@ class OwnKafka:
     def stop(self) -> None:
         """Stop every node (a stopped one is woken first) and delete the data."""
         for node in range(1, self.nodes + 1):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self.signal(node, signal.SIGCONT)
-            except (OSError, ValueError):
-                pass
         self._script("stop", check=False)

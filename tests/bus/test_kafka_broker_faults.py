@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
