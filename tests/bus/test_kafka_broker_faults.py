@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from a2a_bus import Bus
+from a2a_bus import Bus, JsonRpcError
 from tests.bus.own_kafka import OwnKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -43,8 +43,16 @@ def broker(tmp_path: Path) -> Iterator[OwnKafka]:
 class ServeWorker:
     """``a2a-bus serve fault_agents.py:Worker`` on ``bootstrap``, a worker process."""
 
-    def __init__(self, bootstrap: str, prefix: str, log: Path, errors: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        log: Path,
+        errors: Path,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.log, self.errors, self.prefix = log, errors, prefix
+        self.settings = settings or {}
         self._args = [
             sys.executable,
             "-m",
@@ -59,7 +67,7 @@ class ServeWorker:
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        env = {**os.environ, "FAULTS_LOG": str(self.log)}
+        env = {**os.environ, **self.settings, "FAULTS_LOG": str(self.log)}
         with self.errors.open("wb") as stderr:
             self.process = await asyncio.create_subprocess_exec(
                 *self._args, env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr
@@ -121,6 +129,8 @@ async def run_load(
         async with slots:
             try:
                 result = await client.request("worker", "work", {"n": n})
+            except JsonRpcError as exc:
+                load.errors.append((n, f"{exc.code} {exc.message}"))
             except Exception as exc:
                 load.errors.append((n, repr(exc)))
             else:
