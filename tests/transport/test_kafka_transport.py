@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -20,7 +22,9 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
+from a2a_bus.transport.kafka.batches import NotDelivered
 from a2a_bus.transport.kafka.transport import KafkaTransport
+from tests.bus.own_kafka import OwnKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -705,3 +709,34 @@ async def test_a_non_durable_subscription_that_rejoins_skips_nothing_written_mea
         await wait_until(lambda: len(recorder.numbers()) >= 12, "every record")
         assert sorted(recorder.numbers()) == list(range(12))  # none skipped, none twice
         await subscription.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_write_waits_out_a_broker_outage_or_fails_with_its_delivery_timeout(
+    tmp_path: Path, uid: str
+) -> None:
+    topic = f"test.outage.{uid}"
+    broker = OwnKafka(tmp_path / "kafka")
+    try:
+        broker.start()
+        patient = KafkaTransport(broker.bootstrap, dlq_topic=f"test.dlq.{uid}")
+        hasty = KafkaTransport(
+            broker.bootstrap, dlq_topic=f"test.dlq.{uid}", delivery_timeout_ms=2000
+        )
+        async with patient, hasty:
+            await patient.publish(topic, event(0))
+            await hasty.publish(topic, event(1))
+            broker.kill()
+            waiting = asyncio.ensure_future(patient.publish(topic, event(2)))
+            with pytest.raises(NotDelivered) as refused:
+                await hasty.publish(topic, event(3))
+            assert refused.value.code == -32001  # a clear error, not a silent drop
+            assert not waiting.done()  # still retried
+            await asyncio.to_thread(broker.start)
+            await asyncio.wait_for(waiting, WAIT)
+            batch = await patient.read(topic, limit=100)
+            numbers = Counter(e.get_data()["n"] for e in batch.events)  # type: ignore[index]
+        assert numbers[0] == numbers[1] == numbers[2] == 1  # written once each
+    finally:
+        broker.stop()
