@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -216,7 +217,13 @@ class Dispatcher:
         future = correlator.expect(request_id, timeout or self.context.request_timeout)
         self._metrics.requests += 1
         try:
-            await transport.publish(route.topic, outgoing, key=route.key)
+            sent = transport.publish(route.topic, outgoing, key=route.key)
+            if isinstance(sent, asyncio.Future):
+                # Not awaited: the answer, the deadline or a failed write ends the
+                # wait, whichever comes first (a write may wait while the broker is away).
+                sent.add_done_callback(partial(correlator.unsent, request_id))
+            else:
+                await sent
             response = await future
         except BaseException as exc:
             correlator.cancel(request_id)

@@ -227,8 +227,13 @@ class Transport(abc.ABC):
         """Stop every subscription (draining in-flight work) and disconnect."""
 
     @abc.abstractmethod
-    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
-        """Write ``event`` to ``topic`` once; returns when the write is acknowledged."""
+    def publish(
+        self, topic: str, event: CloudEvent, *, key: bytes | None = None
+    ) -> Awaitable[None]:
+        """Write ``event`` to ``topic`` once; the awaitable is done when the write is
+        acknowledged. A transport whose writes can wait (Kafka while the broker is
+        away) returns an ``asyncio.Future``, so a caller can wait for something
+        else meanwhile (a request's answer or deadline)."""
 
     @abc.abstractmethod
     async def publish_raw(

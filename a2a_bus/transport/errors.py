@@ -10,3 +10,8 @@ class TransportError(Exception):
 
 class RecordTooLarge(TransportError):
     """A record over the size the transport (or its broker) takes."""
+
+
+class NotDelivered(TransportError):
+    """A record the transport could not write within its delivery timeout (the
+    broker was away)."""

@@ -20,7 +20,7 @@ from a2a_bus.transport.dead_letters import (
     DLQ_SOURCE_TOPIC,
     delivered_letter,
 )
-from a2a_bus.transport.errors import RecordTooLarge, TransportError
+from a2a_bus.transport.errors import NotDelivered, RecordTooLarge, TransportError
 from a2a_bus.transport.kafka.batches import KafkaRecordTooLarge
 from a2a_bus.transport.kafka.transport import KafkaTransport
 from a2a_bus.transport.memory.transport import MemoryTransport
@@ -137,6 +137,8 @@ def test_a_record_too_large_is_request_too_large_for_its_sender() -> None:
     assert error.code == ErrorCode.TOO_LARGE
     assert error.message == "Request too large"
     assert error.data == "the record is 2000000 bytes"
+    late = transport_refusal(NotDelivered("no broker answered within 120 s"))
+    assert (late.code, late.message) == (ErrorCode.TIMEOUT, "Request timed out")
     other = transport_refusal(TransportError("broken"))
     assert other.code == ErrorCode.INTERNAL_ERROR
 

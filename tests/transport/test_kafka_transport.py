@@ -6,19 +6,26 @@ Every test uses its own topics and groups, so tests never see each other's recor
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
+from a2a_bus.core.errors import transport_refusal
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
+from a2a_bus.transport.errors import NotDelivered
 from a2a_bus.transport.kafka.transport import KafkaTransport
+from tests.bus.own_kafka import OwnKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -655,3 +662,83 @@ async def test_a_non_durable_subscription_commits_nothing(
     committed = await transport.committed_offsets(kept, partitions)
     assert sum(max(0, offset) for offset, _ in committed.values()) == 5
     assert all(o < 0 for o, _ in (await transport.committed_offsets(passing, partitions)).values())
+
+
+async def member_ids(admin: AIOKafkaAdminClient, group: str) -> set[str]:
+    """The ids of the group's members, as its coordinator knows them now."""
+    described = await admin.describe_consumer_groups([group])
+    return {str(member[0]) for response in described for g in response.groups for member in g[5]}
+
+
+async def test_a_non_durable_subscription_that_rejoins_skips_nothing_written_meanwhile(
+    kafka_bootstrap: str, uid: str
+) -> None:
+    # A reply topic's group commits nothing (durable=False). When its member is
+    # expelled (a broker restart, a pause past the session timeout) and joins again,
+    # it must go on from where it got to: starting at the end would skip the
+    # answers written while it was away, and their callers would wait in vain.
+    topic, group = f"test.rejoin.{uid}", f"rejoin-{uid}"
+    kafka = KafkaTransport(
+        kafka_bootstrap,
+        dlq_topic=f"test.dlq.{uid}",
+        session_timeout_ms=6_000,  # the broker's minimum
+        heartbeat_interval_ms=500,
+    )
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    async with kafka:
+        recorder = Recorder()
+        subscription = await kafka.subscribe([topic], group, recorder, durable=False)
+        await kafka.publish(topic, event(0))
+        await wait_until(lambda: recorder.numbers() == [0], "the first record")
+        before = await member_ids(admin, group)
+        assert len(before) == 1
+        subscription.pause()
+        for n in range(1, 11):  # written while the member hands out nothing
+            await kafka.publish(topic, event(n))
+        # The loop stalls past the session timeout: the coordinator expels the member.
+        time.sleep(8)
+        try:
+            async with asyncio.timeout(WAIT):
+                while (now := await member_ids(admin, group)) == before or not now:
+                    await asyncio.sleep(0.1)
+        finally:
+            await admin.close()
+        subscription.resume()
+        await kafka.publish(topic, event(11))
+        await wait_until(lambda: 11 in recorder.numbers(), "the record written after the rejoin")
+        await wait_until(lambda: len(recorder.numbers()) >= 12, "every record")
+        assert sorted(recorder.numbers()) == list(range(12))  # none skipped, none twice
+        await subscription.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_write_waits_out_a_broker_outage_or_fails_with_its_delivery_timeout(
+    tmp_path: Path, uid: str
+) -> None:
+    topic = f"test.outage.{uid}"
+    broker = OwnKafka(tmp_path / "kafka")
+    try:
+        broker.start()
+        patient = KafkaTransport(broker.bootstrap, dlq_topic=f"test.dlq.{uid}")
+        hasty = KafkaTransport(
+            broker.bootstrap, dlq_topic=f"test.dlq.{uid}", delivery_timeout_ms=2000
+        )
+        async with patient, hasty:
+            await patient.publish(topic, event(0))
+            await hasty.publish(topic, event(1))
+            broker.kill()
+            waiting = asyncio.ensure_future(patient.publish(topic, event(2)))
+            with pytest.raises(NotDelivered) as refused:
+                await hasty.publish(topic, event(3))
+            # A clear error, not a silent drop: the bus answers it -32001.
+            assert transport_refusal(refused.value).code == -32001
+            assert not waiting.done()  # still retried
+            await asyncio.to_thread(broker.start)
+            await asyncio.wait_for(waiting, WAIT)
+            batch = await patient.read(topic, limit=100)
+            numbers = Counter(e.get_data()["n"] for e in batch.events)  # type: ignore[index]
+        assert numbers[0] == numbers[1] == numbers[2] == 1  # written once each
+    finally:
+        broker.stop()

@@ -28,6 +28,9 @@ class KafkaSettings:
     #: Partitions and replication factor of topics the transport creates.
     partitions: int = 3
     replication_factor: int = 1
+    #: ``min.insync.replicas`` of topics the transport creates (None: the broker's
+    #: default). With ``acks=all`` a write needs this many replicas in sync.
+    min_insync_replicas: int | None = None
     dlq_topic: str = "a2a.dlq"
     #: How published events are written: ``structured`` (the JSON event format
     #: as the value, one ``content-type`` header; cheaper to write and read) or
@@ -45,6 +48,10 @@ class KafkaSettings:
     drain_timeout: float = 10.0
     #: Seconds ``subscribe()`` waits for the first partition assignment.
     join_timeout: float = 30.0
+    #: How long a record may wait for the broker's acknowledgement (the broker
+    #: away, a leader moving), retried meanwhile, before its publisher gets
+    #: ``NotDelivered`` (-32001). A request's own deadline ends its wait sooner.
+    delivery_timeout_ms: int = 120_000
     # Producer tuning.
     linger_ms: int = 0
     max_batch_size: int = 64 * 1024
@@ -145,6 +152,8 @@ class KafkaSettings:
 
 def _convert(name: str, annotation: Any, raw: str) -> Any:
     kind = str(annotation)
+    if "None" in kind and raw == "":
+        return None
     try:
         if kind.startswith("int"):
             return int(raw)
@@ -154,8 +163,6 @@ def _convert(name: str, annotation: Any, raw: str) -> Any:
             return _parse_bool(raw)
     except ValueError as exc:
         raise ValueError(f"{ENV_PREFIX}{name.upper()}: {exc}") from None
-    if "None" in kind and raw == "":
-        return None
     return raw
 
 

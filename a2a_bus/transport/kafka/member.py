@@ -229,10 +229,12 @@ class GroupMember:
         # Queued records were not handed to a handler: the next owner handles them.
         self.drop_queued(of_revoked)
         await self._commits.commit(revoked, final=self._final_leases(revoked))
+        positions = {}
         for tp in revoked:
-            self._trackers.pop(tp, None)
+            tracker = self._trackers.pop(tp, None)
+            positions[tp] = tracker.position if tracker is not None else None
             self._never_handled.pop(tp, None)
-        self._ownership.forget(revoked)
+        self._ownership.forget(revoked, positions)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         if assigned:

@@ -147,7 +147,11 @@ class KafkaTransport(Transport):
             return
         self._admin = AIOKafkaAdminClient(**self.settings.client_kwargs())
         try:
-            self._batches = Batches(await self._started_producer(), self._started_producer)
+            self._batches = Batches(
+                await self._started_producer(),
+                self._started_producer,
+                self.settings.delivery_timeout_ms / 1000,
+            )
             await self._admin.start()
             await self.ensure_topics([self.settings.dlq_topic])
         except BaseException:
@@ -237,14 +241,17 @@ class KafkaTransport(Transport):
     async def _create(self, topics: list[str]) -> None:
         admin = self._require(self._admin)
         s = self.settings
-        compact = {"cleanup.policy": "compact"}
+        configs = {}
+        if s.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(s.min_insync_replicas)
+        compact = {**configs, "cleanup.policy": "compact"}
         response = await admin.create_topics(
             [
                 NewTopic(
                     t,
                     s.partitions,
                     s.replication_factor,
-                    topic_configs=compact if t in self._compacted else None,
+                    topic_configs=compact if t in self._compacted else configs or None,
                 )
                 for t in topics
             ]
@@ -309,13 +316,17 @@ class KafkaTransport(Transport):
 
     # -- producing ------------------------------------------------------------------
 
-    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+    def publish(
+        self, topic: str, event: CloudEvent, *, key: bytes | None = None
+    ) -> Awaitable[None]:
+        """The record's acknowledgement: a future once the topic is known (see
+        :meth:`_send`); retried while the broker is away, up to the settings'
+        ``delivery_timeout_ms`` (then ``NotDelivered``)."""
         if self._content_mode == "structured":  # the default: one constant header
             value = dump_structured(event)
-            await self._send(topic, value, record_key(event) if key is None else key, _STRUCTURED)
-            return
+            return self._send(topic, value, record_key(event) if key is None else key, _STRUCTURED)
         record = to_kafka(event, self._content_mode, key)
-        await self._send(topic, record.value, record.key, record.headers)
+        return self._send(topic, record.value, record.key, record.headers)
 
     async def publish_raw(
         self,
