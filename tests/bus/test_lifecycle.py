@@ -23,7 +23,7 @@ import pytest
 from a2a_bus import Agent, AsyncClient, Bus, BusStopped, Call, Client, RestartPolicy, method
 from a2a_bus.protocol import ErrorCode, JsonRpcError, new_event
 from a2a_bus.transport.kafka.records import DLQ_REASON
-from tests.bus.test_behaviour import eventually, header, read_dlq
+from tests.buses import eventually, header, read_dlq
 
 WAIT = 10.0
 QUICK = RestartPolicy(max_retries=2, backoff_initial=0.005, backoff_max=0.02)

@@ -9,7 +9,7 @@ import httpx
 
 from a2a_bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
-from tests.bus.test_behaviour import WAIT, make_bus
+from tests.buses import WAIT, make_bus
 
 __all__ = ["make_bus"]
 

@@ -14,8 +14,8 @@ import orjson
 from a2a_bus import Bus
 from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.gateway import GatewaySettings, create_app
-from tests.bus.agents import Echo
-from tests.bus.test_behaviour import WAIT, make_bus
+from tests.agents import Echo
+from tests.buses import WAIT, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
