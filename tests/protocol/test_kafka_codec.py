@@ -23,7 +23,6 @@ from a2a_bus.protocol import (
     new_event,
     to_kafka,
 )
-
 from tests.kafka_records import group_consumer, produce, read
 
 pytestmark = pytest.mark.kafka

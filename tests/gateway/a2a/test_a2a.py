@@ -1,6 +1,8 @@
 """The A2A binding, driven by the stock ``a2a-sdk`` client (its card resolver and
 client over httpx against the gateway's ASGI app): plain and LLM agents, streams,
-tasks, the protocol's errors, the 0.3 method names, and access control."""
+tasks, the protocol's errors, the 0.3 method names, and access control (a token
+allowed only an LLM agent's ``chat`` still talks to it: the card advertises
+streaming, and the gateway falls back to ``chat`` for ``SendStreamingMessage``)."""
 
 from __future__ import annotations
 
@@ -506,3 +508,48 @@ async def test_body_limit_applies(bus: Bus) -> None:
         response = await post(http, "/a2a/echo", send_request([{"text": "x" * 2048}]))
     assert response.status_code == 413
     assert response.json()["error"]["code"] == -32600
+
+
+# -- a token allowed only chat talks to an LLM agent with a stock client -------------------
+
+CHAT_ONLY_TOKEN = "chat-only-token"
+
+
+def hello(messages: Sequence[LlmMessage], tools: Any) -> str:
+    return "hello there"
+
+
+@pytest.fixture
+async def hello_bus() -> AsyncIterator[Bus]:
+    """A bus of its own: only the chat bot, whose model says hello."""
+    async with Bus.memory() as running:
+        loop = AgentBuilder("bot").llm(ScriptedClient(hello)).build()
+        await running.aspawn(llm_agent_class(loop, "bot", description="A scripted chat bot."))
+        yield running
+
+
+async def test_a_chat_only_token_can_talk_with_a_stock_client(hello_bus: Bus) -> None:
+    tokens = {CHAT_ONLY_TOKEN: Access(name="chatter", methods=("chat",))}
+    app = create_app(hello_bus, GatewaySettings(request_timeout=WAIT, tokens=tokens))
+    headers = {"authorization": f"Bearer {CHAT_ONLY_TOKEN}"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url=BASE, headers=headers, timeout=WAIT
+    ) as http:
+        resolver = A2ACardResolver(http, f"{BASE}/a2a/bot")
+        card = await asyncio.wait_for(resolver.get_agent_card(), WAIT)
+        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+        message = new_message([new_text_part("hi")], role=pb.ROLE_USER)
+
+        async def talk() -> list[pb.StreamResponse]:
+            request = pb.SendMessageRequest(message=message)
+            return [event async for event in client.send_message(request)]
+
+        events = await asyncio.wait_for(talk(), WAIT)
+    texts = [
+        get_artifact_text(e.artifact_update.artifact)
+        for e in events
+        if e.HasField("artifact_update")
+    ]
+    texts += [get_artifact_text(a) for e in events if e.HasField("task") for a in e.task.artifacts]
+    assert "hello there" in "".join(texts), events

@@ -1,24 +1,32 @@
-"""A native CloudEvent without ``a2amethod`` sent through the bus API calls the method
-its type names (PROTOCOL.md section 3), on both transports; ``a2amethod`` wins when
-both are there."""
+"""Dispatch through the bus API, on both transports (Kafka: the real broker).
+
+A native CloudEvent without ``a2amethod`` calls the method its type names (PROTOCOL.md
+section 3); ``a2amethod`` wins when both are there. Notifications that fail: nobody
+is answered, so they are refused to the sender when the bus can tell, and
+dead-lettered with the reason when only the agent can.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from a2a_bus import Agent, Bus, method
-from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, CloudEvent
+from a2a_bus import Agent, Bus, JsonRpcError, method
+from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, CloudEvent, ErrorCode
+from a2a_bus.transport.kafka.records import DLQ_REASON
 from tests.agents import Calc, Echo
+from tests.buses import WAIT, header, make_bus, read_dlq
+
+__all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
 pytestmark = pytest.mark.timeout(120)
 
-WAIT = 30.0  # upper bound on any single await; never a performance assertion
+MakeBus = Callable[..., Awaitable[Bus]]
 
 
 class Notes(Agent):
@@ -99,3 +107,48 @@ async def test_an_unknown_method_in_the_type_is_method_not_found(bus: Bus) -> No
     assert answer is not None
     assert answer["error"]["code"] == -32601
     assert answer["error"]["data"] == "nothing/here"
+
+
+# -- notifications that fail ---------------------------------------------------------------
+
+
+class Keeper(Agent):
+    agent_id = "keeper"
+
+    @method
+    def store(self, x: int) -> None:
+        """Takes one integer."""
+
+    @method
+    def refuse(self) -> None:
+        raise JsonRpcError(-32010, "Refused", "not today")
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "reason"),
+    [("store", {"y": 1}, "-32602"), ("refuse", {}, "-32010")],
+    ids=["params-that-do-not-bind", "handler-raises-JsonRpcError"],
+)
+async def test_a_failed_notification_is_dead_lettered(
+    make_bus: MakeBus, name: str, params: dict[str, int], reason: str
+) -> None:
+    """A notification whose params do not bind (-32602) or whose handler raises
+    JsonRpcError is dead-lettered with the reason ("handler-error: <code> <message>"),
+    as a failing @subscribe handler is (it was dropped without a trace)."""
+    bus = await make_bus(Keeper)
+    await bus.async_client().notify("keeper", name, params)
+    letters = await read_dlq(bus, 1)
+    assert reason in header(letters[0], DLQ_REASON)
+
+
+async def test_a_notification_of_a_method_the_named_agent_lacks_is_refused(
+    make_bus: MakeBus,
+) -> None:
+    """A notification of a method the named agent's card does not list is refused to
+    the sender with -32601 (the method in data), nothing written, as for a method no
+    agent declares (it was dead-lettered where the sender never looks)."""
+    bus = await make_bus(Keeper)
+    with pytest.raises(JsonRpcError) as raised:
+        await asyncio.wait_for(bus.async_client().notify("keeper", "nosuch", {}), WAIT)
+    assert raised.value.code == ErrorCode.METHOD_NOT_FOUND
+    assert raised.value.data == "nosuch"

@@ -1,4 +1,4 @@
-"""A record on the agent registry that is no card is dead-lettered once, not at
+"""Reading the agent registry: a record on it that is no card is dead-lettered once, not at
 every bus start that reads the registry again; tombstones are no junk.
 
 Both transports; the Kafka variants run on the real broker. The junk comes from

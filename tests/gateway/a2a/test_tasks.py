@@ -1,12 +1,21 @@
 """One token cannot flood the A2A task store: each owner holds at most
 ``max_tasks_per_owner`` tasks, its new tasks make room among its own finished ones,
 and an owner whose tasks are all unfinished is refused (HTTP 429, JSON-RPC -32000)
-while other tokens' tasks survive and other tokens go on sending."""
+while other tokens' tasks survive and other tokens go on sending.
+
+What a token holds is its own, told apart by the token itself, not by its ``name``:
+another token (with the default name, or the same ``name`` in a tokens file) does
+not see or cancel its tasks, and does not join its conversations. An LLM agent
+keeps one conversation per A2A ``contextId`` and token: the gateway scopes the
+agent's ``session_id`` by the token, so another token naming the same guessable
+``contextId`` starts a conversation of its own instead of reading the first one.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -24,6 +33,8 @@ from a2a_bus.gateway.a2a import DEFAULT_MAX_TASKS, TaskStore
 from a2a_bus.gateway.a2a.errors import A2AError
 from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.tasks import TaskRecord
+from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
+from tests.gateway.agents import Echo
 
 from .test_a2a import BASE, WAIT, collect, within
 
@@ -215,3 +226,126 @@ def test_a_full_store_forgets_its_oldest_finished_task_first() -> None:
     assert store.find(first.task.id, "echo", "a") is first  # running: kept over a finished one
     assert store.find(second.task.id, "echo", "b") is None
     assert len(store) == 2 and store.owned("b") == 0
+
+
+# -- tasks are private to the token that created them --------------------------------------
+
+ALICE = "alice-" + uuid.uuid4().hex
+MALLORY = "mallory-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+async def echo_bus() -> AsyncIterator[Bus]:
+    """A bus of its own with the echo agent."""
+    async with Bus.memory() as running:
+        await running.aspawn(Echo, 1, [])
+        yield running
+
+
+async def call_as(http: httpx.AsyncClient, token: str, method: str, params: Any) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {"authorization": f"Bearer {token}"}
+    response = await asyncio.wait_for(
+        http.post("/a2a/echo", content=orjson.dumps(body), headers=headers), WAIT
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        # Tokens made in code with no name: both are "anonymous".
+        {ALICE: Access(), MALLORY: Access(agents=("echo",))},
+        # A tokens file where two people were given the same display name.
+        {ALICE: Access(name="ops"), MALLORY: Access(name="ops", agents=("echo",))},
+    ],
+    ids=["default-names", "same-name"],
+)
+async def test_another_token_does_not_see_or_cancel_a_task(
+    echo_bus: Bus, tokens: dict[str, Access]
+) -> None:
+    """Mallory's GetTask and CancelTask of Alice's task answer -32001, as for any other
+    token (she used to get the task, history and answer included)."""
+    app = create_app(echo_bus, GatewaySettings(request_timeout=WAIT, tokens=tokens))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        secret = "alice's secret " + uuid.uuid4().hex
+        message = {
+            "kind": "message",
+            "messageId": uuid.uuid4().hex,
+            "role": "user",
+            "parts": [{"kind": "text", "text": secret}],
+        }
+        sent = await call_as(http, ALICE, "message/send", {"message": message})
+        task_id = sent["result"]["id"]
+        assert sent["result"]["status"]["state"] == "completed"
+        # Alice herself sees it.
+        own = await call_as(http, ALICE, "tasks/get", {"id": task_id})
+        assert own["result"]["id"] == task_id
+
+        seen = await call_as(http, MALLORY, "tasks/get", {"id": task_id})
+        assert "result" not in seen, f"another token read the task: {seen}"
+        assert seen["error"]["code"] == -32001
+
+
+# -- a conversation is private to the token that started it --------------------------------
+
+
+def recall(messages: Sequence[LlmMessage], tools: Any) -> str:
+    """The scripted model: repeats every user message of the conversation it is given."""
+    return " | ".join(str(m.content) for m in messages if m.role == "user")
+
+
+@pytest.fixture
+async def recall_bus() -> AsyncIterator[Bus]:
+    """A bus of its own with a chat bot whose model repeats what it was told."""
+    async with Bus.memory() as running:
+        loop = AgentBuilder("bot").llm(ScriptedClient(recall)).build()
+        await running.aspawn(llm_agent_class(loop, "bot", description="A scripted chat bot."))
+        yield running
+
+
+async def say(http: httpx.AsyncClient, token: str, text: str, context_id: str | None) -> Any:
+    message: dict[str, Any] = {
+        "kind": "message",
+        "messageId": uuid.uuid4().hex,
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+    }
+    if context_id is not None:
+        message["contextId"] = context_id
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    response = await asyncio.wait_for(
+        http.post(
+            "/a2a/bot",
+            content=orjson.dumps(body),
+            headers={"authorization": f"Bearer {token}"},
+        ),
+        WAIT,
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def answer_text(answer: Any) -> str:
+    task = answer["result"]
+    assert task["status"]["state"] == "completed", task
+    return "".join(p.get("text", "") for a in task["artifacts"] for p in a["parts"])
+
+
+async def test_another_token_cannot_join_a_conversation(recall_bus: Bus) -> None:
+    tokens = {ALICE: Access(name="alice"), MALLORY: Access(name="mallory")}
+    app = create_app(recall_bus, GatewaySettings(request_timeout=WAIT, tokens=tokens))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        secret = "my card number is " + uuid.uuid4().hex
+        first = await say(http, ALICE, secret, None)
+        assert answer_text(first) == secret
+        context_id = first["result"]["contextId"]
+
+        answer = await say(http, MALLORY, "what did I tell you?", context_id)
+        if "error" in answer:  # refusing a foreign context is a fix too
+            return
+        assert secret not in answer_text(answer), "another token read Alice's conversation"
