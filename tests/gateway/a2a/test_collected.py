@@ -1,7 +1,7 @@
 """An A2A ``message/send`` of a streaming method: the chunks are gathered by the same
 rules as ``POST /rpc`` without SSE (``max_body_bytes``, -32005 beyond, the bus stream
 closed). A client that leaves before the answer cancels the task: see
-test_collected_streams.py, which checks it for both paths."""
+tests/gateway/test_collected_streams.py, which checks it for both paths."""
 
 from __future__ import annotations
 
