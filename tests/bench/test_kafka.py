@@ -1,8 +1,26 @@
-"""The Kafka benchmark's report: its publish cost by subscribers is a scale curve."""
+"""The Kafka benchmark: its report's publish cost by subscribers is a scale curve, and
+its request/response paths work on a real broker: each answers every request of a
+concurrent burst, and the floor commits what it answered (its figures would mean
+nothing otherwise)."""
 
 from __future__ import annotations
 
-from a2a_bus.bench.kafka import PUBLISH_TARGET, report
+import asyncio
+import uuid
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from a2a_bus.bench.kafka import (
+    PUBLISH_TARGET,
+    BusRequests,
+    Path,
+    RawPingPong,
+    TransportRequests,
+    delete_run_topics,
+    report,
+)
+from a2a_bus.bench.kafka_floor import FloorRequests
 
 
 def test_the_publish_cost_by_subscribers_is_a_curve_with_its_target() -> None:
@@ -17,3 +35,47 @@ def test_the_publish_cost_by_subscribers_is_a_curve_with_its_target() -> None:
     [target] = curve.targets
     assert (target.x, target.y) == (None, PUBLISH_TARGET * 900.0)
     assert "subscri" in curve.x_label and "µs" in curve.y_label
+
+
+# -- the request/response paths work on a real broker --------------------------------------
+
+WAIT = 60.0  # seconds; a guard against hangs, never a performance limit
+BURST = 40
+
+
+async def committed(bootstrap: str, group: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+        return sum(meta.offset for tp, meta in offsets.items() if tp.topic == topic)
+    finally:
+        await admin.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["raw", "bus", "transport", "floor"])
+async def test_a_benchmark_path_answers_a_concurrent_burst(kafka_bootstrap: str, kind: str) -> None:
+    run_id = uuid.uuid4().hex[:8]
+    paths: dict[str, type] = {
+        "raw": RawPingPong,
+        "bus": BusRequests,
+        "transport": TransportRequests,
+        "floor": FloorRequests,
+    }
+    path: Path = paths[kind](kafka_bootstrap, run_id)
+    await path.start()
+    try:
+        await asyncio.wait_for(asyncio.gather(*(path.call() for _ in range(BURST))), WAIT)
+        if isinstance(path, FloorRequests):
+            group = f"{path.requests}.server"
+            for _ in range(100):  # the commit of the last answers follows the next fetch
+                if await committed(kafka_bootstrap, group, path.requests) == BURST:
+                    break
+                await asyncio.sleep(0.2)
+            assert await committed(kafka_bootstrap, group, path.requests) == BURST
+            assert not path.waiting
+    finally:
+        await path.stop()
+        await delete_run_topics(kafka_bootstrap, run_id)

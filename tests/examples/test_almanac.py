@@ -1,5 +1,5 @@
 """The almanac example: its answers come from the units MCP server it starts, and its
-schedule wakes it (the demo runs it too: tests/bus/test_demo.py)."""
+schedule wakes it (the demo runs it too: tests/test_demo.py)."""
 
 from __future__ import annotations
 
