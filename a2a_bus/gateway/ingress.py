@@ -51,7 +51,7 @@ from a2a_bus.protocol import (
     ext,
 )
 from a2a_bus.runtime import tracing
-from a2a_bus.transport.base import Delivery, Subscription, Undecodable
+from a2a_bus.transport.base import Consumed, Delivery, Subscription, Undecodable
 from a2a_bus.transport.dead_letters import delivered_letter
 
 log = logging.getLogger(__name__)
@@ -158,9 +158,14 @@ class Ingress:
         return any(topic.startswith(f"{topics.prefix}.{family}.") for family in families)
 
     async def _reply(
-        self, topic: str, response: dict[str, Any], event: CloudEvent | None = None
+        self,
+        topic: str,
+        response: dict[str, Any],
+        answering: Consumed,
+        event: CloudEvent | None = None,
     ) -> None:
-        """Write a raw response, with the trace of the request it answers (``event``'s)
+        """Write a raw response to the record ``answering`` (in its transaction in
+        exactly_once mode), with the trace of the request it answers (``event``'s)
         as a ``traceparent`` header."""
         id = response.get("id")
         key = None if id is None else str(id).encode()
@@ -169,7 +174,7 @@ class Ingress:
         if isinstance(traceparent, str):
             headers.append((TRACEPARENT, traceparent.encode()))
         await self._bus.transport.publish_raw(
-            topic, orjson.dumps(response), key=key, headers=headers
+            topic, orjson.dumps(response), key=key, headers=headers, answering=answering
         )
 
     async def _on_delivery(self, delivery: Delivery) -> None:
@@ -205,7 +210,7 @@ class Ingress:
             INGRESS_RECORDS.labels("forbidden").inc()
             if request:
                 refusal = error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", id, refused)
-                await self._reply(self._reply_topic(delivery.headers), refusal, event)
+                await self._reply(self._reply_topic(delivery.headers), refusal, delivery, event)
             await self._dead_letter(delivery, f"forbidden: {refused}")
             return
         response, error = await self._service.answer(event, timeout=self.timeout)
@@ -217,7 +222,7 @@ class Ingress:
         if response is None or not request:
             INGRESS_RECORDS.labels("notification").inc()
             return
-        await self._reply(self._reply_topic(delivery.headers), response, event)
+        await self._reply(self._reply_topic(delivery.headers), response, delivery, event)
         error = response.get("error")
         if isinstance(error, dict) and self._unroutable(event, error):
             INGRESS_RECORDS.labels("unroutable").inc()
@@ -245,4 +250,4 @@ class Ingress:
         INGRESS_RECORDS.labels("invalid").inc()
         topic = self._reply_topic(record.headers)
         for failure in record.failures:
-            await self._reply(topic, failure.response())
+            await self._reply(topic, failure.response(), record)

@@ -412,14 +412,15 @@ class AgentHost:
         transport = context.transport
         if delivery.raw:
             topic = reply_to if isinstance(reply_to, str) else context.topics.ingress_reply
-            await transport.publish_raw(topic, orjson.dumps(response), key=event.get_id().encode())
+            value, key = orjson.dumps(response), event.get_id().encode()
+            await transport.publish_raw(topic, value, key=key, answering=delivery)
             return
         if not isinstance(reply_to, str):
             log.debug("request %s has no reply topic; its response is dropped", event.get_id())
             return
         answer = context.adaptor.response_event(event, response, source=context.source)
         answer.get_attributes()[ext.REPLY_TO] = reply_to
-        await transport.publish(reply_to, answer, key=record_key(answer))
+        await transport.publish(reply_to, answer, key=record_key(answer), answering=delivery)
 
     # -- streams --------------------------------------------------------------------
 

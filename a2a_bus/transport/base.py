@@ -26,7 +26,7 @@ import abc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -57,6 +57,19 @@ class Delivery(NamedTuple):
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
+
+
+class Consumed(Protocol):
+    """Where a consumed record was read: a :class:`Delivery` or an :class:`Undecodable`."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
 
 
 class DeadLetter(NamedTuple):
@@ -228,12 +241,21 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def publish(
-        self, topic: str, event: CloudEvent, *, key: bytes | None = None
+        self,
+        topic: str,
+        event: CloudEvent,
+        *,
+        key: bytes | None = None,
+        answering: Consumed | None = None,
     ) -> Awaitable[None]:
         """Write ``event`` to ``topic`` once; the awaitable is done when the write is
         acknowledged. A transport whose writes can wait (Kafka while the broker is
         away) returns an ``asyncio.Future``, so a caller can wait for something
-        else meanwhile (a request's answer or deadline)."""
+        else meanwhile (a request's answer or deadline).
+
+        ``answering``: the consumed record this event answers. Kafka in
+        exactly_once mode writes it in the transaction that commits that record
+        (the awaitable is done at once); otherwise it is written as any other."""
 
     @abc.abstractmethod
     async def publish_raw(
@@ -243,9 +265,11 @@ class Transport(abc.ABC):
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
+        answering: Consumed | None = None,
     ) -> None:
         """Write raw bytes (raw JSON-RPC replies, dead letters) to ``topic``; a
-        None value is a tombstone (it deletes ``key`` from a compacted topic)."""
+        None value is a tombstone (it deletes ``key`` from a compacted topic).
+        ``answering`` as for :meth:`publish`."""
 
     @abc.abstractmethod
     async def subscribe(

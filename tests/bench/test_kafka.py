@@ -25,7 +25,9 @@ from a2a_bus.bench.kafka_floor import FloorRequests
 
 def test_the_publish_cost_by_subscribers_is_a_curve_with_its_target() -> None:
     path = {"p50_ms": 2.0, "p99_ms": 9.0, "rps_1": 400.0, "rps_many": 9000.0, "cpu_us": 80.0}
-    results = {name: dict(path) for name in ("raw", "bus", "transport", "floor")} | {
+    results = {
+        name: dict(path) for name in ("raw", "bus", "exactly_once", "transport", "floor")
+    } | {
         "publish_us": {1: 900.0, 10: 1000.0, 50: 1500.0},
         "writes_per_publish": {1: 1.0, 10: 1.0, 50: 1.0},
     }

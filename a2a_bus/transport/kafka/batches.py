@@ -64,6 +64,16 @@ class KafkaNotDelivered(NotDelivered, KafkaTimeoutError):
         return str(self.args[0]) if self.args else "not delivered"
 
 
+def check_size(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+    """Raise :class:`KafkaRecordTooLarge` for a record over the request size."""
+    size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+    if size > MAX_REQUEST_SIZE:
+        raise KafkaRecordTooLarge(
+            f"the record is {size} bytes, more than the maximum request size "
+            f"({MAX_REQUEST_SIZE}) of the Kafka producer"
+        )
+
+
 class KafkaRecordTooLarge(RecordTooLarge, MessageSizeTooLargeError):
     """A record Kafka does not take (what the payload and envelope bounds missed):
     the transport's size error, and still aiokafka's."""
@@ -215,12 +225,7 @@ class Batches:
     ) -> asyncio.Future[None]:
         """Append a record; the future is done when the broker acknowledged it (a
         broker's size refusal as :class:`KafkaRecordTooLarge`)."""
-        size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
-        if size > MAX_REQUEST_SIZE:
-            raise KafkaRecordTooLarge(
-                f"the record is {size} bytes, more than the maximum request size "
-                f"({MAX_REQUEST_SIZE}) of the Kafka producer"
-            )
+        check_size(key, value, headers)
         tps = self._tps.get(topic)
         if tps is None:
             tps = self._tps[topic] = {}

@@ -16,6 +16,7 @@ from aiokafka import TopicPartition
 
 from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import DeadLetter
+from a2a_bus.transport.kafka.answers import AnswerRoutes
 from a2a_bus.transport.kafka.config import KafkaSettings
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -49,6 +50,8 @@ class Broker(Protocol):
     settings: KafkaSettings
     adaptor: Adaptor
     metrics: KafkaMetrics
+    #: exactly_once: the outbox of each partition a member of this process owns.
+    answer_routes: AnswerRoutes
 
     @property
     def ready(self) -> bool: ...

@@ -39,6 +39,7 @@ from a2a_bus.protocol import Adaptor, record_key, to_kafka
 from a2a_bus.protocol.formats import dump_structured
 from a2a_bus.protocol.kafka_codec import STRUCTURED_HEADER, Mode
 from a2a_bus.transport.base import (
+    Consumed,
     DeadLetter,
     Handler,
     ReadBatch,
@@ -49,9 +50,11 @@ from a2a_bus.transport.base import (
     checked_topics,
 )
 from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
+from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes, Outbox
 from a2a_bus.transport.kafka.batches import (
     MAX_REQUEST_SIZE,
     Batches,
+    check_size,
     pick_partition,
 )
 from a2a_bus.transport.kafka.broker import KafkaMetrics, check_topic_name
@@ -105,6 +108,8 @@ class KafkaTransport(Transport):
         self._inboxes: list[KafkaInboxes] = []
         self._ready = False
         self._watch: BrokerWatch | None = None
+        self._exactly_once = self.settings.exactly_once
+        self.answer_routes = AnswerRoutes()
 
     @classmethod
     def from_env(cls, **options: Any) -> KafkaTransport:
@@ -317,15 +322,26 @@ class KafkaTransport(Transport):
     # -- producing ------------------------------------------------------------------
 
     def publish(
-        self, topic: str, event: CloudEvent, *, key: bytes | None = None
+        self,
+        topic: str,
+        event: CloudEvent,
+        *,
+        key: bytes | None = None,
+        answering: Consumed | None = None,
     ) -> Awaitable[None]:
         """The record's acknowledgement: a future once the topic is known (see
         :meth:`_send`); retried while the broker is away, up to the settings'
-        ``delivery_timeout_ms`` (then ``NotDelivered``)."""
+        ``delivery_timeout_ms`` (then ``NotDelivered``). In exactly_once mode an
+        answer (``answering``) joins the transaction of the record it answers."""
         if self._content_mode == "structured":  # the default: one constant header
             value = dump_structured(event)
-            return self._send(topic, value, record_key(event) if key is None else key, _STRUCTURED)
+            key = record_key(event) if key is None else key
+            if answering is not None and self._exactly_once:
+                return self._answer(answering, topic, value, key, list(_STRUCTURED))
+            return self._send(topic, value, key, _STRUCTURED)
         record = to_kafka(event, self._content_mode, key)
+        if answering is not None and self._exactly_once:
+            return self._answer(answering, topic, record.value, record.key, record.headers)
         return self._send(topic, record.value, record.key, record.headers)
 
     async def publish_raw(
@@ -335,7 +351,11 @@ class KafkaTransport(Transport):
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
+        answering: Consumed | None = None,
     ) -> None:
+        if answering is not None and self._exactly_once:
+            await self._answer(answering, topic, value, key, list(headers))
+            return
         await self._send(topic, value, key, list(headers))
         if topic == self.settings.dlq_topic:  # the bus's own dead letters come this way too
             self.metrics.dead_lettered += 1
@@ -375,6 +395,36 @@ class KafkaTransport(Transport):
             if batches.partitions(topic) is None:
                 raise UnknownTopicOrPartitionError(topic)
         await self._send(topic, value, key, headers)  # both known now
+
+    async def _answer(
+        self,
+        consumed: Consumed,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]],
+    ) -> None:
+        """Hand an answer to the outbox of the member that owns ``consumed``'s
+        partition: its next transaction writes it with the record's commit."""
+        tp = TopicPartition(consumed.topic, consumed.partition)
+        if self.answer_routes.route(tp) is False:  # not from a transactional member
+            await self._send(topic, value, key, headers)
+            return
+        check_size(key, value, headers)
+        if topic not in self._known_topics:
+            await asyncio.ensure_future(self.ensure_topics([topic]))  # see _send_unknown
+        outbox = self.answer_routes.route(tp)  # again: the await may have seen a rebalance
+        if isinstance(outbox, Outbox):
+            outbox.add(tp, Answer(consumed.offset, topic, value, key, headers))
+        else:
+            # Handed over while its handler ran: the record was not committed here,
+            # so the partition's next owner handles it again and answers it.
+            log.info(
+                "answer to %s/%d/%d left to the partition's next owner",
+                consumed.topic,
+                consumed.partition,
+                consumed.offset,
+            )
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Write ``letter`` to the dead-letter topic (retried ``max_retries`` times);

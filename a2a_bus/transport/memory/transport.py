@@ -30,6 +30,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import (
+    Consumed,
     DeadLetter,
     Delivery,
     Handler,
@@ -371,7 +372,14 @@ class MemoryTransport(Transport):
 
     # -- writing ------------------------------------------------------------
 
-    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+    async def publish(
+        self,
+        topic: str,
+        event: CloudEvent,
+        *,
+        key: bytes | None = None,
+        answering: Consumed | None = None,
+    ) -> None:
         self._append(topic, Record(-1, key, event))
 
     async def publish_raw(
@@ -381,6 +389,7 @@ class MemoryTransport(Transport):
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
+        answering: Consumed | None = None,
     ) -> None:
         self._append_raw(topic, value, key, headers)
 

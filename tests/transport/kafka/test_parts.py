@@ -283,3 +283,12 @@ def test_the_inbox_consumer_waits_longer_the_more_partitions_it_fetches() -> Non
     waits = [idle_fetch_wait(settings, partitions) for partitions in (30, 300, 3_000, 30_000)]
     assert waits == [settings.fetch_max_wait_ms, 450, 4_500, settings.inbox_fetch_max_wait_ms]
     assert idle_fetch_wait(KafkaSettings(inbox_fetch_max_wait_ms=1_000), 3_000) == 1_000
+
+
+def test_the_delivery_mode_comes_from_a2a_delivery_and_a_bad_one_is_named() -> None:
+    assert not KafkaSettings.from_env({}).exactly_once
+    assert KafkaSettings.from_env({"A2A_DELIVERY": "Exactly_Once"}).exactly_once
+    with pytest.raises(ValueError, match="A2A_DELIVERY='twice'"):
+        KafkaSettings.from_env({"A2A_DELIVERY": "twice"})
+    with pytest.raises(ValueError, match="delivery must be"):
+        KafkaSettings(delivery="twice")
