@@ -15,7 +15,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "kafka.sh"
 #: Seconds a start may take (the first one downloads Kafka); a guard, not a limit.
 START_TIMEOUT = 600
