@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.coordinator.protocol import ConsumerProtocol
 
 from a2a_bus.protocol import new_event
@@ -632,3 +632,37 @@ async def test_a_killed_process_records_come_back_flagged_and_no_others(
     repeats = sum(Counter(e["n"] for e in handled).values()) - total
     assert repeats > 0  # the victim had records in flight when it was killed
     assert any(e["pid"] == survivor.pid and e["redelivered"] for e in handled)
+
+
+async def test_an_inbox_topic_this_transport_created_is_read_from_its_first_retained_record(
+    kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """A topic the transport created began empty, so its inbox starts at offset 0
+    without asking the broker (whose new partitions answer late); records deleted
+    below the log start meanwhile are skipped, none after it, none flagged."""
+    inbox = f"test.inbox.{uid}.created"
+    options: dict[str, Any] = {"partitions": 1, "dlq_topic": f"test.dlq.{uid}"}
+    async with (
+        KafkaTransport(kafka_bootstrap, **options) as creator,
+        KafkaTransport(kafka_bootstrap, **options) as other,
+    ):
+        assert isinstance(creator, KafkaTransport) and isinstance(other, KafkaTransport)
+        await creator.ensure_topics([inbox])
+        await other.ensure_topics([inbox])
+        assert creator.created(inbox)
+        assert not other.created(inbox)  # it found the topic there
+        for n in range(6):
+            await other.publish(inbox, event(n))
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_records({TopicPartition(inbox, 0): RecordsToDelete(2)})
+        finally:
+            await admin.close()
+        recorder = Recorder()
+        await creator.inboxes(prefix).subscribe(inbox, recorder)
+        await wait_until(lambda: len(recorder.deliveries) >= 4, "the retained records")
+        group = composition_group(prefix, [inbox])
+        await wait_until_committed(creator, group, [inbox])
+    assert recorder.numbers() == [2, 3, 4, 5]
+    assert not any(delivery.redelivered for delivery in recorder.deliveries)

@@ -54,6 +54,9 @@ class Broker(Protocol):
 
     async def ensure_topics(self, topics: Sequence[str]) -> None: ...
 
+    def created(self, topic: str) -> bool:
+        """Whether this transport created ``topic`` (so it began empty, at offset 0)."""
+
     async def list_topics(self) -> list[str]: ...
 
     async def partitions(self, topics: Sequence[str]) -> list[TopicPartition]: ...

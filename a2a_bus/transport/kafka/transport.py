@@ -99,6 +99,8 @@ class KafkaTransport(Transport):
         self._batches: Batches | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._known_topics: set[str] = set()
+        #: Topics this transport created (they began empty).
+        self._created: set[str] = set()
         self._compacted: set[str] = set()
         self._creating: dict[str, asyncio.Future[None]] = {}
         self._subscriptions: set[KafkaSubscription] = set()
@@ -230,6 +232,9 @@ class KafkaTransport(Transport):
         for pending in waiting:
             await asyncio.shield(pending)
 
+    def created(self, topic: str) -> bool:
+        return topic in self._created
+
     def declare_compacted(self, topic: str) -> None:
         # A topic that exists already keeps its configuration: the cluster's owner decides.
         self._compacted.add(topic)
@@ -253,6 +258,7 @@ class KafkaTransport(Transport):
             topic, code = entry[0], entry[1]
             if code == 0:
                 self.metrics.topics_created += 1
+                self._created.add(topic)
             elif code != TopicAlreadyExistsError.errno:
                 message = entry[2] if len(entry) > 2 else ""
                 raise KafkaError(f"cannot create topic {topic!r}: error {code} {message}")
