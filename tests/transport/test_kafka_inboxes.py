@@ -289,6 +289,51 @@ async def test_another_composition_consuming_an_inbox_is_refused(
         await wait_until(lambda: recorder.numbers() == [7], "the event of the other inbox")
 
 
+async def test_inboxes_subscribed_one_after_another_on_a_running_consumer_join_together(
+    transport: KafkaTransport, kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """Once the consumer joined, a subscribe of a topic the transport does not know
+    returns without waiting for a join, so agents spawned one after another cost a
+    few rejoins, not one each; records sent before the join are handled."""
+    first = f"test.inbox.{uid}.first"
+    inboxes = transport.inboxes(prefix)
+    await inboxes.subscribe(first, Recorder())  # the first join waits
+    topics = [f"test.inbox.{uid}.later{i}" for i in range(10)]
+    recorders = {topic: Recorder() for topic in topics}
+    for topic in topics:
+        await inboxes.subscribe(topic, recorders[topic])
+    for n, topic in enumerate(topics):
+        await transport.publish(topic, event(n))
+    await wait_until(lambda: all(r.deliveries for r in recorders.values()), "one event each")
+    assert [recorders[t].numbers() for t in topics] == [[n] for n in range(10)]
+    # The first composition, then one with all ten.
+    assert await groups_named(kafka_bootstrap, prefix) == {
+        composition_group(prefix, [first]),
+        composition_group(prefix, [first, *topics]),
+    }
+
+
+async def test_an_inbox_subscribed_without_waiting_that_another_composition_consumes_is_dropped(
+    transport: KafkaTransport, kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """The join refuses it as it would have refused the subscribe; the process's
+    other inboxes are served."""
+    shared, own, more = (f"test.inbox.{uid}.{name}" for name in ("shared", "own", "more"))
+    await transport.inboxes(prefix).subscribe(shared, Recorder())
+    async with KafkaTransport(
+        kafka_bootstrap, dlq_topic=f"test.dlq.{uid}", join_timeout=1.0
+    ) as elsewhere:
+        inboxes = elsewhere.inboxes(prefix)
+        recorder = Recorder()
+        await inboxes.subscribe(own, recorder)
+        await inboxes.subscribe(shared, Recorder())  # unknown here: returns at once
+        await inboxes.subscribe(more, recorder)
+        await elsewhere.publish(own, event(1))
+        await elsewhere.publish(more, event(2))
+        await wait_until(lambda: sorted(recorder.numbers()) == [1, 2], "the other inboxes")
+        assert inboxes.group == composition_group(prefix, [own, more])
+
+
 async def test_a_composition_change_neither_loses_nor_repeats_a_record(
     kafka_bootstrap: str, prefix: str, uid: str
 ) -> None:

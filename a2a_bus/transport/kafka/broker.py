@@ -39,6 +39,8 @@ class KafkaMetrics:
     handler_errors: int = 0
     commits: int = 0
     topics_created: int = 0
+    #: CreateTopics requests sent (the topics of concurrent callers share one).
+    create_requests: int = 0
 
 
 class Broker(Protocol):
@@ -56,6 +58,9 @@ class Broker(Protocol):
 
     def created(self, topic: str) -> bool:
         """Whether this transport created ``topic`` (so it began empty, at offset 0)."""
+
+    def known(self, topic: str) -> bool:
+        """Whether this transport has seen that ``topic`` exists (created or found)."""
 
     async def list_topics(self) -> list[str]: ...
 
