@@ -121,6 +121,8 @@ async def test_one_consumer_in_one_group_serves_every_inbox(
     group = composition_group(prefix, topics)
     assert inboxes.group == group
     assert await groups_named(kafka_bootstrap, prefix) == {group}
+    # Inbox topics get inbox_partitions (1), not the transport's default (3).
+    assert len(await transport.partitions(topics)) == 5
     assert await members_of(kafka_bootstrap, group) == [set(topics)]  # one consumer
     for n, topic in enumerate(topics):
         await transport.publish(topic, event(n))

@@ -28,6 +28,10 @@ class KafkaSettings:
     #: Partitions and replication factor of topics the transport creates.
     partitions: int = 3
     replication_factor: int = 1
+    #: Partitions of the agent inbox topics the inbox consumer creates: each one
+    #: costs every idle fetch of that consumer, and the broker's creation, Python
+    #: work; more let several processes hosting one agent share its requests.
+    inbox_partitions: int = 1
     dlq_topic: str = "a2a.dlq"
     #: How published events are written: ``structured`` (the JSON event format
     #: as the value, one ``content-type`` header; cheaper to write and read) or

@@ -336,7 +336,7 @@ class KafkaInboxes(Inboxes):
             wanted = self._wanted()  # subscribes that came meanwhile join too
             if not wanted:
                 return wanted, "", {}
-            await self._broker.ensure_topics(sorted(wanted))
+            await self._broker.ensure_topics(sorted(wanted), self._settings.inbox_partitions)
             group = composition_group(self.group_prefix, wanted)
             problem: Exception
             try:
@@ -357,7 +357,11 @@ class KafkaInboxes(Inboxes):
         logged, so that it holds up no other inbox."""
         topics = sorted(self._unjoined)
         results = await asyncio.gather(
-            *(self._broker.ensure_topics([topic]) for topic in topics), return_exceptions=True
+            *(
+                self._broker.ensure_topics([topic], self._settings.inbox_partitions)
+                for topic in topics
+            ),
+            return_exceptions=True,
         )
         for topic, result in zip(topics, results, strict=True):
             if isinstance(result, Exception):

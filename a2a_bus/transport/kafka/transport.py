@@ -105,7 +105,7 @@ class KafkaTransport(Transport):
         #: Per topic being created, its creation.
         self._creating: dict[str, asyncio.Future[None]] = {}
         #: Topics waiting for the next CreateTopics request, and the task sending it.
-        self._queued: list[str] = []
+        self._queued: list[tuple[str, int]] = []
         self._creator: asyncio.Task[None] | None = None
         self._subscriptions: set[KafkaSubscription] = set()
         self._inboxes: list[KafkaInboxes] = []
@@ -207,8 +207,9 @@ class KafkaTransport(Transport):
 
     # -- topics ---------------------------------------------------------------------
 
-    async def ensure_topics(self, topics: Sequence[str]) -> None:
-        """Create the topics that do not exist yet (partitions from the settings).
+    async def ensure_topics(self, topics: Sequence[str], partitions: int | None = None) -> None:
+        """Create the topics that do not exist yet, with ``partitions`` partitions
+        (default: the settings').
 
         The topics asked for by every caller in one loop iteration are created
         with one CreateTopics request: a bus starting many agents at once, each
@@ -221,12 +222,12 @@ class KafkaTransport(Transport):
             check_topic_name(topic)
             pending = self._creating.get(topic)
             if pending is None:
-                pending = self._queue_creation(topic)
+                pending = self._queue_creation(topic, partitions or self.settings.partitions)
             waiting.append(pending)
         for pending in waiting:
             await asyncio.shield(pending)
 
-    def _queue_creation(self, topic: str) -> asyncio.Future[None]:
+    def _queue_creation(self, topic: str, partitions: int) -> asyncio.Future[None]:
         """The creation of ``topic``, in the request sent once this loop iteration's
         callers have queued theirs."""
         loop = asyncio.get_running_loop()
@@ -234,7 +235,7 @@ class KafkaTransport(Transport):
         self._creating[topic] = future
         if not self._queued:
             self._creator = loop.create_task(self._create_queued(), name="kafka-create-topics")
-        self._queued.append(topic)
+        self._queued.append((topic, partitions))
         return future
 
     async def _create_queued(self) -> None:
@@ -242,12 +243,12 @@ class KafkaTransport(Transport):
         try:
             errors = await self._create(topics)
         except asyncio.CancelledError:
-            for topic in topics:
+            for topic, _ in topics:
                 self._creating.pop(topic).cancel()
             raise
         except Exception as exc:
-            errors = dict.fromkeys(topics, exc)
-        for topic in topics:
+            errors = {topic: exc for topic, _ in topics}
+        for topic, _ in topics:
             future = self._creating.pop(topic)
             error = errors.get(topic)
             if error is None:
@@ -266,8 +267,9 @@ class KafkaTransport(Transport):
         # A topic that exists already keeps its configuration: the cluster's owner decides.
         self._compacted.add(topic)
 
-    async def _create(self, topics: list[str]) -> dict[str, BaseException]:
-        """Create ``topics`` in one request; the error of each that failed."""
+    async def _create(self, topics: list[tuple[str, int]]) -> dict[str, BaseException]:
+        """Create ``topics`` (names and partitions) in one request; the error of
+        each that failed."""
         admin = self._require(self._admin)
         s = self.settings
         compact = {"cleanup.policy": "compact"}
@@ -276,11 +278,11 @@ class KafkaTransport(Transport):
             [
                 NewTopic(
                     t,
-                    s.partitions,
+                    partitions,
                     s.replication_factor,
                     topic_configs=compact if t in self._compacted else None,
                 )
-                for t in topics
+                for t, partitions in topics
             ]
         )
         errors: dict[str, BaseException] = {}
