@@ -21,6 +21,7 @@ import logging
 import os
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from a2a_bus.client import AsyncClient, Client
@@ -39,6 +40,7 @@ from a2a_bus.protocol import DEFAULT_MAX_CALL_DEPTH, Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
 from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
 from a2a_bus.runtime.tracing import Tracing
+from a2a_bus.schedule.kafka_owners import KafkaOwners
 from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.settings import bus_options, transport_kind
@@ -319,7 +321,6 @@ class Bus:
                 f"{topics.registry}.{context.node}",
                 self.directory,
                 self.registry_timeout,
-                dlq_topic=topics.dlq,
                 announcer=self.announcer,
             )
         )
@@ -436,7 +437,11 @@ class Bus:
         """A scheduler firing ``schedules`` as ``group`` on this bus: use it as an
         (async) context manager on a running bus. On Kafka every process that runs
         the group shares its schedules, each fired once (see :mod:`a2a_bus.schedule`)."""
-        return Scheduler(self.dispatcher, self._aio, self.portal, schedules, group=group)
+        transport = self.transport
+        owners = partial(KafkaOwners, transport) if isinstance(transport, KafkaTransport) else None
+        return Scheduler(
+            self.dispatcher, self._aio, self.portal, schedules, group=group, owners=owners
+        )
 
     def _agent_scheduler(self, schedules: Sequence[Schedule], agent_id: str) -> Scheduler:
         return self.scheduler(schedules, group=agent_id)

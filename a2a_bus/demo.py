@@ -1,6 +1,7 @@
 """A short scripted multi-agent session: discovery, P2P, routing by method,
 fan-out, late-joiner replay, streaming both ways, batches, an LLM agent (scripted
-model, no key) that calls another agent and answers events, and the counters.
+model, no key) that calls another agent and answers events, an LLM agent that uses
+an MCP server's tool and is woken by a schedule, and the counters.
 
 Runs on the in-memory transport (default) or on Kafka (``--kafka BOOTSTRAP``);
 ``python -m a2a_bus.demo`` or ``a2a-bus demo``. The agents are the package's own
@@ -21,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from a2a_bus import Agent, Bus, Call, Client, JsonRpcError
-from a2a_bus.examples import concierge, news
+from a2a_bus.examples import almanac, concierge, news
 from a2a_bus.examples.calculator import Calculator
 from a2a_bus.examples.echo import Echo
 from a2a_bus.llm import LlmClient
@@ -83,6 +84,8 @@ def run(
     bus.spawn(news.NewsJunkie)
     bus.spawn(llm_agent)
     bus.spawn(concierge.DigestReader)
+    almanac_agent = almanac.almanac_class(almanac.scripted_client())
+    bus.spawn(almanac_agent)
     transport = f"Kafka at {kafka}" if kafka else "the in-memory transport"
     out.rule(f"a2a-bus demo on {transport}")
     with bus:
@@ -154,6 +157,9 @@ def run(
         out.print("[bold cyan]LLM agent on the bus[/bold cyan]: the concierge (scripted model)")
         _llm_step(client, llm_agent, out, check)
 
+        out.print("[bold cyan]MCP tool and a schedule[/bold cyan]: the almanac (scripted model)")
+        _almanac_step(client, almanac_agent, check)
+
         out.print("[bold cyan]Counters[/bold cyan]")
         counters = bus.metrics.snapshot()
         out.print({k: v for k, v in counters.items() if v})
@@ -206,6 +212,32 @@ def _llm_step(
     expected_answer = "Tech in brief: Quantum chip ships"
     check("trigger news.tech: answer", published.get("answer"), expected_answer)
     check("trigger conversation", published.get("conversation"), f"trigger:{event_id}")
+
+
+def _almanac_step(client: Client, agent: Any, check: Callable[[str, Any, Any], None]) -> None:
+    """chat (a tool of the units MCP server), then a tick of its schedule answered."""
+    question = "how many mi is 42 km?"
+    try:
+        answer = client.request("almanac", "chat", {"message": question, "session_id": "demo"})
+    except JsonRpcError as exc:
+        answer = f"error {exc.code}: {exc.message}"
+    conversation = agent.loop.store.load("session:demo")
+    called = [call.name for message in conversation for call in message.tool_calls]
+    check("almanac MCP tool call", called, [almanac.TOOL])
+    check(f"almanac.chat({question!r})", answer, "42 km = 26.098 mi")
+
+    def check_in() -> dict[str, Any] | None:
+        for data in client.request("digest-reader", "read"):
+            trigger = data.get("trigger") if isinstance(data, dict) else None
+            if str((trigger or {}).get("id", "")).startswith(f"{almanac.CLOCK}@"):
+                return data
+        return None
+
+    _wait(lambda: check_in() is not None)
+    note = check_in() or {}
+    tick = str((note.get("trigger") or {}).get("id", "")).split("@", 1)[-1]
+    check("schedule almanac-clock woke the almanac", note.get("agent"), "almanac")
+    check("its check-in", note.get("answer"), f"Check-in at tick {tick}")
 
 
 def _chunk_line(chunk: dict[str, Any]) -> str:

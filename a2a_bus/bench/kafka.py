@@ -11,6 +11,9 @@ load from elsewhere on the machine hits them alike:
   client's ``request`` (JSON-RPC -> CloudEvent, routing, the agent's inbox
   group with in-order manual commits, dedup and leases, a supervised pykka
   actor, the response event on the reply topic, correlation);
+* exactly_once: the bus path with ``delivery="exactly_once"`` (the agent's
+  answers and inbox commits in Kafka transactions, every consumer
+  ``read_committed``), compared with the bus path;
 * transport (for reading the figures, no target): the same request/response
   over two bare ``KafkaTransport`` objects, without agents and correlator;
 * floor (for reading, no target): the raw pair plus the least per-event work any
@@ -201,9 +204,10 @@ class BenchEcho(Agent):
 class BusRequests:
     """The bus path: ``Bus.kafka`` with a real agent, the async client's ``request``."""
 
-    def __init__(self, bootstrap: str, run_id: str) -> None:
-        options = {"prefix": f"bench{run_id}", "heartbeat": 60.0}
-        self.bus = Bus.kafka(bootstrap, bus_options=options, **TUNING)
+    def __init__(self, bootstrap: str, run_id: str, delivery: str = "at_least_once") -> None:
+        name = "" if delivery == "at_least_once" else "eo"
+        options = {"prefix": f"bench{run_id}{name}", "heartbeat": 60.0}
+        self.bus = Bus.kafka(bootstrap, bus_options=options, delivery=delivery, **TUNING)
         self.bus.spawn(BenchEcho)
         self.client = self.bus.async_client()
         self.counter = 0
@@ -379,6 +383,7 @@ async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
     paths: dict[str, Path] = {
         "raw": RawPingPong(bootstrap, run_id),
         "bus": BusRequests(bootstrap, run_id),
+        "exactly_once": BusRequests(bootstrap, run_id, "exactly_once"),
         "transport": TransportRequests(bootstrap, run_id),
         "floor": FloorRequests(bootstrap, run_id),
     }
@@ -387,7 +392,7 @@ async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
             await path.start()
             running.push_async_callback(path.stop)
         results: dict[str, Any] = await one_in_flight(
-            {"raw": paths["raw"].call, "bus": paths["bus"].call}, sizes
+            {name: paths[name].call for name in ("raw", "bus", "exactly_once")}, sizes
         )
         for name, figures in (
             await many_in_flight({name: path.call for name, path in paths.items()}, sizes)
@@ -432,6 +437,21 @@ def report(results: dict[str, Any]) -> Report:
         )
     )
     out.add(Row("CPU per request, 64 in flight", bus["cpu_us"], "us", raw["cpu_us"], "raw"))
+    once = results["exactly_once"]
+    out.add(Row("exactly_once: request/response p50", once["p50_ms"], "ms", bus["p50_ms"], "bus"))
+    out.add(Row("exactly_once: request/response p99", once["p99_ms"], "ms", bus["p99_ms"], "bus"))
+    out.add(
+        Row(
+            f"exactly_once: throughput, {IN_FLIGHT} in flight",
+            once["rps_many"],
+            "req/s",
+            bus["rps_many"],
+            "bus",
+            None,
+            True,
+        )
+    )
+    out.add(Row("exactly_once: CPU per request", once["cpu_us"], "us", bus["cpu_us"], "bus"))
     out.add(
         Row(
             "CPU per request, 64 in flight, vs floor",
@@ -488,7 +508,9 @@ def report(results: dict[str, Any]) -> Report:
         "per-event work of any bus on this stack (CloudEvent codec, dedup, one pykka hop, "
         "commits; see a2a_bus/bench/kafka_floor.py); CPU is this process's, all threads"
     )
-    out.notes.append(f"the paths take turns in {ROUNDS} rounds (at 1 in flight raw and bus)")
+    out.notes.append(
+        f"the paths take turns in {ROUNDS} rounds (at 1 in flight raw, bus and exactly_once)"
+    )
     return out
 
 

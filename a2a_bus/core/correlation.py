@@ -349,6 +349,16 @@ class Correlator:
             pending.stream.fail(JsonRpcError.from_dict(response["error"]))
         self._cancel_upstream(request_id, pending.control)
 
+    def unsent(self, request_id: str, sent: asyncio.Future[None]) -> None:
+        """The write of request ``request_id`` ended (``sent``): if it failed while
+        the request still waits, its caller gets the error now."""
+        error = asyncio.CancelledError() if sent.cancelled() else sent.exception()
+        if error is None:
+            return
+        pending = self._pending.get(request_id)
+        if pending is not None and pending.future is not None and not pending.future.done():
+            pending.future.set_exception(error)
+
     def answer(self, request_id: str, message: dict[str, Any]) -> None:
         """Resolve request ``request_id`` with a JSON-RPC response (its ``result`` or
         ``error``): what a reply does, for answers made in this process."""

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.core.context import BusContext
 from a2a_bus.core.correlation import Correlator, ReplyStream
+from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.routing import Route, RouteKind, RoutingError, decide
 from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.discovery.directory import BUILTIN_METHODS, Directory
@@ -45,6 +47,7 @@ from a2a_bus.protocol import (
 from a2a_bus.runtime import tracing
 from a2a_bus.runtime.portal import BusStopped
 from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.errors import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -214,13 +217,21 @@ class Dispatcher:
         future = correlator.expect(request_id, timeout or self.context.request_timeout)
         self._metrics.requests += 1
         try:
-            await transport.publish(route.topic, outgoing, key=route.key)
+            sent = transport.publish(route.topic, outgoing, key=route.key)
+            if isinstance(sent, asyncio.Future):
+                # Not awaited: the answer, the deadline or a failed write ends the
+                # wait, whichever comes first (a write may wait while the broker is away).
+                sent.add_done_callback(partial(correlator.unsent, request_id))
+            else:
+                await sent
             response = await future
         except BaseException as exc:
             correlator.cancel(request_id)
             if span is not None:
                 tracing.record_exception(span, exc)
                 span.end()
+            if isinstance(exc, TransportError):
+                raise transport_refusal(exc) from None
             raise
         if span is not None:
             tracing.record_response(span, response)
@@ -233,15 +244,18 @@ class Dispatcher:
         self._check_running()
         attributes = event.get_attributes()
         tracer = self._tracing.tracer
-        if tracer is None:
-            if _TRACEPARENT not in attributes:
-                attributes[_TRACEPARENT] = new_traceparent()
-            await self.context.transport.publish(route.topic, event, key=route.key)
-            return
-        span = tracing.start_send(tracer, attributes, route.topic, self._system, request=False)
-        # Ended, not made current: a coroutine may resume in another context here.
-        with tracing.ending(span):
-            await self.context.transport.publish(route.topic, event, key=route.key)
+        try:
+            if tracer is None:
+                if _TRACEPARENT not in attributes:
+                    attributes[_TRACEPARENT] = new_traceparent()
+                await self._transport.publish(route.topic, event, key=route.key)
+                return
+            span = tracing.start_send(tracer, attributes, route.topic, self._system, request=False)
+            # Ended, not made current: a coroutine may resume in another context here.
+            with tracing.ending(span):
+                await self._transport.publish(route.topic, event, key=route.key)
+        except TransportError as exc:
+            raise transport_refusal(exc) from None
 
     async def open_stream(
         self, event: CloudEvent, *, route: Route | None = None, timeout: float | None = None
@@ -269,8 +283,10 @@ class Dispatcher:
                 )
                 with tracing.ending(span):
                     await self.context.transport.publish(route.topic, outgoing, key=route.key)
-        except BaseException:
+        except BaseException as exc:
             self.correlator.cancel(request_id)
+            if isinstance(exc, TransportError):
+                raise transport_refusal(exc) from None
             raise
         stream.request_id = request_id
         return stream

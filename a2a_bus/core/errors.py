@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+from a2a_bus.protocol import ErrorCode, JsonRpcError
+from a2a_bus.transport.errors import NotDelivered, RecordTooLarge, TransportError
+
 
 class StreamError(Exception):
     """A stream broke: a gap in ``seq`` that never filled, or an error chunk."""
+
+
+def transport_refusal(exc: TransportError) -> JsonRpcError:
+    """The JSON-RPC error a caller gets when the transport refused its message."""
+    if isinstance(exc, RecordTooLarge):
+        return JsonRpcError(ErrorCode.TOO_LARGE, "Request too large", str(exc))
+    if isinstance(exc, NotDelivered):
+        return JsonRpcError(ErrorCode.TIMEOUT, "Request timed out", str(exc))
+    return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", str(exc))

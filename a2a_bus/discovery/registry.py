@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Mapping
 
 from a2a_bus.discovery.directory import Announcer, Directory
-from a2a_bus.transport.base import Delivery, Subscription, Transport, Undecodable
-from a2a_bus.transport.kafka.records import dead_letter_headers, failure_reason
+from a2a_bus.transport.base import DeadLetter, Delivery, Subscription, Transport, Undecodable
+from a2a_bus.transport.records import failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +49,11 @@ class RegistryReader(Subscription):
         self,
         transport: Transport,
         topic: str,
-        dlq_topic: str,
         directory: Directory,
         announcer: Announcer | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
-        self._dlq_topic = dlq_topic
         self._directory = directory
         self._announcer = announcer
         self._subscription: Subscription | None = None
@@ -158,20 +156,17 @@ class RegistryReader(Subscription):
             # registry too) and publishes its card right after the tombstone.
             return
         try:
-            reason = failure_reason(record.failures)
-            headers = dead_letter_headers(
-                record.headers,
-                reason,
-                record.topic,
-                record.partition,
-                record.offset,
-                record.failures,
-            )
-            await self._transport.publish_raw(
-                self._dlq_topic, record.value or b"", key=record.key, headers=headers
-            )
-            log.warning(
-                "dead letter %s/%d/%d: %s", record.topic, record.partition, record.offset, reason
+            await self._transport.dead_letter(
+                DeadLetter(
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    record.value,
+                    record.key,
+                    record.headers,
+                    failure_reason(record.failures),
+                    record.failures,
+                )
             )
             if agent_id is None:
                 return
@@ -213,15 +208,14 @@ async def follow_registry(
     directory: Directory,
     timeout: float,
     *,
-    dlq_topic: str,
     announcer: Announcer | None = None,
 ) -> Subscription:
     """Subscribe ``directory`` to the registry ``topic`` from its beginning, and
     return once it has applied the registry up to the ends it has now (or after
     ``timeout`` seconds, with a warning), so that every agent already running
-    elsewhere is known before the first request. Junk on it goes to ``dlq_topic``
-    once (see :class:`RegistryReader`)."""
-    reader = RegistryReader(transport, topic, dlq_topic, directory, announcer)
+    elsewhere is known before the first request. Junk on it goes to the
+    dead-letter topic once (see :class:`RegistryReader`)."""
+    reader = RegistryReader(transport, topic, directory, announcer)
     # A group of its own at each start: read from the beginning also when
     # ``group`` is reused (a fixed node id), since a group resumes at its commit.
     await reader.start(f"{group}.{uuid.uuid4().hex[:8]}", timeout)

@@ -49,11 +49,10 @@ from a2a_bus.protocol import (
     error_response,
     event_kind,
     ext,
-    to_kafka,
 )
 from a2a_bus.runtime import tracing
-from a2a_bus.transport.base import Delivery, Subscription, Undecodable
-from a2a_bus.transport.kafka.records import dead_letter_headers
+from a2a_bus.transport.base import Consumed, Delivery, Subscription, Undecodable
+from a2a_bus.transport.dead_letters import delivered_letter
 
 log = logging.getLogger(__name__)
 
@@ -159,9 +158,14 @@ class Ingress:
         return any(topic.startswith(f"{topics.prefix}.{family}.") for family in families)
 
     async def _reply(
-        self, topic: str, response: dict[str, Any], event: CloudEvent | None = None
+        self,
+        topic: str,
+        response: dict[str, Any],
+        answering: Consumed,
+        event: CloudEvent | None = None,
     ) -> None:
-        """Write a raw response, with the trace of the request it answers (``event``'s)
+        """Write a raw response to the record ``answering`` (in its transaction in
+        exactly_once mode), with the trace of the request it answers (``event``'s)
         as a ``traceparent`` header."""
         id = response.get("id")
         key = None if id is None else str(id).encode()
@@ -170,7 +174,7 @@ class Ingress:
         if isinstance(traceparent, str):
             headers.append((TRACEPARENT, traceparent.encode()))
         await self._bus.transport.publish_raw(
-            topic, orjson.dumps(response), key=key, headers=headers
+            topic, orjson.dumps(response), key=key, headers=headers, answering=answering
         )
 
     async def _on_delivery(self, delivery: Delivery) -> None:
@@ -206,7 +210,7 @@ class Ingress:
             INGRESS_RECORDS.labels("forbidden").inc()
             if request:
                 refusal = error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", id, refused)
-                await self._reply(self._reply_topic(delivery.headers), refusal, event)
+                await self._reply(self._reply_topic(delivery.headers), refusal, delivery, event)
             await self._dead_letter(delivery, f"forbidden: {refused}")
             return
         response, error = await self._service.answer(event, timeout=self.timeout)
@@ -218,7 +222,7 @@ class Ingress:
         if response is None or not request:
             INGRESS_RECORDS.labels("notification").inc()
             return
-        await self._reply(self._reply_topic(delivery.headers), response, event)
+        await self._reply(self._reply_topic(delivery.headers), response, delivery, event)
         error = response.get("error")
         if isinstance(error, dict) and self._unroutable(event, error):
             INGRESS_RECORDS.labels("unroutable").inc()
@@ -237,13 +241,7 @@ class Ingress:
         return error.get("code") in _UNROUTABLE
 
     async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
-        record = to_kafka(delivery.event, "structured")
-        headers = dead_letter_headers(
-            delivery.headers, reason, delivery.topic, delivery.partition, delivery.offset
-        )
-        await self._bus.transport.publish_raw(
-            self._bus.topics.dlq, record.value, key=delivery.key, headers=headers + record.headers
-        )
+        await self._bus.transport.dead_letter(delivered_letter(delivery, reason))
         self._bus.metrics.dead_letters += 1
 
     async def _on_undecodable(self, record: Undecodable) -> None:
@@ -252,4 +250,4 @@ class Ingress:
         INGRESS_RECORDS.labels("invalid").inc()
         topic = self._reply_topic(record.headers)
         for failure in record.failures:
-            await self._reply(topic, failure.response())
+            await self._reply(topic, failure.response(), record)

@@ -33,6 +33,7 @@ import orjson
 from a2a_bus.client import Client
 from a2a_bus.core.context import BusContext
 from a2a_bus.core.dispatch import Dispatcher
+from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.payload import error_message, refusal
 from a2a_bus.core.streams import chunk_event, end_event
 from a2a_bus.discovery.directory import DEGRADED, FAILED, RUNNING
@@ -50,14 +51,14 @@ from a2a_bus.protocol import (
     jsonrpc_of,
     record_key,
     result_response,
-    to_kafka,
 )
 from a2a_bus.protocol.events import adopt_event
 from a2a_bus.runtime import tracing
 from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.transport.base import Delivery, Handler, Inboxes, Subscription
-from a2a_bus.transport.kafka.records import dead_letter_headers
+from a2a_bus.transport.dead_letters import delivered_letter
+from a2a_bus.transport.errors import RecordTooLarge, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -396,11 +397,9 @@ class AgentHost:
         """
         try:
             await self._respond(delivery, response)
-        except JsonRpcError as exc:
-            if exc.code != ErrorCode.TOO_LARGE:
-                raise
-            log.warning("a response was not sent: %s", exc.data)
-            error = (ErrorCode.TOO_LARGE, "Response too large", response.get("id"), exc.data)
+        except RecordTooLarge as exc:
+            log.warning("a response was not sent: %s", exc)
+            error = (ErrorCode.TOO_LARGE, "Response too large", response.get("id"), str(exc))
             await self._respond(delivery, error_response(*error))
 
     async def _respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
@@ -413,14 +412,15 @@ class AgentHost:
         transport = context.transport
         if delivery.raw:
             topic = reply_to if isinstance(reply_to, str) else context.topics.ingress_reply
-            await transport.publish_raw(topic, orjson.dumps(response), key=event.get_id().encode())
+            value, key = orjson.dumps(response), event.get_id().encode()
+            await transport.publish_raw(topic, value, key=key, answering=delivery)
             return
         if not isinstance(reply_to, str):
             log.debug("request %s has no reply topic; its response is dropped", event.get_id())
             return
         answer = context.adaptor.response_event(event, response, source=context.source)
         answer.get_attributes()[ext.REPLY_TO] = reply_to
-        await transport.publish(reply_to, answer, key=record_key(answer))
+        await transport.publish(reply_to, answer, key=record_key(answer), answering=delivery)
 
     # -- streams --------------------------------------------------------------------
 
@@ -539,24 +539,9 @@ class AgentHost:
 
     async def dead_letter(self, delivery: Delivery, reason: str, attempts: int = 1) -> None:
         """Write the delivered event to the dead-letter topic with why and where from."""
-        record = to_kafka(delivery.event, "structured")
-        original = [
-            (name, value)
-            for name, value in delivery.headers
-            if not name.lower().startswith("ce_") and name.lower() != "content-type"
-        ]
-        headers = dead_letter_headers(
-            original, reason, delivery.topic, delivery.partition, delivery.offset
-        )
-        headers += [
-            *record.headers,
-            (AGENT_HEADER, self.agent_id.encode()),
-            (ATTEMPTS_HEADER, str(attempts).encode()),
-        ]
+        mark = [(AGENT_HEADER, self.agent_id.encode()), (ATTEMPTS_HEADER, str(attempts).encode())]
         context = self._context
-        await context.transport.publish_raw(
-            context.topics.dlq, record.value, key=delivery.key, headers=headers
-        )
+        await context.transport.dead_letter(delivered_letter(delivery, reason, mark))
         context.metrics.dead_letters += 1
         span = self._span(delivery) if self._tracing.tracer is not None else None
         if span is not None:
@@ -577,7 +562,9 @@ def handler_error(error: JsonRpcError) -> str:
 
 def _unsent(seq: int, exc: Exception) -> JsonRpcError:
     """The error a stream ends with when its chunk ``seq`` could not be published."""
-    if isinstance(exc, JsonRpcError):  # RecordTooLarge: -32005
+    if isinstance(exc, TransportError):  # a record too large: -32005
+        return transport_refusal(exc)
+    if isinstance(exc, JsonRpcError):
         return exc
     detail = f"chunk {seq} could not be sent: {type(exc).__name__}: {exc}"
     return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", detail)

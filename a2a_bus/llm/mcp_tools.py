@@ -9,7 +9,7 @@ and back. A result's structured content (else its text) goes to the model, a too
 error becomes the tool's failure; a server that cannot start, or died, is an
 :class:`McpServerError` naming it.
 
-Needs the ``mcp`` extra (``pip install 'a2a-bus[mcp]'``).
+Uses the ``mcp`` SDK (a dependency).
 """
 
 from __future__ import annotations

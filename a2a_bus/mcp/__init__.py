@@ -1,6 +1,6 @@
 """The bus as an MCP server: the methods of its agents as MCP tools (``a2a-bus mcp``).
 
-Needs the ``mcp`` extra (``pip install 'a2a-bus[mcp]'``).
+Uses the ``mcp`` SDK (a dependency).
 """
 
 from a2a_bus.mcp.catalog import BusTool, catalog, tool_name

@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
+from a2a_bus.schedule.scheduler import Names
 from a2a_bus.transport.kafka.batches import pick_partition
 from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)
-
-Names = Callable[[list[str]], Awaitable[None]]
 
 
 class KafkaOwners(ConsumerRebalanceListener):

@@ -24,16 +24,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from a2a_bus.client import AsyncClient
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.routing import validate_name
 from a2a_bus.runtime.portal import Portal
-from a2a_bus.schedule.kafka_owners import KafkaOwners
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.schedule.ticks import ScheduleRun, StateTopic
-from a2a_bus.transport.kafka.transport import KafkaTransport
+
+Names = Callable[[list[str]], Awaitable[None]]
+
+
+class Owners(Protocol):
+    """Shares a group's schedules among the processes that run it (Kafka:
+    :class:`~a2a_bus.schedule.kafka_owners.KafkaOwners`): calls ``own(names)`` for
+    those this process fires, ``lose(names)`` for those it hands over."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+#: Makes the owners of a group: ``(topic, group, names, own, lose)``.
+OwnersFactory = Callable[[str, str, Sequence[str], Names, Names], Owners]
 
 
 class Scheduler:
@@ -52,6 +67,7 @@ class Scheduler:
         schedules: Sequence[Schedule],
         *,
         group: str = "default",
+        owners: OwnersFactory | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         validate_name(group, "scheduler group")
@@ -70,7 +86,8 @@ class Scheduler:
         self.source = f"a2a-bus/schedule/{group}"
         self._clock = clock
         self.runs: dict[str, ScheduleRun] = {}
-        self._owners: KafkaOwners | None = None
+        self._make_owners = owners
+        self._owners: Owners | None = None
         self._states = StateTopic(context.transport, self.topic, self.source)
 
     # -- ownership --------------------------------------------------------------------
@@ -103,9 +120,9 @@ class Scheduler:
         """Start on the running bus (from its loop)."""
         transport = self._transport
         transport.declare_compacted(self.topic)
-        if isinstance(transport, KafkaTransport):
-            owners = KafkaOwners(
-                transport, self.topic, self.topic, list(self.schedules), self._own, self._lose
+        if self._make_owners is not None:
+            owners = self._make_owners(
+                self.topic, self.topic, list(self.schedules), self._own, self._lose
             )
             await owners.start()
             self._owners = owners

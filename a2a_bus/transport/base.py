@@ -26,7 +26,7 @@ import abc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -57,6 +57,38 @@ class Delivery(NamedTuple):
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
+
+
+class Consumed(Protocol):
+    """Where a consumed record was read: a :class:`Delivery` or an :class:`Undecodable`."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+
+class DeadLetter(NamedTuple):
+    """A record set aside, with why, for ``Transport.dead_letter``
+    (:mod:`a2a_bus.transport.dead_letters` makes its headers)."""
+
+    #: Where it was read.
+    topic: str
+    partition: int
+    offset: int
+    #: The record as it is written (its original value, key and headers).
+    value: bytes | None
+    key: bytes | None
+    headers: Sequence[tuple[str, bytes]]
+    reason: str
+    #: Why it could not be decoded, as JSON-RPC errors (``a2a-dlq-error``).
+    failures: Sequence[Failure] = ()
+    #: The writer's own headers, after the dead-letter ones.
+    extra: Sequence[tuple[str, bytes]] = ()
 
 
 class Undecodable(NamedTuple):
@@ -208,8 +240,22 @@ class Transport(abc.ABC):
         """Stop every subscription (draining in-flight work) and disconnect."""
 
     @abc.abstractmethod
-    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
-        """Write ``event`` to ``topic`` once; returns when the write is acknowledged."""
+    def publish(
+        self,
+        topic: str,
+        event: CloudEvent,
+        *,
+        key: bytes | None = None,
+        answering: Consumed | None = None,
+    ) -> Awaitable[None]:
+        """Write ``event`` to ``topic`` once; the awaitable is done when the write is
+        acknowledged. A transport whose writes can wait (Kafka while the broker is
+        away) returns an ``asyncio.Future``, so a caller can wait for something
+        else meanwhile (a request's answer or deadline).
+
+        ``answering``: the consumed record this event answers. Kafka in
+        exactly_once mode writes it in the transaction that commits that record
+        (the awaitable is done at once); otherwise it is written as any other."""
 
     @abc.abstractmethod
     async def publish_raw(
@@ -219,9 +265,11 @@ class Transport(abc.ABC):
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
+        answering: Consumed | None = None,
     ) -> None:
         """Write raw bytes (raw JSON-RPC replies, dead letters) to ``topic``; a
-        None value is a tombstone (it deletes ``key`` from a compacted topic)."""
+        None value is a tombstone (it deletes ``key`` from a compacted topic).
+        ``answering`` as for :meth:`publish`."""
 
     @abc.abstractmethod
     async def subscribe(
@@ -297,6 +345,12 @@ class Transport(abc.ABC):
     def in_process(self) -> bool:
         """True when every subscriber is in this process (the memory transport)."""
         return False
+
+    @abc.abstractmethod
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Write ``letter`` to the dead-letter topic. Never raises: a dead letter that
+        cannot be written is logged as lost (one bad record must not stall its
+        partition), and one read from the dead-letter topic is not written back."""
 
     @property
     def dead_lettered(self) -> int:

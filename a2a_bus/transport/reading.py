@@ -16,8 +16,8 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import ReadBatch
-from a2a_bus.transport.kafka.records import decode_record
 from a2a_bus.transport.positions import Position, check_limit
+from a2a_bus.transport.records import decode_record
 
 
 class Retained(NamedTuple):

@@ -1,6 +1,7 @@
 """Bus lifecycles under stress: a start that fails half way, an agent whose start
 keeps failing, a stop while it does, a handler that stops its own bus, a spawn
-that fails on a running bus.
+that fails on a running bus; calls on a bus that is not running (before its start,
+after its stop, after its loop went away) fail with BusStopped.
 
 Every await and join has a timeout, and anything a regression would leave behind
 (actor threads, a wedged loop) is cleaned up so the rest of the suite is unaffected.
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 
@@ -22,8 +25,8 @@ import pytest
 
 from a2a_bus import Agent, AsyncClient, Bus, BusStopped, Call, Client, RestartPolicy, method
 from a2a_bus.protocol import ErrorCode, JsonRpcError, new_event
-from a2a_bus.transport.kafka.records import DLQ_REASON
-from tests.bus.test_behaviour import eventually, header, read_dlq
+from a2a_bus.transport.dead_letters import DLQ_REASON
+from tests.buses import eventually, header, read_dlq
 
 WAIT = 10.0
 QUICK = RestartPolicy(max_retries=2, backoff_initial=0.005, backoff_max=0.02)
@@ -519,3 +522,64 @@ def test_a_spawn_on_a_stopped_bus_is_started_with_it_again() -> None:
     bus.spawn(Fine)
     with bus:
         assert bus.client().request("fine", "ping") == "pong"
+
+
+def test_sync_call_after_stop_is_bus_stopped_and_a_restart_serves_again() -> None:
+    bus = Bus.memory()
+    client = bus.start().client()
+    bus.stop()
+    with pytest.raises(BusStopped, match="not running"):
+        client.request(None, "methods/list")
+    with bus:
+        assert client.request(None, "methods/list") == {"methods": []}
+
+
+def test_sync_call_before_start_is_bus_stopped_without_a_stray_coroutine() -> None:
+    bus = Bus.memory()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(BusStopped, match="not running"):
+            bus.client().request(None, "methods/list")
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+class Held(Agent):
+    """Holds each call until the test lets it go."""
+
+    agent_id = "held"
+    entered = threading.Event()
+    release = threading.Event()
+
+    @method
+    def wait(self) -> str:
+        Held.entered.set()
+        Held.release.wait(30)
+        return "done"
+
+
+def test_a_sync_call_whose_loop_goes_away_gets_bus_stopped_not_a_hang() -> None:
+    bus = Bus.memory().start()
+    bus.spawn(Held)
+    outcome: list[BaseException | str] = []
+
+    def call() -> None:
+        try:
+            outcome.append(bus.client().request("held", "wait"))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)  # a regression must not hang pytest
+    caller.start()
+    assert Held.entered.wait(10)
+    # The loop ends without the drain of stop() (as when its thread dies): the
+    # caller's request can never be answered now.
+    bus._stop_thread()
+    caller.join(10)
+    Held.release.set()
+    for host in bus.hosts:
+        for replica in host.replicas:
+            assert replica._actor is not None
+            replica._actor.stop()
+    assert not caller.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], BusStopped)

@@ -103,3 +103,22 @@ async def ingress_replies(bus: Bus) -> AsyncIterator[tuple[Ingress, list[Any]]]:
             [ingress.reply_topic], "replies", deliver, from_beginning=True
         )
         yield ingress, replies
+
+
+# -- the integer bound of parse_json, met at every door ------------------------------------
+
+#: One past the largest unsigned 64-bit integer: orjson would read it as a float.
+HUGE = 2**64
+HUGE_ID_REQUEST = b'{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": %d}' % HUGE
+OUT_OF_RANGE = "is outside the 64-bit range"
+
+
+def refused_as_out_of_range(answer: Any, literal: int) -> bool:
+    """-32600 with id null, naming the integer."""
+    error = answer.get("error", {})
+    return (
+        answer.get("id", "absent") is None
+        and error.get("code") == -32600
+        and f"integer {str(literal)[:20]}" in str(error.get("data"))
+        and OUT_OF_RANGE in str(error.get("data"))
+    )

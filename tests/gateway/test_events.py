@@ -1,9 +1,12 @@
 """POST /events: the CloudEvents SDK publishes in binary, structured and batch mode; a
-subscribing agent receives each event with its attributes intact."""
+subscribing agent receives each event with its attributes intact. An integer outside
+-2**63 .. 2**64-1 gets a 400, and the payload bound of every transport
+(a2a_bus.core.payload) applies (413; both transports, Kafka: the real broker)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -13,7 +16,17 @@ from cloudevents.core.bindings.http import to_binary, to_structured
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus import Bus
+from a2a_bus.gateway import GatewaySettings, create_app
+from tests.buses import WAIT, make_bus
+
+from .conftest import HUGE, OUT_OF_RANGE
+
+__all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
+
 pytestmark = pytest.mark.timeout(60)
+
+MakeBus = Callable[..., Awaitable[Bus]]
 
 
 def news(n: int, subject: str = "news.sport") -> CloudEvent:
@@ -112,3 +125,61 @@ async def test_event_with_nowhere_to_go_is_refused(client: httpx.AsyncClient) ->
     response = await client.post("/events", content=message.body, headers=message.headers)
     assert response.status_code == 400
     assert "cannot be routed" in response.json()["error"]
+
+
+# -- integers outside -2**63 .. 2**64-1 are refused ----------------------------------------
+
+
+async def test_events_refuses_a_huge_integer_with_400(client: httpx.AsyncClient) -> None:
+    structured = (
+        b'{"specversion": "1.0", "id": "e-1", "source": "/outside", "type": "com.example.x",'
+        b' "subject": "news.huge", "data": {"n": %d}}' % HUGE
+    )
+    binary = {
+        "ce-specversion": "1.0",
+        "ce-id": "e-2",
+        "ce-source": "/outside",
+        "ce-type": "com.example.x",
+        "ce-subject": "news.huge",
+        "content-type": "application/json",
+    }
+    sent = [
+        (structured, {"content-type": "application/cloudevents+json"}),
+        (b"[%s]" % structured, {"content-type": "application/cloudevents-batch+json"}),
+        (b'{"n": %d}' % HUGE, binary),
+    ]
+    for body, headers in sent:
+        response = await asyncio.wait_for(
+            client.post("/events", content=body, headers=headers), WAIT
+        )
+        assert response.status_code == 400, response.text
+        assert f"integer {HUGE} {OUT_OF_RANGE}" in response.text
+
+
+# -- the payload bound of every transport --------------------------------------------------
+
+
+@pytest.mark.timeout(300)  # a Kafka bus starts: the default guard
+async def test_events_over_the_payload_bound_get_413(make_bus: MakeBus) -> None:
+    """An event whose data is over the bound (bytes count as base64: 800,000 are
+    1,066,668) is refused with 413 on both transports, nothing published; before,
+    Kafka's producer refused it (500) and memory accepted it (202)."""
+    bus = await make_bus()
+    app = create_app(bus, GatewaySettings(request_timeout=WAIT))
+    headers = {
+        "ce-specversion": "1.0",
+        "ce-id": "blob-1",
+        "ce-source": "https://example.com/review",
+        "ce-type": "com.example.blob",
+        "ce-subject": "review.blob",
+        "content-type": "application/octet-stream",
+    }
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        response = await asyncio.wait_for(
+            http.post("/events", content=b"\x02" * 800_000, headers=headers), WAIT
+        )
+    assert response.status_code == 413, response.text
+    assert "as base64, more than the 1000000 one message may carry" in response.text
+    page = await asyncio.wait_for(bus.async_client().read("review.blob"), WAIT)
+    assert page.events == []

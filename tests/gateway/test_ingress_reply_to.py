@@ -16,7 +16,7 @@ import pytest
 from a2a_bus.bus import Bus
 from a2a_bus.gateway.ingress import REPLY_TO_HEADER, Ingress
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 
 from .conftest import WAIT
 

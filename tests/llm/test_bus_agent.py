@@ -29,7 +29,7 @@ from a2a_bus.llm import (
 )
 from a2a_bus.llm.bus_agent import LLM_FAILED, MAX_TURNS_EXCEEDED
 from a2a_bus.transport.base import Delivery
-from a2a_bus.transport.kafka.records import DLQ_REASON
+from a2a_bus.transport.dead_letters import DLQ_REASON
 
 from .conftest import Completion, ScriptedOpenAI
 

@@ -15,6 +15,14 @@ of ``send``; while the producer still holds an undrained batch of a partition
 Records are assigned to partitions as aiokafka's default partitioner does
 (murmur2 of the key, or a random available partition without a key), so keys
 land where they did.
+
+While the broker is away (restarting, a leader moving), aiokafka fails a batch
+that never left it: one that waited too long for its partition's earlier batch
+to be sent, or for a leader. Such a batch was never written, so it is handed
+over again, with the same records, after a short pause, until it is acknowledged
+or its ``delivery_timeout`` runs out; then its publishers get
+:class:`KafkaNotDelivered`. Batches aiokafka did send are retried by the idempotent
+producer itself (no duplicates, order kept).
 """
 
 from __future__ import annotations
@@ -31,28 +39,47 @@ from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import MessageSizeTooLargeError
+from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from a2a_bus.protocol import ErrorCode, JsonRpcError
 from a2a_bus.transport.eager import run_eagerly
+from a2a_bus.transport.errors import NotDelivered, RecordTooLarge
 
 log = logging.getLogger(__name__)
 
 #: The producer's ``max_request_size`` (aiokafka's default, passed explicitly).
 #: The bounds of :mod:`a2a_bus.core.payload` keep what the bus makes under it.
 MAX_REQUEST_SIZE = 1048576
+#: Seconds between two hand-overs of a batch that failed without being written.
+RETRY_BACKOFF = 0.25
+#: Seconds between two looks for batches past their delivery timeout.
+SWEEP_INTERVAL = 0.5
 
 
-class RecordTooLarge(JsonRpcError, MessageSizeTooLargeError):
-    """A record Kafka does not take: -32005 for whoever published it (what the
-    payload and envelope bounds missed), and still aiokafka's size error."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(ErrorCode.TOO_LARGE, "Request too large", detail)
+class KafkaNotDelivered(NotDelivered, KafkaTimeoutError):
+    """A record Kafka did not acknowledge within the delivery timeout (the broker
+    was away): the transport's error, and still a ``KafkaError``."""
 
     def __str__(self) -> str:
-        return f"{self.message}: {self.data}"
+        return str(self.args[0]) if self.args else "not delivered"
+
+
+def check_size(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+    """Raise :class:`KafkaRecordTooLarge` for a record over the request size."""
+    size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+    if size > MAX_REQUEST_SIZE:
+        raise KafkaRecordTooLarge(
+            f"the record is {size} bytes, more than the maximum request size "
+            f"({MAX_REQUEST_SIZE}) of the Kafka producer"
+        )
+
+
+class KafkaRecordTooLarge(RecordTooLarge, MessageSizeTooLargeError):
+    """A record Kafka does not take (what the payload and envelope bounds missed):
+    the transport's size error, and still aiokafka's."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "record too large"
 
 
 _MASK = 0xFFFFFFFF
@@ -95,16 +122,23 @@ def pick_partition(key: bytes | None, every: Sequence[int], available: Sequence[
 
 class _Pending:
     """One batch not handed to the producer yet, and who waits for its delivery
-    (with the size of each one's value, for the broker's size refusal)."""
+    (with the size of each one's value, for the broker's size refusal), and its
+    records, to build it again if it fails without being written."""
 
-    __slots__ = ("builder", "producer", "sizes", "waiters")
+    __slots__ = ("builder", "deadline", "error", "producer", "records", "sizes", "tp", "waiters")
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, builder: Any, tp: TopicPartition, deadline: float) -> None:
         self.builder = builder
+        self.tp = tp
+        #: Loop time after which its publishers get NotDelivered.
+        self.deadline = deadline
         self.waiters: list[asyncio.Future[None]] = []
         self.sizes: list[int] = []
+        self.records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         #: The producer it was handed to.
         self.producer: AIOKafkaProducer | None = None
+        #: Why the last hand-over failed (for NotDelivered's message).
+        self.error: BaseException | None = None
 
 
 class Batches:
@@ -123,9 +157,14 @@ class Batches:
         self,
         producer: AIOKafkaProducer,
         renew: Callable[[], Awaitable[AIOKafkaProducer]] | None = None,
+        delivery_timeout: float = 120.0,
     ) -> None:
         self._producer = producer
         self._renew = renew
+        self._delivery_timeout = delivery_timeout
+        #: Batches not acknowledged yet, oldest (earliest deadline) first.
+        self._outstanding: dict[_Pending, None] = {}
+        self._sweeping: asyncio.TimerHandle | None = None
         #: While a new producer is being started: hand-overs wait for it.
         self._renewal: asyncio.Future[None] | None = None
         self._renewing: asyncio.Task[None] | None = None
@@ -150,6 +189,9 @@ class Batches:
         """Hand over what was added, then stop the producer (and any renewal)."""
         await self.wait_handed_over()
         self._renew = None  # a batch failing from here on starts no new producer
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            self._sweeping = None
         if self._renewing is not None:
             with contextlib.suppress(Exception):
                 await self._renewing
@@ -182,13 +224,8 @@ class Batches:
         headers: list[tuple[str, bytes]],
     ) -> asyncio.Future[None]:
         """Append a record; the future is done when the broker acknowledged it (a
-        broker's size refusal as :class:`RecordTooLarge`)."""
-        size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
-        if size > MAX_REQUEST_SIZE:
-            raise RecordTooLarge(
-                f"the record is {size} bytes, more than the maximum request size "
-                f"({MAX_REQUEST_SIZE}) of the Kafka producer"
-            )
+        broker's size refusal as :class:`KafkaRecordTooLarge`)."""
+        check_size(key, value, headers)
         tps = self._tps.get(topic)
         if tps is None:
             tps = self._tps[topic] = {}
@@ -204,14 +241,20 @@ class Batches:
             or queue[-1].builder.append(timestamp=None, key=key, value=value, headers=headers)
             is None
         ):
-            pending = _Pending(self._producer.create_batch())
+            pending = _Pending(
+                self._producer.create_batch(), tp, self._loop.time() + self._delivery_timeout
+            )
             queue.append(pending)
+            self._outstanding[pending] = None
+            if self._sweeping is None:
+                self._sweeping = self._loop.call_later(SWEEP_INTERVAL, self._sweep)
             # An empty batch takes any record below the request size.
             pending.builder.append(timestamp=None, key=key, value=value, headers=headers)
         future = self._loop.create_future()
         last = queue[-1]
         last.waiters.append(future)
         last.sizes.append(0 if value is None else len(value))
+        last.records.append((key, value, headers))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -241,19 +284,76 @@ class Batches:
                 delivered = await producer.send_batch(
                     pending.builder, tp.topic, partition=tp.partition
                 )
-            except BaseException as exc:  # its publishers get it, the next batch goes on
-                _settle(pending, exc)
+            except BaseException as exc:
+                if self._again(pending, exc):
+                    queue.appendleft(pending)  # first again: the partition's order holds
+                    await asyncio.sleep(RETRY_BACKOFF)
+                else:  # its publishers get it, the next batch goes on
+                    self._settle(pending, exc)
                 continue
             delivered.add_done_callback(partial(self._delivered, pending))
 
     def _delivered(self, pending: _Pending, delivered: asyncio.Future[Any]) -> None:
         if delivered.cancelled():
-            _settle(pending, asyncio.CancelledError())
+            self._settle(pending, asyncio.CancelledError())
             return
         error = delivered.exception()
+        if error is not None and self._again(pending, error):
+            queue = self._queued.get(pending.tp)
+            if queue is None:
+                queue = self._queued[pending.tp] = deque()
+            queue.appendleft(pending)
+            self._idle.clear()
+            self._loop.call_later(RETRY_BACKOFF, self._flush)
+            return
         if error is not None and pending.producer is self._producer:
             self._start_renewal(error)  # before the publishers hear of it
+        self._settle(pending, error)
+
+    def _again(self, pending: _Pending, error: BaseException) -> bool:
+        """Whether ``pending`` failed without being written and may go again (then
+        it holds a fresh batch of its records)."""
+        if pending not in self._outstanding or not unwritten(error):
+            return False  # past its deadline already, or it may have been written
+        pending.error = error
+        builder = self._producer.create_batch()
+        for key, value, headers in pending.records:
+            if builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
+                return False  # not expected: these records fitted one batch before
+        pending.builder = builder
+        log.info("a batch for %s was not written (%s): it goes again", pending.tp, error)
+        return True
+
+    def _settle(self, pending: _Pending, error: BaseException | None) -> None:
+        self._outstanding.pop(pending, None)
         _settle(pending, error)
+
+    def _sweep(self) -> None:
+        """Fail the publishers of batches past their deadline; look again later
+        while any batch is outstanding."""
+        self._sweeping = None
+        now = self._loop.time()
+        expired = []
+        for pending in self._outstanding:
+            if pending.deadline > now:
+                break  # the rest are younger
+            expired.append(pending)
+        for pending in expired:
+            queue = self._queued.get(pending.tp)
+            if queue is not None and pending in queue:
+                queue.remove(pending)  # still here: it is never written
+                written = "it was not written"
+            else:
+                written = "it may still be written"
+            why = f" (last error: {pending.error})" if pending.error is not None else ""
+            detail = (
+                f"Kafka did not acknowledge {len(pending.waiters)} record(s) for "
+                f"{pending.tp.topic} within {self._delivery_timeout:g} s{why}; {written}"
+            )
+            log.warning("%s", detail)
+            self._settle(pending, KafkaNotDelivered(detail))
+        if self._outstanding:
+            self._sweeping = self._loop.call_later(SWEEP_INTERVAL, self._sweep)
 
     def _start_renewal(self, error: BaseException) -> None:
         if self._renew is None or self._renewal is not None:
@@ -292,7 +392,7 @@ class Batches:
             # Not expected (send_batch's errors are handled above); fail the rest
             # rather than leave their publishers waiting.
             while queue:
-                _settle(queue.popleft(), error)
+                self._settle(queue.popleft(), error)
         if queue:
             self._handing_over.add(tp)
             run_eagerly(self._hand_over(tp), partial(self._handed_over, tp), self._loop)
@@ -300,6 +400,18 @@ class Batches:
         self._queued.pop(tp, None)
         if not self._queued:
             self._idle.set()
+
+
+def unwritten(error: BaseException) -> bool:
+    """Whether a batch that failed with ``error`` was never written, and may be
+    handed over again without a duplicate: aiokafka fails an idempotent
+    producer's batch with a retriable error only before it sent it (waiting for
+    room, or for a leader); what it sent, it retries itself."""
+    if isinstance(error, MessageSizeTooLargeError):
+        return False
+    return isinstance(error, KafkaTimeoutError) or (
+        isinstance(error, KafkaError) and error.retriable
+    )
 
 
 def _settle(pending: _Pending, error: BaseException | None) -> None:
@@ -314,9 +426,9 @@ def _settle(pending: _Pending, error: BaseException | None) -> None:
 
 def _publisher_error(error: BaseException, size: int) -> BaseException:
     """What the publisher of a record of ``size`` bytes gets for ``error``."""
-    if isinstance(error, MessageSizeTooLargeError) and not isinstance(error, RecordTooLarge):
+    if isinstance(error, MessageSizeTooLargeError) and not isinstance(error, KafkaRecordTooLarge):
         # The broker's limit (the topic's max.message.bytes) is below the producer's.
         detail = f"the broker refused the record of {size} bytes as too large: {error}"
-        return RecordTooLarge(detail)
+        return KafkaRecordTooLarge(detail)
     # A copy each, so tracebacks do not pile up on one exception object.
     return copy.copy(error)

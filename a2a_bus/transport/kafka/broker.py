@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import TopicPartition
 
-from a2a_bus.protocol import Adaptor, Failure
+from a2a_bus.protocol import Adaptor
+from a2a_bus.transport.base import DeadLetter
+from a2a_bus.transport.kafka.answers import AnswerRoutes
 from a2a_bus.transport.kafka.config import KafkaSettings
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -50,6 +52,8 @@ class Broker(Protocol):
     settings: KafkaSettings
     adaptor: Adaptor
     metrics: KafkaMetrics
+    #: exactly_once: the outbox of each partition a member of this process owns.
+    answer_routes: AnswerRoutes
 
     @property
     def ready(self) -> bool: ...
@@ -74,11 +78,4 @@ class Broker(Protocol):
         self, group: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, tuple[int, str]]: ...
 
-    async def dead_letter(
-        self,
-        record: ConsumerRecord,
-        reason: str,
-        *,
-        failures: Sequence[Failure] = (),
-        event_id: str | None = None,
-    ) -> None: ...
+    async def dead_letter(self, letter: DeadLetter) -> None: ...

@@ -49,6 +49,18 @@ class Committer:
         self.wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
+    async def open(self) -> None:
+        """Get ready to commit (the transactional committer starts its producer)."""
+
+    async def close(self) -> None:
+        """Release what :meth:`open` took."""
+
+    def claim(self, partitions: Iterable[TopicPartition]) -> None:
+        """``partitions`` were assigned to this member."""
+
+    def release(self, partitions: Iterable[TopicPartition]) -> None:
+        """``partitions`` left this member (their last commit is done)."""
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"kafka-commit-{self._group}")
 
@@ -117,7 +129,7 @@ class Committer:
             if not offsets:
                 return True
             try:
-                await self._consumer.commit(offsets)
+                await self._write(offsets)
             except IllegalStateError as exc:
                 # A rebalance is under way (nothing assigned right now): the offsets stay
                 # dirty and are committed by the next round or by the revoke callback.
@@ -134,6 +146,10 @@ class Committer:
                     if final is not None:
                         tracker.lease = leases[tp]
             return True
+
+    async def _write(self, offsets: Mapping[TopicPartition, tuple[int, str]]) -> None:
+        """Write one commit: positions with their lease metadata."""
+        await self._consumer.commit(offsets)
 
     async def commit_starts(self, starts: Mapping[TopicPartition, tuple[int, int]]) -> bool:
         """Commit where reading starts, and the lease then, on partitions whose

@@ -10,8 +10,13 @@ from typing import Any
 
 from aiokafka.helpers import create_ssl_context
 
+from a2a_bus.runtime.env import choice
+
 ENV_PREFIX = "A2A_KAFKA_"
 CONTENT_MODES = ("structured", "binary")
+DELIVERY_MODES = ("at_least_once", "exactly_once")
+#: The delivery mode's own variable (also read as ``A2A_KAFKA_DELIVERY``).
+DELIVERY_ENV = "A2A_DELIVERY"
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,9 @@ class KafkaSettings:
     #: costs every idle fetch of that consumer, and the broker's creation, Python
     #: work; more let several processes hosting one agent share its requests.
     inbox_partitions: int = 1
+    #: ``min.insync.replicas`` of topics the transport creates (None: the broker's
+    #: default). With ``acks=all`` a write needs this many replicas in sync.
+    min_insync_replicas: int | None = None
     dlq_topic: str = "a2a.dlq"
     #: How published events are written: ``structured`` (the JSON event format
     #: as the value, one ``content-type`` header; cheaper to write and read) or
@@ -49,6 +57,22 @@ class KafkaSettings:
     drain_timeout: float = 10.0
     #: Seconds ``subscribe()`` waits for the first partition assignment.
     join_timeout: float = 30.0
+    #: How long a record may wait for the broker's acknowledgement (the broker
+    #: away, a leader moving), retried meanwhile, before its publisher gets
+    #: ``NotDelivered`` (-32001). A request's own deadline ends its wait sooner.
+    delivery_timeout_ms: int = 120_000
+    #: ``at_least_once`` (the default) or ``exactly_once``: consume-handle-produce
+    #: in Kafka transactions, every consumer ``read_committed`` (see "Exactly once"
+    #: in docs/kafka.md).
+    delivery: str = "at_least_once"
+    #: exactly_once: how long the broker keeps a transaction of a crashed process
+    #: open (read_committed readers of its partitions wait that long, plus the
+    #: broker's abort check, for a killed replica's transaction to be aborted).
+    transaction_timeout_ms: int = 10_000
+    #: exactly_once: this replica's stable name in its transactional ids
+    #: (``<replica>.<group>``); a replica restarted under the same name fences its
+    #: old self at once. None: ``<host>-<pid>``, unique but not stable.
+    transactional_id: str | None = None
     # Producer tuning.
     linger_ms: int = 0
     max_batch_size: int = 64 * 1024
@@ -89,6 +113,14 @@ class KafkaSettings:
             raise ValueError(
                 f"content_mode must be 'structured' or 'binary', not {self.content_mode!r}"
             )
+        if self.delivery not in DELIVERY_MODES:
+            raise ValueError(
+                f"delivery must be 'at_least_once' or 'exactly_once', not {self.delivery!r}"
+            )
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == "exactly_once"
 
     @classmethod
     def from_env(
@@ -97,12 +129,15 @@ class KafkaSettings:
         """Read settings from ``A2A_KAFKA_<FIELD>`` variables (upper case).
 
         ``KAFKA_BOOTSTRAP_SERVERS`` is accepted as a fallback for the bootstrap
-        servers. Explicit ``overrides`` win over the environment.
+        servers, ``A2A_DELIVERY`` for the delivery mode. Explicit ``overrides`` win
+        over the environment.
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         if "KAFKA_BOOTSTRAP_SERVERS" in env:
             values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
+        if env.get(DELIVERY_ENV, "").strip():
+            values["delivery"] = choice(env, DELIVERY_ENV, DELIVERY_MODES, "at_least_once")
         for f in fields(cls):
             raw = env.get(prefix + f.name.upper())
             if raw is None or f.name in ("ssl_context", "sasl_oauth_token_provider"):
@@ -149,6 +184,8 @@ class KafkaSettings:
 
 def _convert(name: str, annotation: Any, raw: str) -> Any:
     kind = str(annotation)
+    if "None" in kind and raw == "":
+        return None
     try:
         if kind.startswith("int"):
             return int(raw)
@@ -158,8 +195,6 @@ def _convert(name: str, annotation: Any, raw: str) -> Any:
             return _parse_bool(raw)
     except ValueError as exc:
         raise ValueError(f"{ENV_PREFIX}{name.upper()}: {exc}") from None
-    if "None" in kind and raw == "":
-        return None
     return raw
 
 

@@ -27,8 +27,8 @@ from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
 from a2a_bus.transport.kafka.ownership import Ownership
-from a2a_bus.transport.kafka.records import decode_record
 from a2a_bus.transport.kafka.target import Routing, Target
+from a2a_bus.transport.records import decode_record
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.kafka.commits import PartitionTracker
-from a2a_bus.transport.kafka.records import DecodedRecord
+from a2a_bus.transport.records import DecodedRecord
 
 log = logging.getLogger(__name__)
 

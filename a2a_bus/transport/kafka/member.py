@@ -31,6 +31,7 @@ from a2a_bus.transport.kafka.dispatch import RETRY_DELAY, Dispatch
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns, Which
 from a2a_bus.transport.kafka.ownership import Handover, Ownership
 from a2a_bus.transport.kafka.target import Routing, Target
+from a2a_bus.transport.kafka.transactions import TransactionalCommitter
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class GroupMember:
             session_timeout_ms=settings.session_timeout_ms,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             metadata_max_age_ms=settings.metadata_max_age_ms,
+            # exactly_once: records of transactions aborted or still open stay unseen.
+            isolation_level="read_committed" if settings.exactly_once else "read_uncommitted",
             **settings.client_kwargs(),
         )
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
@@ -96,14 +99,25 @@ class GroupMember:
         self._relearning: asyncio.Task[None] | None = None
         #: Offsets of records dropped from the key queues, never handed out.
         self._never_handled: dict[TopicPartition, set[int]] = {}
-        self._commits = (Committer if durable else Uncommitted)(
-            self._consumer,
-            group,
-            self._trackers,
-            interval_ms=settings.commit_interval_ms,
-            lease_size=settings.redelivery_lease,
-            metrics=transport.metrics,
-        )
+        self._commits: Committer
+        if durable and settings.exactly_once:
+            self._commits = TransactionalCommitter(
+                self._consumer,
+                group,
+                self._trackers,
+                settings=settings,
+                routes=transport.answer_routes,
+                metrics=transport.metrics,
+            )
+        else:
+            self._commits = (Committer if durable else Uncommitted)(
+                self._consumer,
+                group,
+                self._trackers,
+                interval_ms=settings.commit_interval_ms,
+                lease_size=settings.redelivery_lease,
+                metrics=transport.metrics,
+            )
         self._ownership = Ownership(
             transport,
             self._consumer,
@@ -131,7 +145,12 @@ class GroupMember:
     async def start(self) -> None:
         """Join the group and return once the first assignment is in place (every
         assigned partition sought to its start), or after ``join_timeout``."""
-        await self._consumer.start()
+        await self._commits.open()
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self._commits.close()
+            raise
         listener = _Listener(self)
         if isinstance(self._topics, TopicPattern):
             regex = re.compile(self._topics.regex)
@@ -199,6 +218,8 @@ class GroupMember:
         await self._commits.stop()
         final = self._final_leases(self._trackers)
         await self._commits.commit(list(self._trackers), final=final)
+        self._commits.release(list(self._trackers))
+        await self._commits.close()
         await self._consumer.stop()
 
     async def withdraw(self, target: Target) -> None:
@@ -229,16 +250,20 @@ class GroupMember:
         # Queued records were not handed to a handler: the next owner handles them.
         self.drop_queued(of_revoked)
         await self._commits.commit(revoked, final=self._final_leases(revoked))
+        self._commits.release(revoked)
+        positions = {}
         for tp in revoked:
-            self._trackers.pop(tp, None)
+            tracker = self._trackers.pop(tp, None)
+            positions[tp] = tracker.position if tracker is not None else None
             self._never_handled.pop(tp, None)
-        self._ownership.forget(revoked)
+        self._ownership.forget(revoked, positions)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         if assigned:
             # Nothing is fetched before the start is known; records fetched
             # before this pause are dropped by the dispatch loop.
             self._dispatch.assigned(assigned)
+            self._commits.claim(assigned)
             # Within a third of the session timeout in this callback: partitions
             # created a moment ago answer only once their leader loaded them
             # (tens of seconds for thousands).

@@ -15,6 +15,10 @@ at a time, which took seconds for thousands of partitions):
   partition by another group that consumed it before (the inbox groups of
   other compositions, :mod:`a2a_bus.transport.kafka.groups`), whose lease bounds
   the redeliveries as the group's own would;
+* else, for a partition this member owned before (a group that keeps no
+  commits, ``durable=False``, rejoining after it was expelled: a broker restart,
+  a pause past the session timeout), where it got to then, so records written
+  while it was away are not skipped;
 * else the oldest retained record or the end, as ``from_beginning`` says (a
   topic the transport created itself is read from offset 0 without asking the
   broker: its new partitions answer only once their logs exist).
@@ -74,6 +78,8 @@ class Ownership:
         #: Topics matching a pattern subscription when it started (read from their
         #: end unless ``from_beginning``; topics created later from their beginning).
         self.existing_topics: set[str] = set()
+        #: Where this member got to in partitions it owned before (see :meth:`forget`).
+        self.resume_at: dict[TopicPartition, int] = {}
 
     async def learn(self, assigned: Collection[TopicPartition]) -> bool:
         """Read the leases and offsets that bound possible redeliveries, seek every
@@ -105,7 +111,9 @@ class Ownership:
             elif own >= 0:
                 start, lease = own, decode_lease(metadata) or 0
             else:
-                start = beginnings.get(tp, 0) if self._from_start(tp) else end
+                start = self.resume_at.get(tp, -1)
+                if start < 0:
+                    start = beginnings.get(tp, 0) if self._from_start(tp) else end
                 lease = start
                 starts[tp] = (start, lease)
             leases[tp] = lease
@@ -145,9 +153,19 @@ class Ownership:
         # Topics created after a pattern subscription started are read whole.
         return self._is_pattern and tp.topic not in self.existing_topics
 
-    def forget(self, revoked: Collection[TopicPartition]) -> None:
-        """Drop what was known of partitions this member no longer owns."""
+    def forget(
+        self, revoked: Collection[TopicPartition], positions: Mapping[TopicPartition, int | None]
+    ) -> None:
+        """Drop what was known of partitions this member no longer owns, but for
+        where it got to (``positions``: the first record it did not finish, None
+        if it handed out none), where it starts them again if it gets them back
+        and the group has no commit."""
         for tp in revoked:
+            position = positions.get(tp)
+            if position is None:
+                position = self.committed_at_assignment.get(tp)
+            if position is not None:
+                self.resume_at[tp] = position
             self.redelivery_bound.pop(tp, None)
             self.previous_lease.pop(tp, None)
             self.committed_at_assignment.pop(tp, None)

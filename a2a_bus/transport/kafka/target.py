@@ -15,16 +15,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from a2a_bus.transport.base import Delivery, Handler, UndecodableHandler, report_undecodable
+from a2a_bus.protocol import Failure
+from a2a_bus.transport.base import (
+    DeadLetter,
+    Delivery,
+    Handler,
+    UndecodableHandler,
+    report_undecodable,
+)
+from a2a_bus.transport.dead_letters import DLQ_EVENT_ID
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.keys import Handling
-from a2a_bus.transport.kafka.records import failure_reason
+from a2a_bus.transport.records import failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +133,7 @@ class Target:
             if decoded.failures:
                 if self._dead_letter:
                     reason = failure_reason(decoded.failures)
-                    await transport.dead_letter(record, reason, failures=decoded.failures)
+                    await transport.dead_letter(_letter(record, reason, decoded.failures))
                 if self._on_undecodable is not None:
                     await report_undecodable(
                         self._on_undecodable,
@@ -162,7 +170,8 @@ class Target:
                     metrics.handler_errors += 1
                     log.exception("%s: handler failed on %s", self.name, event.get_id())
                     reason = f"handler-error: {type(exc).__name__}: {exc}"
-                    await transport.dead_letter(record, reason, event_id=event.get_id())
+                    event_id = [(DLQ_EVENT_ID, event.get_id().encode())]
+                    await transport.dead_letter(_letter(record, reason, extra=event_id))
                 else:
                     metrics.delivered += 1
                     if redelivered:
@@ -198,3 +207,23 @@ class OneTarget:
 
     def targets(self) -> Iterable[Target]:
         return (self._target,)
+
+
+def _letter(
+    record: ConsumerRecord,
+    reason: str,
+    failures: Sequence[Failure] = (),
+    extra: Sequence[tuple[str, bytes]] = (),
+) -> DeadLetter:
+    """``record`` set aside as it was read."""
+    return DeadLetter(
+        record.topic,
+        record.partition,
+        record.offset,
+        record.value,
+        record.key,
+        record.headers,
+        reason,
+        failures,
+        extra,
+    )

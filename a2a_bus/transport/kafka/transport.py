@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.errors import (
@@ -35,10 +35,12 @@ from aiokafka.errors import (
 )
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, Failure, record_key, to_kafka
+from a2a_bus.protocol import Adaptor, record_key, to_kafka
 from a2a_bus.protocol.formats import dump_structured
 from a2a_bus.protocol.kafka_codec import STRUCTURED_HEADER, Mode
 from a2a_bus.transport.base import (
+    Consumed,
+    DeadLetter,
     Handler,
     ReadBatch,
     Subscription,
@@ -47,16 +49,18 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     checked_topics,
 )
+from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
+from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes, Outbox
 from a2a_bus.transport.kafka.batches import (
     MAX_REQUEST_SIZE,
     Batches,
+    check_size,
     pick_partition,
 )
 from a2a_bus.transport.kafka.broker import KafkaMetrics, check_topic_name
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.inboxes import KafkaInboxes
 from a2a_bus.transport.kafka.reader import read_topic
-from a2a_bus.transport.kafka.records import dead_letter_headers
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.kafka.watch import BrokerWatch
 from a2a_bus.transport.positions import Position
@@ -64,7 +68,6 @@ from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
 
-_DLQ_EVENT_ID = "a2a-dlq-event-id"
 #: The headers of every record published in structured mode: one list for all
 #: (aiokafka's record builder takes a list and only reads it).
 _STRUCTURED = [STRUCTURED_HEADER]
@@ -111,6 +114,8 @@ class KafkaTransport(Transport):
         self._inboxes: list[KafkaInboxes] = []
         self._ready = False
         self._watch: BrokerWatch | None = None
+        self._exactly_once = self.settings.exactly_once
+        self.answer_routes = AnswerRoutes()
 
     @classmethod
     def from_env(cls, **options: Any) -> KafkaTransport:
@@ -153,7 +158,11 @@ class KafkaTransport(Transport):
             return
         self._admin = AIOKafkaAdminClient(**self.settings.client_kwargs())
         try:
-            self._batches = Batches(await self._started_producer(), self._started_producer)
+            self._batches = Batches(
+                await self._started_producer(),
+                self._started_producer,
+                self.settings.delivery_timeout_ms / 1000,
+            )
             await self._admin.start()
             await self.ensure_topics([self.settings.dlq_topic])
         except BaseException:
@@ -272,7 +281,10 @@ class KafkaTransport(Transport):
         each that failed."""
         admin = self._require(self._admin)
         s = self.settings
-        compact = {"cleanup.policy": "compact"}
+        configs = {}
+        if s.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(s.min_insync_replicas)
+        compact = {**configs, "cleanup.policy": "compact"}
         self.metrics.create_requests += 1
         response = await admin.create_topics(
             [
@@ -280,7 +292,7 @@ class KafkaTransport(Transport):
                     t,
                     partitions,
                     s.replication_factor,
-                    topic_configs=compact if t in self._compacted else None,
+                    topic_configs=compact if t in self._compacted else configs or None,
                 )
                 for t, partitions in topics
             ]
@@ -349,13 +361,28 @@ class KafkaTransport(Transport):
 
     # -- producing ------------------------------------------------------------------
 
-    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+    def publish(
+        self,
+        topic: str,
+        event: CloudEvent,
+        *,
+        key: bytes | None = None,
+        answering: Consumed | None = None,
+    ) -> Awaitable[None]:
+        """The record's acknowledgement: a future once the topic is known (see
+        :meth:`_send`); retried while the broker is away, up to the settings'
+        ``delivery_timeout_ms`` (then ``NotDelivered``). In exactly_once mode an
+        answer (``answering``) joins the transaction of the record it answers."""
         if self._content_mode == "structured":  # the default: one constant header
             value = dump_structured(event)
-            await self._send(topic, value, record_key(event) if key is None else key, _STRUCTURED)
-            return
+            key = record_key(event) if key is None else key
+            if answering is not None and self._exactly_once:
+                return self._answer(answering, topic, value, key, list(_STRUCTURED))
+            return self._send(topic, value, key, _STRUCTURED)
         record = to_kafka(event, self._content_mode, key)
-        await self._send(topic, record.value, record.key, record.headers)
+        if answering is not None and self._exactly_once:
+            return self._answer(answering, topic, record.value, record.key, record.headers)
+        return self._send(topic, record.value, record.key, record.headers)
 
     async def publish_raw(
         self,
@@ -364,7 +391,11 @@ class KafkaTransport(Transport):
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
+        answering: Consumed | None = None,
     ) -> None:
+        if answering is not None and self._exactly_once:
+            await self._answer(answering, topic, value, key, list(headers))
+            return
         await self._send(topic, value, key, list(headers))
         if topic == self.settings.dlq_topic:  # the bus's own dead letters come this way too
             self.metrics.dead_lettered += 1
@@ -405,47 +436,55 @@ class KafkaTransport(Transport):
                 raise UnknownTopicOrPartitionError(topic)
         await self._send(topic, value, key, headers)  # both known now
 
-    async def dead_letter(
+    async def _answer(
         self,
-        record: ConsumerRecord,
-        reason: str,
-        *,
-        failures: Sequence[Failure] = (),
-        event_id: str | None = None,
+        consumed: Consumed,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]],
     ) -> None:
-        """Write ``record`` to the dead-letter topic with why and where it came from.
-
-        Retried ``max_retries`` times; a dead letter that cannot be written is
-        logged with its position, and the record is still acknowledged so one
-        bad record cannot stall its partition.
-        """
-        if record.topic == self.settings.dlq_topic:
-            # Never feed the dead-letter topic back into itself.
-            log.error(
-                "dropped a dead letter read from the DLQ %s/%d/%d: %s",
-                record.topic,
-                record.partition,
-                record.offset,
-                reason,
-            )
+        """Hand an answer to the outbox of the member that owns ``consumed``'s
+        partition: its next transaction writes it with the record's commit."""
+        tp = TopicPartition(consumed.topic, consumed.partition)
+        if self.answer_routes.route(tp) is False:  # not from a transactional member
+            await self._send(topic, value, key, headers)
             return
-        headers = dead_letter_headers(
-            record.headers, reason, record.topic, record.partition, record.offset, failures
-        )
-        if event_id is not None:
-            headers.append((_DLQ_EVENT_ID, event_id.encode()))
+        check_size(key, value, headers)
+        if topic not in self._known_topics:
+            await asyncio.ensure_future(self.ensure_topics([topic]))  # see _send_unknown
+        outbox = self.answer_routes.route(tp)  # again: the await may have seen a rebalance
+        if isinstance(outbox, Outbox):
+            outbox.add(tp, Answer(consumed.offset, topic, value, key, headers))
+        else:
+            # Handed over while its handler ran: the record was not committed here,
+            # so the partition's next owner handles it again and answers it.
+            log.info(
+                "answer to %s/%d/%d left to the partition's next owner",
+                consumed.topic,
+                consumed.partition,
+                consumed.offset,
+            )
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Write ``letter`` to the dead-letter topic (retried ``max_retries`` times);
+        one that cannot be written is logged with its position, and the record is
+        still acknowledged so one bad record cannot stall its partition."""
+        if read_from(letter, self.settings.dlq_topic):
+            return
+        headers = dead_letter_headers(letter)
         delay = 0.1
         for attempt in range(1, self.settings.max_retries + 1):
             try:
                 await self.publish_raw(
-                    self.settings.dlq_topic, record.value or b"", key=record.key, headers=headers
+                    self.settings.dlq_topic, letter.value or b"", key=letter.key, headers=headers
                 )
                 log.warning(
                     "dead letter %s/%d/%d: %s",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    reason,
+                    letter.topic,
+                    letter.partition,
+                    letter.offset,
+                    letter.reason,
                 )
                 return
             except KafkaError as exc:
@@ -456,10 +495,10 @@ class KafkaTransport(Transport):
                 delay = min(delay * 2, 5.0)
         log.error(
             "LOST dead letter %s/%d/%d (%s): it cannot be written to the DLQ topic %r",
-            record.topic,
-            record.partition,
-            record.offset,
-            reason,
+            letter.topic,
+            letter.partition,
+            letter.offset,
+            letter.reason,
             self.settings.dlq_topic,
         )
 

@@ -28,8 +28,10 @@ from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, to_kafka
+from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import (
+    Consumed,
+    DeadLetter,
     Delivery,
     Handler,
     ReadBatch,
@@ -40,9 +42,9 @@ from a2a_bus.transport.base import (
     checked_topics,
     report_undecodable,
 )
+from a2a_bus.transport.dead_letters import dead_letter_headers, delivered_letter, read_from
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
-from a2a_bus.transport.kafka.records import dead_letter_headers, decode_record, failure_reason
 from a2a_bus.transport.memory.log import (
     TP,
     Partition,
@@ -53,6 +55,7 @@ from a2a_bus.transport.memory.log import (
 )
 from a2a_bus.transport.positions import Position
 from a2a_bus.transport.reading import check_request
+from a2a_bus.transport.records import decode_record, failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +292,20 @@ class MemorySubscription(Subscription):
             delivery.event.get_id(),
             exc_info=exc,
         )
-        self._transport._dead_letter(delivery, value, f"handler-error: {type(exc).__name__}: {exc}")
+        reason = f"handler-error: {type(exc).__name__}: {exc}"
+        if value is None:  # stored as an event: set aside as a structured CloudEvent
+            letter = delivered_letter(delivery, reason)
+        else:
+            letter = DeadLetter(
+                delivery.topic,
+                delivery.partition,
+                delivery.offset,
+                value,
+                delivery.key,
+                delivery.headers,
+                reason,
+            )
+        self._transport.write_dead_letter(letter)
 
     async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
         """Handle one event decoded from a record (several may come from one); as
@@ -356,7 +372,14 @@ class MemoryTransport(Transport):
 
     # -- writing ------------------------------------------------------------
 
-    async def publish(self, topic: str, event: CloudEvent, *, key: bytes | None = None) -> None:
+    async def publish(
+        self,
+        topic: str,
+        event: CloudEvent,
+        *,
+        key: bytes | None = None,
+        answering: Consumed | None = None,
+    ) -> None:
         self._append(topic, Record(-1, key, event))
 
     async def publish_raw(
@@ -366,6 +389,7 @@ class MemoryTransport(Transport):
         *,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes]] = (),
+        answering: Consumed | None = None,
     ) -> None:
         self._append_raw(topic, value, key, headers)
 
@@ -507,29 +531,30 @@ class MemoryTransport(Transport):
             self.adaptor, topic, partition, record.offset, record.value, record.headers, record.key
         )
         if decoded.failures:
-            reason = failure_reason(decoded.failures)
-            if topic == self.dlq_topic:
-                log.error(
-                    "dropped an undecodable dead letter %s/%d/%d: %s",
-                    topic,
-                    partition,
-                    record.offset,
-                    reason,
-                )
-            else:
-                if member.dead_letter:
-                    self._write_dead_letter(topic, partition, record, reason, decoded.failures)
-                if member.on_undecodable is not None:
-                    await report_undecodable(
-                        member.on_undecodable,
+            if member.dead_letter:
+                self.write_dead_letter(
+                    DeadLetter(
                         topic,
                         partition,
                         record.offset,
+                        record.value,
                         record.key,
                         record.headers,
+                        failure_reason(decoded.failures),
                         decoded.failures,
-                        record.value,
                     )
+                )
+            if member.on_undecodable is not None:
+                await report_undecodable(
+                    member.on_undecodable,
+                    topic,
+                    partition,
+                    record.offset,
+                    record.key,
+                    record.headers,
+                    decoded.failures,
+                    record.value,
+                )
         for item in decoded.events:
             delivery = Delivery(
                 item.event,
@@ -542,28 +567,18 @@ class MemoryTransport(Transport):
             )
             await member._handle(delivery, item.dedup_key, record.value)
 
-    def _dead_letter(self, delivery: Delivery, value: bytes | None, reason: str) -> None:
-        record = Record(delivery.offset, delivery.key, delivery.event, value, delivery.headers)
-        if delivery.topic == self.dlq_topic:
-            log.error("dropped a failed dead letter %s: %s", delivery.event.get_id(), reason)
-            return
-        self._write_dead_letter(delivery.topic, delivery.partition, record, reason, ())
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        self.write_dead_letter(letter)
 
-    def _write_dead_letter(
-        self, topic: str, partition: int, record: Record, reason: str, failures: Sequence[Any]
-    ) -> None:
-        headers = dead_letter_headers(
-            record.headers, reason, topic, partition, record.offset, failures
+    def write_dead_letter(self, letter: DeadLetter) -> None:
+        """:meth:`dead_letter`, from code that cannot await (appending never waits)."""
+        if read_from(letter, self.dlq_topic):
+            return
+        headers = dead_letter_headers(letter)
+        self._append_raw(self.dlq_topic, letter.value or b"", letter.key, headers)
+        log.warning(
+            "dead letter %s/%d/%d: %s", letter.topic, letter.partition, letter.offset, letter.reason
         )
-        if record.value is None and record.event is not None:
-            # Stored as an event: dead-letter it as a structured CloudEvent.
-            encoded = to_kafka(record.event, "structured")
-            self._append_raw(
-                self.dlq_topic, encoded.value, record.key, [*encoded.headers, *headers]
-            )
-        else:
-            self._append_raw(self.dlq_topic, record.value or b"", record.key, headers)
-        log.warning("dead letter %s/%d/%d: %s", topic, partition, record.offset, reason)
 
     # -- reading retained records (no group) -----------------------------------
 

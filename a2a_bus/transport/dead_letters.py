@@ -1,0 +1,84 @@
+"""The dead-letter record: one header codec for both transports and every writer.
+
+A dead letter keeps the original record's value, key and headers, and adds
+headers that say why it was set aside and where it was read. The transports,
+the agent hosts, the Kafka ingress and the registry reader all describe what
+they set aside as a :class:`~a2a_bus.transport.base.DeadLetter` and hand it to
+``Transport.dead_letter``; the headers are made here only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import orjson
+
+from a2a_bus.protocol import to_kafka
+from a2a_bus.transport.base import DeadLetter, Delivery
+
+#: Headers of a dead-letter record (the original headers are kept beside them).
+DLQ_REASON = "a2a-dlq-reason"
+DLQ_SOURCE_TOPIC = "a2a-dlq-source-topic"
+DLQ_SOURCE_PARTITION = "a2a-dlq-source-partition"
+DLQ_SOURCE_OFFSET = "a2a-dlq-source-offset"
+DLQ_ERROR = "a2a-dlq-error"
+DLQ_EVENT_ID = "a2a-dlq-event-id"
+
+Headers = list[tuple[str, bytes]]
+
+log = logging.getLogger(__name__)
+
+
+def read_from(letter: DeadLetter, dlq_topic: str) -> bool:
+    """Whether ``letter`` was read from the dead-letter topic itself: it is logged
+    and never written back (a dead letter must not feed its own topic)."""
+    if letter.topic != dlq_topic:
+        return False
+    log.error(
+        "dropped a dead letter read from the DLQ %s/%d/%d: %s",
+        letter.topic,
+        letter.partition,
+        letter.offset,
+        letter.reason,
+    )
+    return True
+
+
+def dead_letter_headers(letter: DeadLetter) -> Headers:
+    """The headers of ``letter``'s record: the original ones, then why and where
+    from, then the writer's own (``letter.extra``)."""
+    headers = [(n, v) for n, v in letter.headers if not n.startswith("a2a-dlq-")]
+    headers += [
+        (DLQ_REASON, letter.reason.encode()),
+        (DLQ_SOURCE_TOPIC, letter.topic.encode()),
+        (DLQ_SOURCE_PARTITION, str(letter.partition).encode()),
+        (DLQ_SOURCE_OFFSET, str(letter.offset).encode()),
+    ]
+    if letter.failures:
+        headers.append((DLQ_ERROR, orjson.dumps([f.response() for f in letter.failures])))
+    headers.extend(letter.extra)
+    return headers
+
+
+def delivered_letter(
+    delivery: Delivery, reason: str, extra: Sequence[tuple[str, bytes]] = ()
+) -> DeadLetter:
+    """A delivered event set aside after decoding (a handler failed, a refusal):
+    written as a structured CloudEvent, with the delivery's non-CloudEvent headers."""
+    record = to_kafka(delivery.event, "structured")
+    original = [
+        (name, value)
+        for name, value in delivery.headers
+        if not name.lower().startswith("ce_") and name.lower() != "content-type"
+    ]
+    return DeadLetter(
+        topic=delivery.topic,
+        partition=delivery.partition,
+        offset=delivery.offset,
+        value=record.value,
+        key=delivery.key,
+        headers=original,
+        reason=reason,
+        extra=(*record.headers, *extra),
+    )

@@ -1,0 +1,81 @@
+"""Answers waiting for the transaction that commits the records they answer.
+
+exactly_once mode (:mod:`a2a_bus.transport.kafka.transactions`): each durable
+member keeps an :class:`Outbox`; :class:`AnswerRoutes` tells the transport which
+outbox of this process takes the answer to a consumed record (the one of the
+member that owns the record's partition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from aiokafka import TopicPartition
+
+
+class Answer(NamedTuple):
+    """A record to produce once the consumed record at ``offset`` is committed."""
+
+    offset: int
+    topic: str
+    value: bytes | None
+    key: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+class Outbox:
+    """Answers of one member waiting for their records' commit, per partition."""
+
+    def __init__(self) -> None:
+        self._answers: dict[TopicPartition, list[Answer]] = {}
+
+    def add(self, tp: TopicPartition, answer: Answer) -> None:
+        self._answers.setdefault(tp, []).append(answer)
+
+    def take(self, positions: Mapping[TopicPartition, int]) -> list[Answer]:
+        """Remove and return the answers to records below each partition's position."""
+        taken: list[Answer] = []
+        for tp, position in positions.items():
+            waiting = self._answers.get(tp)
+            if not waiting:
+                continue
+            kept = [a for a in waiting if a.offset >= position]
+            taken.extend(a for a in waiting if a.offset < position)
+            if kept:
+                self._answers[tp] = kept
+            else:
+                del self._answers[tp]
+        return taken
+
+    def give_back(self, tp: TopicPartition, answers: Iterable[Answer]) -> None:
+        """Put back answers of a transaction that failed, for the next one."""
+        self._answers[tp] = [*answers, *self._answers.get(tp, [])]
+
+    def drop(self, partitions: Iterable[TopicPartition]) -> int:
+        """Forget the answers of partitions handed over (their records were not
+        committed here: the next owner answers them); how many were dropped."""
+        return sum(len(self._answers.pop(tp, ())) for tp in partitions)
+
+
+class AnswerRoutes:
+    """Which outbox of this process takes the answer to a record of a partition."""
+
+    def __init__(self) -> None:
+        #: None: a transactional member owned the partition and handed it over.
+        self._outboxes: dict[TopicPartition, Outbox | None] = {}
+
+    def claim(self, partitions: Iterable[TopicPartition], outbox: Outbox) -> None:
+        for tp in partitions:
+            self._outboxes[tp] = outbox
+
+    def release(self, partitions: Iterable[TopicPartition], outbox: Outbox) -> None:
+        for tp in partitions:
+            if self._outboxes.get(tp) is outbox:
+                self._outboxes[tp] = None
+
+    def route(self, tp: TopicPartition) -> Outbox | bool | None:
+        """The outbox of ``tp``'s owner; None if it was handed over (its records
+        not committed here are the next owner's to answer); False if no
+        transactional member of this process ever owned it."""
+        return self._outboxes.get(tp, False)

@@ -1,0 +1,324 @@
+"""Discovery on both transports: a bus starts only once it has read the agent
+registry, and messages to agents discovery does not know are refused at once.
+
+The Kafka variants run on the real broker; "another process" is a second bus on
+the same broker (or, in memory, on the same transport), which shares nothing with
+the first but the topics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from a2a_bus import Agent, Bus, JsonRpcError, method
+from a2a_bus.discovery.directory import Directory, card_event
+from a2a_bus.gateway.ingress import Ingress
+from a2a_bus.protocol import Adaptor, new_event
+from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.dead_letters import DLQ_REASON
+from tests.agents import Calc
+
+pytestmark = pytest.mark.timeout(180)
+
+WAIT = 30.0  # upper bound on any single await; never a performance assertion
+AGENT_NOT_FOUND = -32002
+
+
+class Later(Agent):
+    """An agent that is sent to before it ever ran (the opt-out)."""
+
+    agent_id = "later"
+    notes: list[str] = []
+    noted = threading.Event()
+
+    @method
+    def note(self, text: str) -> None:
+        Later.notes.append(text)
+        Later.noted.set()
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+async def make_bus(request: pytest.FixtureRequest) -> AsyncIterator[Callable[..., Awaitable[Bus]]]:
+    """A factory of started buses sharing one prefix (and, in memory, one transport)."""
+    kind = request.param
+    bootstrap = request.getfixturevalue("kafka_bootstrap") if kind == "kafka" else None
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    buses: list[Bus] = []
+
+    async def make(*agents: type[Agent], **options: Any) -> Bus:
+        options.setdefault("prefix", prefix)
+        options.setdefault("heartbeat", 60.0)
+        options.setdefault("request_timeout", WAIT)
+        if kind == "memory":
+            bus = Bus(buses[0].transport, **options) if buses else Bus.memory(**options)
+        else:
+            bus = Bus.kafka(bootstrap, bus_options=options, metadata_max_age_ms=1000)
+        for agent in agents:
+            bus.spawn(agent)
+        await asyncio.wait_for(bus.astart(), WAIT)
+        buses.append(bus)
+        return bus
+
+    yield make
+    for bus in reversed(buses):
+        await asyncio.wait_for(bus.astop(), WAIT)
+
+
+def is_kafka(bus: Bus) -> bool:
+    return type(bus.transport).__name__ == "KafkaTransport"
+
+
+async def dead_letters(bus: Bus, count: int) -> list[Delivery]:
+    """The first ``count`` records of the bus's dead-letter topic."""
+    letters: list[Delivery] = []
+    arrived = asyncio.Event()
+
+    async def on_letter(delivery: Delivery) -> None:
+        letters.append(delivery)
+        arrived.set()
+
+    group = f"{bus.topics.dlq}.reader.{uuid.uuid4().hex[:6]}"
+    subscription = await bus.transport.subscribe(
+        [bus.topics.dlq], group, on_letter, from_beginning=True
+    )
+    try:
+        async with asyncio.timeout(WAIT):
+            while len(letters) < count:
+                arrived.clear()
+                await arrived.wait()
+    finally:
+        await subscription.stop()
+    return letters
+
+
+def reason(delivery: Delivery) -> str:
+    return dict(delivery.headers)[DLQ_REASON].decode()
+
+
+# -- item 1: the registry is read before the bus starts --------------------------------
+
+
+async def test_a_fresh_bus_routes_its_first_request_by_method(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    await make_bus(Calc)  # the agent runs on another bus
+    fresh = await make_bus()
+    client = fresh.async_client()
+    # No waiting, no retry: the first request already finds the method's owner.
+    assert await client.request(None, "subtract", [42, 23]) == 19
+    assert [m["agent"] for m in fresh.directory.methods()].count("calc") == len(
+        Calc.card()["methods"]
+    )
+
+
+async def test_a_record_that_is_no_card_at_the_registry_end_counts_as_read(
+    make_bus: Callable[..., Awaitable[Bus]], caplog: pytest.LogCaptureFixture
+) -> None:
+    first = await make_bus(Calc)
+    await first.transport.publish_raw(first.topics.registry, b"{not a card", key=b"junk")
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
+        fresh = await make_bus(registry_timeout=WAIT)
+    assert "agent registry" not in caplog.text
+    assert await fresh.async_client().request(None, "subtract", [5, 3]) == 2
+
+
+@pytest.mark.kafka
+async def test_a_registry_not_read_in_time_starts_the_bus_with_a_warning(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    options = {"prefix": prefix, "registry_timeout": 0.0}
+    bus = Bus.kafka(kafka_bootstrap, bus_options=options, metadata_max_age_ms=1000)
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
+        await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        assert bus.running
+        assert f"agent registry '{prefix}.registry'" in caplog.text
+        assert "starting anyway" in caplog.text
+    finally:
+        await asyncio.wait_for(bus.astop(), WAIT)
+
+
+# -- item 2: unknown agents ------------------------------------------------------------
+
+
+async def test_a_request_to_an_unknown_agent_is_answered_at_once(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Calc)
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as caught:
+        await client.request("nobody", "echo", {})
+    assert (caught.value.code, caught.value.message, caught.value.data) == (
+        AGENT_NOT_FOUND,
+        "Agent not found",
+        "nobody",
+    )
+    # The raw JSON-RPC path answers the same error object with the caller's id.
+    message = {"jsonrpc": "2.0", "id": 7, "method": "echo", "params": {"_agentId": "nobody"}}
+    response = await client.call(message)
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": AGENT_NOT_FOUND, "message": "Agent not found", "data": "nobody"},
+    }
+    with pytest.raises(JsonRpcError) as streamed:
+        async for _ in client.stream("nobody", "count", {"n": 2}):
+            pass
+    assert (streamed.value.code, streamed.value.data) == (AGENT_NOT_FOUND, "nobody")
+    assert await client.request("calc", "subtract", [2, 1]) == 1  # known: still served
+
+
+async def test_notifications_and_events_to_an_unknown_agent_are_refused(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Calc)
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as notified:
+        await client.notify("nobody", "echo", {"value": 1})
+    assert (notified.value.code, notified.value.data) == (AGENT_NOT_FOUND, "nobody")
+    event = new_event({"type": "x.ping", "source": "test", "targetagent": "ghost"}, {"n": 1})
+    with pytest.raises(JsonRpcError) as published:
+        await client.publish_event(event)
+    assert (published.value.code, published.value.data) == (AGENT_NOT_FOUND, "ghost")
+    with pytest.raises(JsonRpcError) as chunked:
+        await client.stream_to("nobody", "collect", [1, 2])
+    assert chunked.value.code == AGENT_NOT_FOUND
+    # A subject nobody subscribes to is still fine: the topic retains the event.
+    assert await client.publish("orders.created", {"n": 1})
+    if is_kafka(bus):  # nothing was written for the unknown names: no topics made
+        topics = set(await bus.transport.list_topics())  # type: ignore[attr-defined]
+        assert {bus.topics.agent("nobody"), bus.topics.agent("ghost")}.isdisjoint(topics)
+        assert bus.topics.subject("orders.created") in topics
+
+
+async def test_an_agent_of_another_bus_is_known(make_bus: Callable[..., Awaitable[Bus]]) -> None:
+    await make_bus(Calc)
+    fresh = await make_bus()
+    assert await fresh.async_client().request("calc", "subtract", [10, 4]) == 6
+
+
+async def test_the_opt_out_lets_messages_wait_for_an_agent_that_never_ran(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    Later.notes.clear()
+    Later.noted.clear()
+    bus = await make_bus(require_known_agents=False)
+    await bus.async_client().notify("later", "note", {"text": "sent before it ran"})
+    await bus.aspawn(Later)
+    assert await asyncio.to_thread(Later.noted.wait, WAIT)
+    assert Later.notes == ["sent before it ran"]
+
+
+async def test_the_ingress_answers_and_dead_letters_messages_to_unknown_agents(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Calc)
+    answers: list[dict[str, Any]] = []
+    answered = asyncio.Event()
+
+    async def on_answer(delivery: Delivery) -> None:
+        answers.append(delivery.event.get_data())
+        answered.set()
+
+    topics = bus.topics
+    await bus.transport.subscribe(
+        [topics.ingress_reply], f"{topics.ingress_reply}.test", on_answer, from_beginning=True
+    )
+    async with Ingress(bus.service):
+        notification = {"jsonrpc": "2.0", "method": "echo", "params": {"_agentId": "nobody"}}
+        request = {**notification, "id": "r1", "params": {"_agentId": "ghost"}}
+        await bus.transport.publish_raw(topics.ingress, orjson.dumps(notification))
+        await bus.transport.publish_raw(topics.ingress, orjson.dumps(request))
+        letters = await dead_letters(bus, 2)
+        async with asyncio.timeout(WAIT):
+            while not answers:
+                answered.clear()
+                await answered.wait()
+    reasons = sorted(reason(letter) for letter in letters)
+    assert reasons == [
+        "unroutable: Agent not found: ghost",
+        "unroutable: Agent not found: nobody",
+    ]
+    assert answers == [
+        {
+            "jsonrpc": "2.0",
+            "id": "r1",
+            "error": {"code": AGENT_NOT_FOUND, "message": "Agent not found", "data": "ghost"},
+        }
+    ]
+
+
+def test_the_opt_out_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "0")
+    assert Bus.memory().dispatcher.require_known_agents is False
+    assert Bus.memory(require_known_agents=True).dispatcher.require_known_agents is True
+    monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "true")
+    assert Bus.memory().dispatcher.require_known_agents is True
+    monkeypatch.delenv("A2A_REQUIRE_KNOWN_AGENTS")
+    assert Bus.memory().dispatcher.require_known_agents is True
+    monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "maybe")
+    with pytest.raises(ValueError, match="A2A_REQUIRE_KNOWN_AGENTS must be true or false"):
+        Bus.memory()
+
+
+# -- what counts as known --------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def registry_delivery(event: Any, offset: int) -> Delivery:
+    return Delivery(event, "a2a.registry", 0, offset)
+
+
+async def test_known_covers_starting_local_and_recently_seen_agents() -> None:
+    adaptor = Adaptor()
+    clock = Clock()
+    directory = Directory(adaptor, ttl=15.0, clock=clock)
+    assert not directory.known("a")
+    directory.expect_local("a")  # spawned here, still starting: known at once
+    assert directory.known("a") and directory.card("a") is None
+    directory.remove_local("a")  # its start failed
+    assert not directory.known("a")
+
+    card = {"id": "b", "methods": [], "heartbeatAt": clock.now}
+    await directory.on_registry(registry_delivery(card_event(adaptor, card), 0))
+    clock.now += 20.0  # expired a moment ago (no heartbeat for more than the TTL)
+    assert directory.card("b") is None and directory.known("b")
+    clock.now += 11.0  # more than two TTLs since the last heartbeat: gone for good
+    assert not directory.known("b")
+
+    card = {"id": "c", "methods": [], "heartbeatAt": clock.now}
+    await directory.on_registry(registry_delivery(card_event(adaptor, card), 1))
+    # One replica says goodbye while others may still run: known a while longer.
+    await directory.on_registry(registry_delivery(card_event(adaptor, card, gone=True), 2))
+    assert directory.card("c") is None and directory.known("c")
+    clock.now += 31.0
+    assert not directory.known("c")
+
+
+async def test_reach_waits_for_the_registry_offsets() -> None:
+    adaptor = Adaptor()
+    directory = Directory(adaptor, ttl=15.0)
+    await asyncio.wait_for(directory.reach({}), WAIT)  # an empty registry: ready
+    waiting = asyncio.ensure_future(directory.reach({0: 2, 1: 0}))
+    card = {"id": "a", "methods": [], "heartbeatAt": 0}
+    await directory.on_registry(registry_delivery(card_event(adaptor, card), 0))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    await directory.on_registry(registry_delivery(card_event(adaptor, card), 1))
+    await asyncio.wait_for(waiting, WAIT)

@@ -1,0 +1,140 @@
+"""Trace context through the bus without an OpenTelemetry SDK (the API alone).
+
+A message a handler sends continues the trace of the message it handles and is one
+call deeper; streams in both directions stay in one trace; a subscriber's delivery
+carries the publish's trace. Real buses on both transports; what went over the wire
+is read back from the topics.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from a2a_bus import Agent, Bus, method, subscribe
+from a2a_bus.protocol import parse_traceparent
+from tests.buses import eventually, make_bus
+
+__all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
+
+
+def trace_of(event: Any) -> str:
+    parsed = parse_traceparent(event.get_attributes().get("traceparent"))
+    assert parsed is not None, f"no valid traceparent on {event.get_attributes()}"
+    return parsed.trace_id
+
+
+class Counter(Agent):
+    agent_id = "counter"
+
+    @method
+    def count(self, to: int) -> Iterator[int]:
+        yield from range(to)
+
+    @method
+    def total(self, values: Iterator[int]) -> int:
+        return sum(values)
+
+
+class Caller(Agent):
+    agent_id = "caller"
+
+    @method
+    def both_ways(self) -> dict[str, Any]:
+        counted = list(self.client.stream("counter", "count", {"to": 3}))
+        summed = self.client.stream_to("counter", "total", iter([1, 2, 3]))
+        self.client.publish("news.sport", {"goal": 1})
+        return {"counted": counted, "summed": summed, "mine": trace_of(self.event)}
+
+
+class Listener(Agent):
+    agent_id = "listener"
+    heard: list[Any] = []
+    lock = threading.Lock()
+
+    @subscribe("news.*")
+    def on_news(self, event: Any) -> None:
+        with self.lock:
+            self.heard.append(event)
+
+
+async def _events(bus: Bus, topic: str) -> list[Any]:
+    batch = await bus.transport.read(topic, limit=1000)
+    return batch.events
+
+
+async def test_what_a_handler_sends_continues_its_trace_in_both_stream_directions(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    Listener.heard = []
+    bus = await make_bus(Counter, Caller, Listener)
+    answer = await bus.async_client().request("caller", "both_ways")
+    assert answer["counted"] == [0, 1, 2] and answer["summed"] == 6
+    trace = answer["mine"]
+
+    sent = await _events(bus, bus.topics.agent("counter"))  # the request, 3 chunks, the end
+    assert len(sent) == 5
+    assert {trace_of(event) for event in sent} == {trace}
+    assert {event.get_extension("calldepth") for event in sent} == {1}
+    assert {event.get_extension("callchain") for event in sent} == {"caller"}
+
+    answers = await _events(bus, bus.reply_topic)  # the streamed chunks and their end
+    streamed = [e for e in answers if e.get_extension("seq") is not None]
+    assert len(streamed) >= 4 and {trace_of(event) for event in streamed} == {trace}
+
+    await eventually(lambda: len(Listener.heard) == 1)  # the publish, as delivered
+    assert {trace_of(event) for event in Listener.heard} == {trace}
+    assert {event.get_extension("calldepth") for event in Listener.heard} == {1}
+
+
+async def test_a_scripts_stream_to_an_agent_is_one_trace_and_each_request_its_own(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Counter)
+    client = bus.async_client()
+    assert await client.stream_to("counter", "total", [1, 2, 3, 4]) == 10
+    assert await client.stream_to("counter", "total", [5]) == 5
+    sent = await _events(bus, bus.topics.agent("counter"))
+    first, second = sent[:5], sent[5:]
+    assert len({trace_of(event) for event in first}) == 1
+    assert len({trace_of(event) for event in second}) == 1
+    assert trace_of(first[0]) != trace_of(second[0])
+    assert all(event.get_extension("calldepth") is None for event in first + second)
+
+
+class Crasher(Agent):
+    agent_id = "crasher"
+
+    @method
+    def fall(self) -> None:
+        raise RuntimeError("down it goes")
+
+
+async def test_a_dead_letter_and_its_retries_are_visible_on_the_span_handling_it(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    bus = await make_bus(Crasher, tracer_provider=provider)
+    await bus.async_client().notify("crasher", "fall")
+    await eventually(lambda: any(s.kind == SpanKind.CONSUMER for s in spans.get_finished_spans()))
+    [handled] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CONSUMER]
+    assert handled.status.status_code is StatusCode.ERROR
+    [letter] = [e for e in handled.events if e.name == "a2a.dead_letter"]
+    assert letter.attributes is not None
+    assert str(letter.attributes["a2a.dead_letter.reason"]).startswith(
+        "handler-crash: RuntimeError: down it goes"
+    )
+    assert handled.attributes is not None
+    assert handled.attributes["a2a.attempts"] == 3  # the first try and two retries
+    assert handled.attributes["a2a.redelivered"] is True
+    [sent] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.PRODUCER]
+    assert handled.parent is not None and sent.context is not None
+    assert handled.parent.span_id == sent.context.span_id
