@@ -137,10 +137,11 @@ class Ownership:
     def _new(self, tp: TopicPartition, committed: Mapping[TopicPartition, tuple[int, str]]) -> bool:
         """Whether ``tp`` starts at offset 0 without asking: its topic was created
         by this transport (so it began empty), it is read from its start, and no
-        group committed it."""
+        group committed it nor did this member read it before."""
         return (
             committed.get(tp, (-1, ""))[0] < 0
             and tp not in self._handover
+            and tp not in self.resume_at
             and self._from_start(tp)
             and self._transport.created(tp.topic)
         )
