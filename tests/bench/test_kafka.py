@@ -12,6 +12,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from a2a_bus.bench.kafka import (
+    P50_TARGET,
     PUBLISH_TARGET,
     BusRequests,
     Path,
@@ -37,6 +38,27 @@ def test_the_publish_cost_by_subscribers_is_a_curve_with_its_target() -> None:
     [target] = curve.targets
     assert (target.x, target.y) == (None, PUBLISH_TARGET * 900.0)
     assert "subscri" in curve.x_label and "µs" in curve.y_label
+
+
+def test_the_bus_is_held_to_the_floor_at_64_in_flight_and_to_raw_at_p50() -> None:
+    """The issue's targets: throughput >= 0.85x and CPU <= 1.25x the floor's, p50
+    <= 1.3x raw; each row is met or not by its own ratio."""
+    path = {"p50_ms": 2.0, "p99_ms": 9.0, "rps_1": 400.0, "rps_many": 9000.0, "cpu_us": 80.0}
+    results = {name: dict(path) for name in ("raw", "exactly_once", "transport", "floor")} | {
+        "bus": path | {"p50_ms": 2.7, "rps_many": 7200.0, "cpu_us": 104.0},
+        "publish_us": {1: 900.0, 10: 900.0, 50: 900.0},
+        "writes_per_publish": {1: 1.0, 10: 1.0, 50: 1.0},
+    }
+    rows = {row.case: row for row in report(results).rows}
+    p50 = rows["request/response p50"]
+    assert (p50.baseline_name, p50.target, p50.met) == ("raw", P50_TARGET, False)  # 1.35x
+    throughput = rows["throughput, 64 in flight, vs floor"]
+    assert (throughput.baseline, throughput.target, throughput.met) == (9000.0, 0.85, False)
+    cpu = rows["CPU per request, 64 in flight, vs floor"]
+    assert (cpu.baseline, cpu.target, cpu.met) == (80.0, 1.25, False)  # 1.3x
+    results["bus"] |= {"p50_ms": 2.5, "rps_many": 7700.0, "cpu_us": 99.0}
+    rows = {row.case: row for row in report(results).rows}
+    assert all(rows[case].met for case in (p50.case, throughput.case, cpu.case))
 
 
 # -- the request/response paths work on a real broker --------------------------------------

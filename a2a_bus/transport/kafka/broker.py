@@ -41,6 +41,8 @@ class KafkaMetrics:
     handler_errors: int = 0
     commits: int = 0
     topics_created: int = 0
+    #: CreateTopics requests sent (the topics of concurrent callers share one).
+    create_requests: int = 0
 
 
 class Broker(Protocol):
@@ -56,7 +58,13 @@ class Broker(Protocol):
     @property
     def ready(self) -> bool: ...
 
-    async def ensure_topics(self, topics: Sequence[str]) -> None: ...
+    async def ensure_topics(self, topics: Sequence[str], partitions: int | None = None) -> None: ...
+
+    def created(self, topic: str) -> bool:
+        """Whether this transport created ``topic`` (so it began empty, at offset 0)."""
+
+    def known(self, topic: str) -> bool:
+        """Whether this transport has seen that ``topic`` exists (created or found)."""
 
     async def list_topics(self) -> list[str]: ...
 

@@ -118,6 +118,10 @@ class KafkaInboxes(Inboxes):
         #: The topics of the current member (joined, or joining).
         self._composition: frozenset[str] = frozenset()
         self._changes: list[_Change] = []
+        #: Inboxes subscribed without waiting for a join, not joined yet.
+        self._unjoined: set[str] = set()
+        #: Whether a member joined with some inboxes yet.
+        self._joined = False
         self._composer: asyncio.Task[None] | None = None
         #: The stop of the member being replaced.
         self._retiring: asyncio.Future[None] | None = None
@@ -161,11 +165,27 @@ class KafkaInboxes(Inboxes):
             self._runs = KeyedRuns(asyncio.get_running_loop(), f"inboxes {self.group_prefix}")
         self._targets[topic] = target
         try:
-            await self._recompose(target, present=True)
+            if self._joins_later(topic):
+                self._unjoined.add(topic)
+                self._start_composer()
+            else:
+                await self._recompose(target, present=True)
         except BaseException:
+            self._unjoined.discard(topic)
             self._forget(target)
             raise
         return InboxSubscription(self, target)
+
+    def _joins_later(self, topic: str) -> bool:
+        """Whether the subscribe of ``topic`` returns before the consumer joins with
+        it: when the consumer joined before (a join replaces it) and the transport
+        does not know the topic. The next join creates it, with the other inboxes
+        that came meanwhile, in one request; nothing published to it from now on is
+        skipped (a topic never consumed is read from its first record). A process
+        spawning agents one after another thus rejoins a few times, not once per
+        agent. A topic the transport knows may be another composition's inbox: its
+        subscribe waits for the join, which refuses it then."""
+        return self._joined and not self._broker.known(topic)
 
     async def unsubscribe(self, target: Target) -> None:
         """Stop handing out ``target``'s records, drain its handlers (cancelling
@@ -198,6 +218,7 @@ class KafkaInboxes(Inboxes):
 
     def _forget(self, target: Target) -> None:
         assert target.topic is not None
+        self._unjoined.discard(target.topic)
         if self._targets.get(target.topic) is target:
             del self._targets[target.topic]
 
@@ -231,11 +252,14 @@ class KafkaInboxes(Inboxes):
         """Wait until the current member's topics include ``target``'s (or not)."""
         change = _Change(target, present, asyncio.get_running_loop().create_future())
         self._changes.append(change)
+        self._start_composer()
+        await change.done
+
+    def _start_composer(self) -> None:
         if self._composer is None or self._composer.done():
             self._composer = asyncio.create_task(
                 self._compose(), name=f"kafka-inboxes-{self.group_prefix}"
             )
-        await change.done
 
     def _wanted(self) -> frozenset[str]:
         return frozenset(topic for topic, target in self._targets.items() if not target.stopping)
@@ -288,6 +312,7 @@ class KafkaInboxes(Inboxes):
         except BaseException:
             await self._retire()
             raise
+        self._joined = True
         log.info("inboxes %s: %d topics in group %s", self.group_prefix, len(wanted), group)
 
     async def _retire(self) -> None:
@@ -307,10 +332,11 @@ class KafkaInboxes(Inboxes):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._settings.join_timeout
         while True:
+            await self._create_unjoined()
             wanted = self._wanted()  # subscribes that came meanwhile join too
             if not wanted:
                 return wanted, "", {}
-            await self._broker.ensure_topics(sorted(wanted))
+            await self._broker.ensure_topics(sorted(wanted), self._settings.inbox_partitions)
             group = composition_group(self.group_prefix, wanted)
             problem: Exception
             try:
@@ -325,8 +351,33 @@ class KafkaInboxes(Inboxes):
                 raise problem
             await asyncio.sleep(RETRY_DELAY)
 
+    async def _create_unjoined(self) -> None:
+        """Create the topics of the inboxes subscribed without waiting (one request
+        for all); an inbox whose topic cannot be created is dropped, with an error
+        logged, so that it holds up no other inbox."""
+        topics = sorted(self._unjoined)
+        results = await asyncio.gather(
+            *(
+                self._broker.ensure_topics([topic], self._settings.inbox_partitions)
+                for topic in topics
+            ),
+            return_exceptions=True,
+        )
+        for topic, result in zip(topics, results, strict=True):
+            if isinstance(result, Exception):
+                log.error("inboxes %s: inbox %r not consumed: %s", self.group_prefix, topic, result)
+                self._drop(topic)
+            elif isinstance(result, BaseException):
+                raise result
+
+    def _drop(self, topic: str) -> None:
+        target = self._targets.get(topic)
+        if target is not None:
+            self._forget(target)
+
     def _settle(self) -> None:
         """Resolve the changes the current composition satisfies."""
+        self._unjoined -= self._composition
         pending = []
         for change in self._changes:
             if change.done.done():
@@ -352,6 +403,10 @@ class KafkaInboxes(Inboxes):
             else:
                 pending.append(change)
         self._changes = pending
+        for topic in self._unjoined & conflicts.keys():
+            # Its subscribe returned already: dropped, so that it holds up no other inbox.
+            log.error("inboxes %s: inbox not consumed: %s", self.group_prefix, conflicts[topic])
+            self._drop(topic)
         kept = [error for topic, error in conflicts.items() if topic in self._wanted()]
         if not kept:
             return True

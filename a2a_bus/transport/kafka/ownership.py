@@ -19,7 +19,9 @@ at a time, which took seconds for thousands of partitions):
   commits, ``durable=False``, rejoining after it was expelled: a broker restart,
   a pause past the session timeout), where it got to then, so records written
   while it was away are not skipped;
-* else the oldest retained record or the end, as ``from_beginning`` says.
+* else the oldest retained record or the end, as ``from_beginning`` says (a
+  topic the transport created itself is read from offset 0 without asking the
+  broker: its new partitions answer only once their logs exist).
 
 A start that is not the group's own commit is committed at once, with its
 lease, so that any later owner resumes from a commit.
@@ -86,8 +88,12 @@ class Ownership:
         partitions = sorted(assigned)
         try:
             committed = await self._transport.committed_offsets(self._group, partitions)
-            ends = await self._consumer.end_offsets(partitions)
-            beginnings = await self._consumer.beginning_offsets(partitions)
+            # The partitions of a topic created a moment ago answer these only once
+            # their leader has made their logs (tens of seconds for thousands), and a
+            # new partition's start is known: ask only about the others.
+            asked = [tp for tp in partitions if not self._new(tp, committed)]
+            ends = await self._consumer.end_offsets(asked) if asked else {}
+            beginnings = await self._consumer.beginning_offsets(asked) if asked else {}
         except KafkaError as exc:
             log.warning("group %s: cannot read the partitions' offsets (%s)", self._group, exc)
             return False
@@ -112,7 +118,8 @@ class Ownership:
                 starts[tp] = (start, lease)
             leases[tp] = lease
             self.committed_at_assignment[tp] = start
-            self.end_at_assignment[tp] = end
+            if tp in ends:
+                self.end_at_assignment[tp] = end
             try:
                 self._consumer.seek(tp, start)
             except IllegalStateError:
@@ -126,6 +133,18 @@ class Ownership:
             # out by the previous owner.
             self.redelivery_bound[tp] = min(leases[tp], ends.get(tp, 0))
         return True
+
+    def _new(self, tp: TopicPartition, committed: Mapping[TopicPartition, tuple[int, str]]) -> bool:
+        """Whether ``tp`` starts at offset 0 without asking: its topic was created
+        by this transport (so it began empty), it is read from its start, and no
+        group committed it nor did this member read it before."""
+        return (
+            committed.get(tp, (-1, ""))[0] < 0
+            and tp not in self._handover
+            and tp not in self.resume_at
+            and self._from_start(tp)
+            and self._transport.created(tp.topic)
+        )
 
     def _from_start(self, tp: TopicPartition) -> bool:
         """Whether a partition the group never committed is read from its oldest

@@ -102,8 +102,14 @@ class KafkaTransport(Transport):
         self._batches: Batches | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._known_topics: set[str] = set()
+        #: Topics this transport created (they began empty).
+        self._created: set[str] = set()
         self._compacted: set[str] = set()
+        #: Per topic being created, its creation.
         self._creating: dict[str, asyncio.Future[None]] = {}
+        #: Topics waiting for the next CreateTopics request, and the task sending it.
+        self._queued: list[tuple[str, int]] = []
+        self._creator: asyncio.Task[None] | None = None
         self._subscriptions: set[KafkaSubscription] = set()
         self._inboxes: list[KafkaInboxes] = []
         self._ready = False
@@ -210,65 +216,99 @@ class KafkaTransport(Transport):
 
     # -- topics ---------------------------------------------------------------------
 
-    async def ensure_topics(self, topics: Sequence[str]) -> None:
-        """Create the topics that do not exist yet (partitions from the settings)."""
-        missing = []
+    async def ensure_topics(self, topics: Sequence[str], partitions: int | None = None) -> None:
+        """Create the topics that do not exist yet, with ``partitions`` partitions
+        (default: the settings').
+
+        The topics asked for by every caller in one loop iteration are created
+        with one CreateTopics request: a bus starting many agents at once, each
+        subscribing its inbox, makes one request, not one per agent.
+        """
         waiting = []
         for topic in topics:
             if topic in self._known_topics:
                 continue
             check_topic_name(topic)
-            if topic in self._creating:
-                waiting.append(self._creating[topic])
-            else:
-                missing.append(topic)
-        if missing:
-            future = asyncio.get_running_loop().create_future()
-            for topic in missing:
-                self._creating[topic] = future
-            try:
-                await self._create(missing)
-                future.set_result(None)
-            except BaseException as exc:
-                future.set_exception(exc)
-                future.exception()  # retrieved here; waiters re-raise it
-                raise
-            finally:
-                for topic in missing:
-                    self._creating.pop(topic, None)
+            pending = self._creating.get(topic)
+            if pending is None:
+                pending = self._queue_creation(topic, partitions or self.settings.partitions)
+            waiting.append(pending)
         for pending in waiting:
             await asyncio.shield(pending)
+
+    def _queue_creation(self, topic: str, partitions: int) -> asyncio.Future[None]:
+        """The creation of ``topic``, in the request sent once this loop iteration's
+        callers have queued theirs."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._creating[topic] = future
+        if not self._queued:
+            self._creator = loop.create_task(self._create_queued(), name="kafka-create-topics")
+        self._queued.append((topic, partitions))
+        return future
+
+    async def _create_queued(self) -> None:
+        topics, self._queued = self._queued, []
+        try:
+            errors = await self._create(topics)
+        except asyncio.CancelledError:
+            for topic, _ in topics:
+                self._creating.pop(topic).cancel()
+            raise
+        except Exception as exc:
+            errors = {topic: exc for topic, _ in topics}
+        for topic, _ in topics:
+            future = self._creating.pop(topic)
+            error = errors.get(topic)
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+                future.exception()  # retrieved here; waiters re-raise it
+
+    def created(self, topic: str) -> bool:
+        return topic in self._created
+
+    def known(self, topic: str) -> bool:
+        return topic in self._known_topics
 
     def declare_compacted(self, topic: str) -> None:
         # A topic that exists already keeps its configuration: the cluster's owner decides.
         self._compacted.add(topic)
 
-    async def _create(self, topics: list[str]) -> None:
+    async def _create(self, topics: list[tuple[str, int]]) -> dict[str, BaseException]:
+        """Create ``topics`` (names and partitions) in one request; the error of
+        each that failed."""
         admin = self._require(self._admin)
         s = self.settings
         configs = {}
         if s.min_insync_replicas is not None:
             configs["min.insync.replicas"] = str(s.min_insync_replicas)
         compact = {**configs, "cleanup.policy": "compact"}
+        self.metrics.create_requests += 1
         response = await admin.create_topics(
             [
                 NewTopic(
                     t,
-                    s.partitions,
+                    partitions,
                     s.replication_factor,
                     topic_configs=compact if t in self._compacted else configs or None,
                 )
-                for t in topics
+                for t, partitions in topics
             ]
         )
+        errors: dict[str, BaseException] = {}
         for entry in response.topic_errors:
             topic, code = entry[0], entry[1]
             if code == 0:
                 self.metrics.topics_created += 1
+                self._created.add(topic)
             elif code != TopicAlreadyExistsError.errno:
                 message = entry[2] if len(entry) > 2 else ""
-                raise KafkaError(f"cannot create topic {topic!r}: error {code} {message}")
+                errors[topic] = KafkaError(f"cannot create topic {topic!r}: error {code} {message}")
+                continue
             self._known_topics.add(topic)
+        return errors
 
     async def list_topics(self) -> list[str]:
         return await self._require(self._admin).list_topics()

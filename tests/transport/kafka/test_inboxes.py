@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.coordinator.protocol import ConsumerProtocol
 
 from a2a_bus.protocol import new_event
@@ -121,6 +121,8 @@ async def test_one_consumer_in_one_group_serves_every_inbox(
     group = composition_group(prefix, topics)
     assert inboxes.group == group
     assert await groups_named(kafka_bootstrap, prefix) == {group}
+    # Inbox topics get inbox_partitions (1), not the transport's default (3).
+    assert len(await transport.partitions(topics)) == 5
     assert await members_of(kafka_bootstrap, group) == [set(topics)]  # one consumer
     for n, topic in enumerate(topics):
         await transport.publish(topic, event(n))
@@ -287,6 +289,51 @@ async def test_another_composition_consuming_an_inbox_is_refused(
         assert second.group == composition_group(prefix, [other])
         await elsewhere.publish(other, event(7))
         await wait_until(lambda: recorder.numbers() == [7], "the event of the other inbox")
+
+
+async def test_inboxes_subscribed_one_after_another_on_a_running_consumer_join_together(
+    transport: KafkaTransport, kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """Once the consumer joined, a subscribe of a topic the transport does not know
+    returns without waiting for a join, so agents spawned one after another cost a
+    few rejoins, not one each; records sent before the join are handled."""
+    first = f"test.inbox.{uid}.first"
+    inboxes = transport.inboxes(prefix)
+    await inboxes.subscribe(first, Recorder())  # the first join waits
+    topics = [f"test.inbox.{uid}.later{i}" for i in range(10)]
+    recorders = {topic: Recorder() for topic in topics}
+    for topic in topics:
+        await inboxes.subscribe(topic, recorders[topic])
+    for n, topic in enumerate(topics):
+        await transport.publish(topic, event(n))
+    await wait_until(lambda: all(r.deliveries for r in recorders.values()), "one event each")
+    assert [recorders[t].numbers() for t in topics] == [[n] for n in range(10)]
+    # The first composition, then one with all ten.
+    assert await groups_named(kafka_bootstrap, prefix) == {
+        composition_group(prefix, [first]),
+        composition_group(prefix, [first, *topics]),
+    }
+
+
+async def test_an_inbox_subscribed_without_waiting_that_another_composition_consumes_is_dropped(
+    transport: KafkaTransport, kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """The join refuses it as it would have refused the subscribe; the process's
+    other inboxes are served."""
+    shared, own, more = (f"test.inbox.{uid}.{name}" for name in ("shared", "own", "more"))
+    await transport.inboxes(prefix).subscribe(shared, Recorder())
+    async with KafkaTransport(
+        kafka_bootstrap, dlq_topic=f"test.dlq.{uid}", join_timeout=1.0
+    ) as elsewhere:
+        inboxes = elsewhere.inboxes(prefix)
+        recorder = Recorder()
+        await inboxes.subscribe(own, recorder)
+        await inboxes.subscribe(shared, Recorder())  # unknown here: returns at once
+        await inboxes.subscribe(more, recorder)
+        await elsewhere.publish(own, event(1))
+        await elsewhere.publish(more, event(2))
+        await wait_until(lambda: sorted(recorder.numbers()) == [1, 2], "the other inboxes")
+        assert inboxes.group == composition_group(prefix, [own, more])
 
 
 async def test_a_composition_change_neither_loses_nor_repeats_a_record(
@@ -632,3 +679,37 @@ async def test_a_killed_process_records_come_back_flagged_and_no_others(
     repeats = sum(Counter(e["n"] for e in handled).values()) - total
     assert repeats > 0  # the victim had records in flight when it was killed
     assert any(e["pid"] == survivor.pid and e["redelivered"] for e in handled)
+
+
+async def test_an_inbox_topic_this_transport_created_is_read_from_its_first_retained_record(
+    kafka_bootstrap: str, prefix: str, uid: str
+) -> None:
+    """A topic the transport created began empty, so its inbox starts at offset 0
+    without asking the broker (whose new partitions answer late); records deleted
+    below the log start meanwhile are skipped, none after it, none flagged."""
+    inbox = f"test.inbox.{uid}.created"
+    options: dict[str, Any] = {"partitions": 1, "dlq_topic": f"test.dlq.{uid}"}
+    async with (
+        KafkaTransport(kafka_bootstrap, **options) as creator,
+        KafkaTransport(kafka_bootstrap, **options) as other,
+    ):
+        assert isinstance(creator, KafkaTransport) and isinstance(other, KafkaTransport)
+        await creator.ensure_topics([inbox])
+        await other.ensure_topics([inbox])
+        assert creator.created(inbox)
+        assert not other.created(inbox)  # it found the topic there
+        for n in range(6):
+            await other.publish(inbox, event(n))
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_records({TopicPartition(inbox, 0): RecordsToDelete(2)})
+        finally:
+            await admin.close()
+        recorder = Recorder()
+        await creator.inboxes(prefix).subscribe(inbox, recorder)
+        await wait_until(lambda: len(recorder.deliveries) >= 4, "the retained records")
+        group = composition_group(prefix, [inbox])
+        await wait_until_committed(creator, group, [inbox])
+    assert recorder.numbers() == [2, 3, 4, 5]
+    assert not any(delivery.redelivered for delivery in recorder.deliveries)

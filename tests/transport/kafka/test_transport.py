@@ -17,7 +17,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import MessageSizeTooLargeError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
 from a2a_bus.core.errors import transport_refusal
@@ -634,6 +634,29 @@ async def test_declared_compacted_topics_are_created_compacted(
     await transport.ensure_topics([cards, events])
     assert await cleanup_policy(kafka_bootstrap, cards) == "compact"
     assert await cleanup_policy(kafka_bootstrap, events) == "delete"
+
+
+async def test_topics_asked_for_at_once_are_created_in_one_request(
+    transport: KafkaTransport, uid: str
+) -> None:
+    """Concurrent callers (a bus starting many agents) share one CreateTopics
+    request; a topic that cannot be created fails its own caller only."""
+    topics = [f"test.batch.{uid}.{n}" for n in range(20)]
+    requests, created = transport.metrics.create_requests, transport.metrics.topics_created
+    await asyncio.gather(*(transport.ensure_topics([topic]) for topic in topics))
+    assert transport.metrics.create_requests == requests + 1
+    assert transport.metrics.topics_created == created + 20
+    assert all(transport.created(topic) for topic in topics)
+    assert len(await transport.partitions(topics)) == 20 * transport.settings.partitions
+
+    # A name that collides with an existing one once '.' and '_' are alike.
+    fine, invalid = f"test.batch.{uid}.fine", f"test_batch_{uid}_0"
+    results = await asyncio.gather(
+        transport.ensure_topics([fine]), transport.ensure_topics([invalid]), return_exceptions=True
+    )
+    assert results[0] is None
+    assert isinstance(results[1], KafkaError) and invalid in str(results[1])
+    assert transport.known(fine) and not transport.known(invalid)
 
 
 async def test_the_bus_registry_is_a_compacted_topic(kafka_bootstrap: str, uid: str) -> None:
