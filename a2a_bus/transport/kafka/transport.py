@@ -68,6 +68,10 @@ from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
 
+#: Looks at a group caught in a rebalance before its subscriptions are taken as unknown.
+_DESCRIBE_ATTEMPTS = 25
+_DESCRIBE_RETRY = 0.2
+
 #: The headers of every record published in structured mode: one list for all
 #: (aiokafka's record builder takes a list and only reads it).
 _STRUCTURED = [STRUCTURED_HEADER]
@@ -341,22 +345,41 @@ class KafkaTransport(Transport):
     async def group_topics(self, groups: Sequence[str]) -> dict[str, set[str]]:
         """The topics that the members of each of ``groups`` subscribe to now (a
         group without members is left out)."""
+        found: dict[str, set[str]] = {}
+        pending = list(groups)
+        for _ in range(_DESCRIBE_ATTEMPTS):
+            described = await self._describe(pending)
+            pending = [name for name, topics in described.items() if topics is None]
+            found.update((n, t) for n, t in described.items() if t)
+            if not pending:
+                break
+            await asyncio.sleep(_DESCRIBE_RETRY)
+        if pending:
+            log.warning("groups %s kept rebalancing: their subscriptions are unknown", pending)
+        return found
+
+    async def _describe(self, groups: Sequence[str]) -> dict[str, set[str] | None]:
+        """Each group's subscribed topics; None for a group in a rebalance (a member
+        whose metadata is still empty: its subscription is not known yet)."""
         admin = self._require(self._admin)
         # One group per request: aiokafka misreads a response describing several.
         described = await asyncio.gather(*(admin.describe_consumer_groups([g]) for g in groups))
-        found: dict[str, set[str]] = {}
+        found: dict[str, set[str] | None] = {}
         for response in (r for responses in described for r in responses):
             for description in response.groups:
                 error, name, _state, protocol_type, _protocol, members = description[:6]
                 if error or protocol_type != "consumer":
                     continue
+                # (member_id, [group_instance_id,] client_id, client_host, metadata,
+                # assignment): the metadata is second to last.
+                metadata = [member[-2] for member in members]
+                if not all(metadata):
+                    found[name] = None
+                    continue
                 topics: set[str] = set()
-                for member in members:
-                    # (member_id, [group_instance_id,] client_id, client_host,
-                    # metadata, assignment): the metadata is second to last.
-                    topics.update(ConsumerProtocol.METADATA.decode(member[-2]).subscription)
-                if topics:
-                    found[name] = topics
+                for each in metadata:
+                    topics.update(ConsumerProtocol.METADATA.decode(each).subscription)
+                found[name] = topics
         return found
 
     # -- producing ------------------------------------------------------------------

@@ -22,7 +22,12 @@ from a2a_bus import Bus
 from tests.transport.kafka.own_kafka import OwnKafka
 from tests.transport.kafka.test_broker_faults import WAIT, ServeWorker, run_load
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.slow,
+    pytest.mark.cluster,
+    pytest.mark.timeout(900),
+]
 
 SETTINGS = {"A2A_KAFKA_REPLICATION_FACTOR": "3", "A2A_KAFKA_MIN_INSYNC_REPLICAS": "2"}
 
