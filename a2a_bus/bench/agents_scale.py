@@ -101,7 +101,9 @@ class Steps:
 def new_bus(spec: Spec) -> Bus:
     if spec.transport == "memory":
         return Bus.memory()
-    return Bus.kafka(spec.bootstrap, bus_options={"prefix": spec.prefix})
+    # One agent per process here: an inbox need not spread over processes, and each
+    # partition costs every fetch (docs/kafka.md, Partitions per inbox).
+    return Bus.kafka(spec.bootstrap, inbox_partitions=1, bus_options={"prefix": spec.prefix})
 
 
 async def spawn_all(bus: Bus, classes: list[type[Agent]], deadline: float, result: Result) -> None:

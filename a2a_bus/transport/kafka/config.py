@@ -33,10 +33,11 @@ class KafkaSettings:
     #: Partitions and replication factor of topics the transport creates.
     partitions: int = 3
     replication_factor: int = 1
-    #: Partitions of the agent inbox topics the inbox consumer creates: each one
-    #: costs every idle fetch of that consumer, and the broker's creation, Python
-    #: work; more let several processes hosting one agent share its requests.
-    inbox_partitions: int = 1
+    #: Partitions of the agent inbox topics the inbox consumer creates: more let
+    #: several processes hosting one agent share its requests; each one costs
+    #: every idle fetch of that consumer Python work, and the broker's creation.
+    #: A process of many agents, each in one process, does better with 1.
+    inbox_partitions: int = 3
     #: ``min.insync.replicas`` of topics the transport creates (None: the broker's
     #: default). With ``acks=all`` a write needs this many replicas in sync.
     min_insync_replicas: int | None = None

@@ -121,8 +121,8 @@ async def test_one_consumer_in_one_group_serves_every_inbox(
     group = composition_group(prefix, topics)
     assert inboxes.group == group
     assert await groups_named(kafka_bootstrap, prefix) == {group}
-    # Inbox topics get inbox_partitions (1), not the transport's default (3).
-    assert len(await transport.partitions(topics)) == 5
+    # Inbox topics get inbox_partitions (3 by default: replicas share an inbox).
+    assert len(await transport.partitions(topics)) == 5 * transport.settings.inbox_partitions == 15
     assert await members_of(kafka_bootstrap, group) == [set(topics)]  # one consumer
     for n, topic in enumerate(topics):
         await transport.publish(topic, event(n))
@@ -169,7 +169,11 @@ async def test_the_commit_never_passes_an_unfinished_record(
     kafka_bootstrap: str, prefix: str, uid: str
 ) -> None:
     async with KafkaTransport(
-        kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}", commit_interval_ms=0
+        kafka_bootstrap,
+        partitions=1,
+        inbox_partitions=1,
+        dlq_topic=f"test.dlq.{uid}",
+        commit_interval_ms=0,
     ) as kafka:
         assert isinstance(kafka, KafkaTransport)
         inboxes = kafka.inboxes(prefix)
@@ -422,7 +426,11 @@ async def test_a_process_with_another_set_of_agents_takes_over_where_the_last_st
             await asyncio.Event().wait()  # never finishes: cancelled at stop
         first.append(data["n"])
 
-    options: dict[str, Any] = {"partitions": 1, "dlq_topic": f"test.dlq.{uid}"}
+    options: dict[str, Any] = {
+        "partitions": 1,
+        "inbox_partitions": 1,
+        "dlq_topic": f"test.dlq.{uid}",
+    }
     async with KafkaTransport(kafka_bootstrap, drain_timeout=0.2, **options) as before:
         assert isinstance(before, KafkaTransport)
         inboxes = before.inboxes(prefix)
@@ -454,7 +462,11 @@ async def test_an_inbox_consumed_by_a_group_of_its_own_before_is_taken_over_at_i
     """Upgrading from one group per inbox (named after the topic) neither replays what
     that group handled nor skips what it had not."""
     inbox = f"test.inbox.{uid}.upgraded"
-    options: dict[str, Any] = {"partitions": 1, "dlq_topic": f"test.dlq.{uid}"}
+    options: dict[str, Any] = {
+        "partitions": 1,
+        "inbox_partitions": 1,
+        "dlq_topic": f"test.dlq.{uid}",
+    }
     async with KafkaTransport(kafka_bootstrap, **options) as before:
         assert isinstance(before, KafkaTransport)
         earlier = Recorder()
@@ -688,7 +700,11 @@ async def test_an_inbox_topic_this_transport_created_is_read_from_its_first_reta
     without asking the broker (whose new partitions answer late); records deleted
     below the log start meanwhile are skipped, none after it, none flagged."""
     inbox = f"test.inbox.{uid}.created"
-    options: dict[str, Any] = {"partitions": 1, "dlq_topic": f"test.dlq.{uid}"}
+    options: dict[str, Any] = {
+        "partitions": 1,
+        "inbox_partitions": 1,
+        "dlq_topic": f"test.dlq.{uid}",
+    }
     async with (
         KafkaTransport(kafka_bootstrap, **options) as creator,
         KafkaTransport(kafka_bootstrap, **options) as other,
