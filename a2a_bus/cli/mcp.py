@@ -18,12 +18,11 @@ from rich.markup import escape
 from a2a_bus.cli.app import app
 from a2a_bus.cli.common import build_bus, fail, kafka_bootstrap, started
 from a2a_bus.cli.serve import (
-    SHUTDOWN_GRACE,
-    QuietServer,
     bind,
     gateway_settings,
     host_port,
     spawn_agent,
+    start_http,
     transport_where,
 )
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
@@ -72,23 +71,10 @@ async def _serve_stdio(server: BusMcpServer, stop: asyncio.Event) -> None:
 async def _serve_http(
     server: BusMcpServer, sock: socket.socket, stop: asyncio.Event, out: Console
 ) -> None:
-    import uvicorn
-
     from a2a_bus.mcp import http_app
 
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(
-        http_app(server, host),
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
-    )
-    web = QuietServer(config)
-    serving = asyncio.create_task(web.serve(sockets=[sock]))
-    while not web.started and not serving.done():
-        await asyncio.sleep(0.02)
-    if not web.started:
-        raise fail("cannot serve HTTP: the MCP server did not start (see the lines above)")
+    web, serving = await start_http(http_app(server, host), sock, "MCP server")
     url_host = f"[{host}]" if ":" in host else host
     out.print(f"a2a-bus: MCP server listening on http://{escape(url_host)}:{port}/mcp")
     await _until(serving, stop)

@@ -23,6 +23,7 @@ import typer
 import uvicorn
 from rich.console import Console
 from rich.markup import escape
+from starlette.types import ASGIApp
 
 from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
@@ -132,7 +133,9 @@ async def _serve(
         ingress = Ingress(bus.service) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()
-        server = None if sock is None else await _start_http(bus, settings, sock)
+        server = (
+            None if sock is None else await start_http(create_app(bus, settings), sock, "gateway")
+        )
         _banner(out, bus, classes, replicas, sock, ingress)
         stopping = asyncio.create_task(stop.wait())
         waiting: set[asyncio.Future[Any]] = {stopping}
@@ -166,15 +169,16 @@ def all_failed(hosts: Sequence[AgentHost]) -> str | None:
     return "; ".join(failures)
 
 
-class _Http(NamedTuple):
+class Http(NamedTuple):
     server: uvicorn.Server
     task: asyncio.Task[None]
 
 
-async def _start_http(bus: Bus, settings: GatewaySettings, sock: socket.socket) -> _Http:
-    """The gateway served by uvicorn on ``sock``, once it accepts connections."""
+async def start_http(app: ASGIApp, sock: socket.socket, what: str) -> Http:
+    """``app`` (``what``: for the error) served by uvicorn on ``sock``, once it
+    accepts connections."""
     config = uvicorn.Config(
-        create_app(bus, settings),
+        app,
         log_level="warning",
         lifespan="on",
         # Live views (SSE) never end by themselves: close what is still open
@@ -186,8 +190,8 @@ async def _start_http(bus: Bus, settings: GatewaySettings, sock: socket.socket) 
     while not server.started and not serving.done():
         await asyncio.sleep(0.02)
     if not server.started:
-        raise fail("cannot serve HTTP: the gateway did not start (see the lines above)")
-    return _Http(server, serving)
+        raise fail(f"cannot serve HTTP: the {what} did not start (see the lines above)")
+    return Http(server, serving)
 
 
 def _banner(
