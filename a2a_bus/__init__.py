@@ -6,7 +6,7 @@ from a2a_bus.core.correlation import ReplyStream
 from a2a_bus.core.errors import StreamError
 from a2a_bus.hosting.agent import Agent, method, subscribe
 from a2a_bus.hosting.supervisor import RestartPolicy
-from a2a_bus.protocol import JsonRpcError
+from a2a_bus.protocol import InputRequired, JsonRpcError
 from a2a_bus.runtime.portal import BusStopped
 
 __version__ = "0.1.0"
@@ -19,6 +19,7 @@ __all__ = [
     "Call",
     "Client",
     "EventPage",
+    "InputRequired",
     "JsonRpcError",
     "ReplyStream",
     "RestartPolicy",

@@ -68,7 +68,7 @@ class Dispatcher:
         self.directory = directory
         #: Refuse messages to agents discovery does not know (``Directory.known``).
         self.require_known_agents = require_known_agents
-        self.correlator = Correlator(context.metrics, stop_upstream=self._send_cancel)
+        self.correlator = Correlator(context.metrics, stop_upstream=self.cancel)
         #: ``answer_local(request_id, response)``: resolve a request of this process's
         #: caller at once (on the loop), for answers that skip the reply topic
         #: (:meth:`is_local_caller`). The correlator's own method: no call in between.
@@ -257,6 +257,17 @@ class Dispatcher:
         except TransportError as exc:
             raise transport_refusal(exc) from None
 
+    async def send_to(self, event: CloudEvent, route: Route, reply_to: str) -> None:
+        """Send the request ``event`` on ``route`` with its answers going to
+        ``reply_to`` (a task log) rather than to a caller here: nothing waits for
+        them. The event is sent as given (its id is the request's)."""
+        attributes = event.get_attributes()
+        attributes[_REPLY_TO] = reply_to
+        if route.agent_id is not None:
+            attributes[_TARGET_AGENT] = route.agent_id
+        await self.publish(event, route)
+        self._metrics.requests += 1
+
     async def open_stream(
         self, event: CloudEvent, *, route: Route | None = None, timeout: float | None = None
     ) -> ReplyStream:
@@ -350,8 +361,10 @@ class Dispatcher:
         """Generators streaming to callers from this node now."""
         return len(self._streams)
 
-    def _send_cancel(self, request_id: str, control: str) -> None:
-        """Tell the node running a stream's generator to stop it (from the loop)."""
+    def cancel(self, request_id: str, control: str) -> None:
+        """Tell the node whose reply topic is ``control`` to stop the handler
+        answering ``request_id`` (from the loop): a generator is closed, a task's
+        plain handler sees ``self.cancelled``."""
         context = self.context
         if control == context.reply_topic:
             # Running here: stop it now rather than behind the chunks queued on

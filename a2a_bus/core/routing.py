@@ -119,6 +119,11 @@ class Topics:
     def dlq(self) -> str:
         return f"{self.prefix}.dlq"
 
+    @property
+    def tasks(self) -> str:
+        """The task log: every A2A task's life, keyed by task id (see docs/gateway.md)."""
+        return f"{self.prefix}.tasks"
+
     def subscription(self, subject: str) -> str | TopicPattern:
         """The topic, or the topic pattern for a wildcard subject."""
         validate_subject(subject, wildcards=True)

@@ -77,14 +77,22 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         secured=gateway.authenticator.enabled,
     )
 
+    binding = A2ABinding(
+        gateway,
+        max_tasks=settings.a2a_max_tasks,
+        max_tasks_per_owner=settings.a2a_max_tasks_per_owner,
+    )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         owned = not bus.running
         if owned:
             await bus.astart()
         try:
+            await binding.start()
             yield
         finally:
+            await binding.stop()
             if owned:
                 await bus.astop()
 
@@ -100,11 +108,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/openapi.json", openapi_endpoint(spec), methods=["GET"]),
-            *A2ABinding(
-                gateway,
-                max_tasks=settings.a2a_max_tasks,
-                max_tasks_per_owner=settings.a2a_max_tasks_per_owner,
-            ).routes(),
+            *binding.routes(),
         ],
         middleware=[Middleware(MetricsMiddleware)],
         exception_handlers={

@@ -152,7 +152,8 @@ class Ingress:
     def _internal(self, topic: str) -> bool:
         """True for the bus's own topics and Kafka's internal ones."""
         topics = self._bus.topics
-        if topic in (topics.registry, topics.ingress, topics.dlq) or topic.startswith("__"):
+        own = (topics.registry, topics.ingress, topics.dlq, topics.tasks)
+        if topic in own or topic.startswith("__"):
             return True
         families = ("agent", "topic", "reply")
         return any(topic.startswith(f"{topics.prefix}.{family}.") for family in families)

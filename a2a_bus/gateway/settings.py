@@ -46,6 +46,9 @@ class GatewaySettings:
     a2a_max_tasks: int = DEFAULT_MAX_TASKS
     #: A2A tasks one token keeps at most (only with tokens: without, all callers are one).
     a2a_max_tasks_per_owner: int = DEFAULT_MAX_TASKS_PER_OWNER
+    #: Seconds an A2A task's agent may stay silent (no start, progress, chunk or
+    #: answer) before the task fails; None: ``request_timeout``.
+    a2a_task_inactivity: float | None = None
     #: Bearer token -> what it may reach.
     tokens: Mapping[str, Access] = field(default_factory=dict, repr=False)
 
@@ -54,7 +57,8 @@ class GatewaySettings:
         cls, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
-        ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``, ``_TOKEN`` (one
+        ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
+        ``_A2A_TASK_INACTIVITY``, ``_TOKEN`` (one
         token with full access) and ``_TOKENS_FILE`` (YAML or JSON:
         ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
         env = os.environ if environ is None else environ
@@ -66,6 +70,9 @@ class GatewaySettings:
         timeout = seconds(env, ENV_PREFIX + "REQUEST_TIMEOUT")
         if timeout is not None:
             values["request_timeout"] = timeout
+        inactivity = seconds(env, ENV_PREFIX + "A2A_TASK_INACTIVITY")
+        if inactivity is not None:
+            values["a2a_task_inactivity"] = inactivity
         source = env.get(ENV_PREFIX + "SOURCE")
         if source:
             values["source"] = source
@@ -89,6 +96,11 @@ class GatewaySettings:
         if not (self.request_timeout > 0 and math.isfinite(self.request_timeout)):
             raise ValueError(
                 f"request_timeout must be a positive number of seconds, not {self.request_timeout}"
+            )
+        inactivity = self.a2a_task_inactivity
+        if inactivity is not None and not (inactivity > 0 and math.isfinite(inactivity)):
+            raise ValueError(
+                f"a2a_task_inactivity must be a positive number of seconds, not {inactivity}"
             )
 
 

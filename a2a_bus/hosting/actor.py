@@ -28,6 +28,7 @@ from typing import Any
 import pykka
 
 from a2a_bus.hosting.agent import Agent
+from a2a_bus.hosting.control import IDLE, RunControl
 from a2a_bus.protocol import JsonRpcError
 from a2a_bus.runtime.fiber import Fiber
 from a2a_bus.runtime.keepalive import ACTORS
@@ -72,6 +73,8 @@ class Job:
     #: The call may park (wait for input without holding the actor): it runs in
     #: a Fiber, and the replica's mailbox bound does not count it.
     parks: bool = False
+    #: What the handler sees as ``self.cancelled`` / ``self.progress``.
+    control: RunControl = IDLE
 
 
 Report = Callable[[Job, Outcome], None]
@@ -162,6 +165,7 @@ class AgentActor(pykka.ThreadingActor):
             return None
         agent.event = job.event
         agent.redelivered = job.redelivered or job.attempts > 0
+        agent.control = job.control
         # What the handler's own messages continue (their trace, call depth and chain).
         origin = self._origin(job)
         token = ORIGIN.set(origin)
@@ -201,6 +205,7 @@ class AgentActor(pykka.ThreadingActor):
         agent = self.agent
         agent.event = job.event
         agent.redelivered = job.redelivered or job.attempts > 0
+        agent.control = job.control
         if not fiber.run_slice():
             return
         del self._fibers[fiber]

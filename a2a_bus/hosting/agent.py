@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from a2a_bus.client import Client
 from a2a_bus.core.routing import validate_name, validate_subject
 from a2a_bus.hosting.binding import Binder, Bound
+from a2a_bus.hosting.control import IDLE, RunControl
 from a2a_bus.hosting.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
 from a2a_bus.schedule.spec import Schedule
 
@@ -177,6 +178,8 @@ class Agent:
     event: Any = None
     #: True when this message may have been handled before (crash, redelivery).
     redelivered: bool = False
+    #: The cancel flag and progress report of the request being handled.
+    control: RunControl = IDLE
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -216,6 +219,19 @@ class Agent:
     def hosted(self) -> bool:
         """True once a bus hosts this instance (``client`` is set)."""
         return self._client is not None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the caller of the request being handled canceled it (an A2A
+        ``CancelTask``): a long handler checks it and returns early. A generator
+        handler need not: it is closed at its next item."""
+        return self.control.cancelled
+
+    def progress(self, note: Any = None) -> None:
+        """Report progress of the request being handled: for an A2A task a
+        ``working`` status update (``note`` its message: text or any JSON value)
+        that also resets the task's inactivity deadline. A no-op elsewhere."""
+        self.control.progress(note)
 
     def on_start(self) -> None:
         """Called in the actor thread before the first message."""

@@ -23,7 +23,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any
@@ -41,6 +41,7 @@ from a2a_bus.hosting.actor import Job, Outcome
 from a2a_bus.hosting.agent import Agent, SubscriptionSpec
 from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
 from a2a_bus.hosting.supervisor import Replica, RestartPolicy
+from a2a_bus.hosting.task_runs import TaskMarks
 from a2a_bus.protocol import (
     ErrorCode,
     JsonRpcError,
@@ -63,6 +64,7 @@ from a2a_bus.transport.errors import RecordTooLarge, TransportError
 log = logging.getLogger(__name__)
 
 _SESSION = ext.SESSION
+_TASK_ID = ext.TASK_ID
 
 #: Chunks an agent may emit ahead of the loop publishing them.
 STREAM_CREDITS = 256
@@ -324,6 +326,10 @@ class AgentHost:
         job = Job(call, method, event, delivery.redelivered)
         replica = self._replica()
         if "id" in message:
+            reply_to = event.get_attributes().get(_TASK_ID) and event.get_extension(ext.REPLY_TO)
+            if isinstance(reply_to, str):
+                await self._run_task(replica, delivery, message, job, spec.streams_out, reply_to)
+                return
             if spec.streams_out:
                 await self._stream_out(replica, delivery, message, job)
                 return
@@ -338,6 +344,37 @@ class AgentHost:
                     tracing.record_response(span, {"error": outcome.error.to_dict()})
             return
         await self._answer(delivery, message, outcome)
+
+    async def _run_task(
+        self,
+        replica: Replica,
+        delivery: Delivery,
+        message: dict[str, Any],
+        job: Job,
+        streams: bool,
+        reply_to: str,
+    ) -> None:
+        """A request run as a task (:mod:`a2a_bus.core.task_marks`): marked started,
+        cancelable from any node (``stream/cancel`` of its id to this node's reply
+        topic: a generator is closed, a plain handler sees ``self.cancelled``), its
+        progress sent as marks, then answered as any request."""
+        marks = TaskMarks(self._context, delivery, reply_to)
+        job.control = marks.control
+        await marks.started()
+        request_id = delivery.event.get_id()
+        try:
+            if streams:
+                await self._stream_out(replica, delivery, message, job, before_end=marks.close)
+                return
+            self._dispatcher.stream_started(request_id, marks.control.cancel)
+            try:
+                outcome = await replica.submit(job)
+            finally:
+                self._dispatcher.stream_ended(request_id)
+            await marks.close()
+            await self._answer(delivery, message, outcome)
+        finally:
+            await marks.close()
 
     def _answer_local_caller(self, job: Job, outcome: Outcome) -> bool:
         """Resolve the caller's request at once, on the loop, as the outcome lands."""
@@ -425,7 +462,12 @@ class AgentHost:
     # -- streams --------------------------------------------------------------------
 
     async def _stream_out(
-        self, replica: Replica, delivery: Delivery, message: dict[str, Any], job: Job
+        self,
+        replica: Replica,
+        delivery: Delivery,
+        message: dict[str, Any],
+        job: Job,
+        before_end: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Run a generator handler; publish each item as a chunk, in order, then the end."""
         event = delivery.event
@@ -459,6 +501,7 @@ class AgentHost:
 
         def cancel() -> None:  # on the loop, when the caller sent stream/cancel
             cancelled.set()
+            job.control.cancel()
             credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
 
         async def pump() -> None:
@@ -510,6 +553,8 @@ class AgentHost:
             )
             response = error_response(error.code, error.message, id, error.data)
         self._context.metrics.handled += 1
+        if before_end is not None:
+            await before_end()
         if isinstance(reply_to, str):
             end = end_event(self._context.adaptor, event, count, response, reply_to)
             await self._context.transport.publish(reply_to, end, key=record_key(end))

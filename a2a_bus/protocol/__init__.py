@@ -25,6 +25,7 @@ from a2a_bus.protocol.constants import (
 from a2a_bus.protocol.errors import (
     ErrorCode,
     Failure,
+    InputRequired,
     JsonRpcError,
     JsonRpcId,
     ProtocolError,
@@ -63,6 +64,7 @@ __all__ = [
     "Converted",
     "ErrorCode",
     "Failure",
+    "InputRequired",
     "JsonRpcError",
     "JsonRpcId",
     "KafkaRecord",

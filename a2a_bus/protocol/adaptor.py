@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -280,6 +281,11 @@ class Adaptor:
             tracestate = asked.get(ext.TRACESTATE)
             if tracestate is not None:
                 attributes[ext.TRACESTATE] = tracestate
+        task_id = asked.get(ext.TASK_ID)
+        if task_id is not None:
+            # The task log orders and times a task's records by these.
+            attributes[ext.TASK_ID] = attributes[ext.PARTITION_KEY] = task_id
+            attributes["time"] = datetime.now(UTC)
         return new_event(attributes, response)
 
     # -- CloudEvent -> JSON-RPC -----------------------------------------------------

@@ -41,6 +41,9 @@ class ext:
     #: Agent handlers above a message, and their ids (see protocol/callchain.py).
     CALLDEPTH: Final = "calldepth"
     CALLCHAIN: Final = "callchain"
+    #: On a request run as a task, and on everything answering it: the task's id,
+    #: which is also the partitioning key of the answers (one task, one partition).
+    TASK_ID: Final = "taskid"
 
 
 class mcptype:

@@ -31,6 +31,9 @@ class ErrorCode(IntEnum):
     STREAM_BROKEN = -32006
     BUSY = -32007
     CALL_TOO_DEEP = -32008
+    #: Not a failure: the handler needs more input from the caller to go on
+    #: (``data``: what it asks). A task waits in ``input-required``.
+    INPUT_REQUIRED = -32012
 
 
 #: The specification's message for each standard code.
@@ -99,6 +102,16 @@ class JsonRpcError(Exception):
 
     def __repr__(self) -> str:
         return f"JsonRpcError({self.code}, {self.message!r}, {self.data!r})"
+
+
+class InputRequired(JsonRpcError):
+    """Raise from a handler that needs more from its caller to go on: ``prompt``
+    (a string or any JSON value) says what. A plain caller gets it as error
+    -32012; over A2A the task waits in ``input-required`` and the caller's next
+    message with the same ``taskId`` is the next call."""
+
+    def __init__(self, prompt: Any) -> None:
+        super().__init__(ErrorCode.INPUT_REQUIRED, "Input required", prompt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,10 +62,7 @@ def a2a_send(n: int, pause: float) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": params})
 
 
-@pytest.mark.parametrize(
-    ("path", "request_body"),
-    [("/rpc", count), ("/a2a/echo", a2a_send)],  # JSON-RPC without SSE; A2A message/send
-)
+@pytest.mark.parametrize(("path", "request_body"), [("/rpc", count)])  # JSON-RPC without SSE
 async def test_a_client_that_leaves_cancels_the_collection_upstream(
     served_port: int, bus: Bus, path: str, request_body: Callable[[int, float], bytes]
 ) -> None:
@@ -90,3 +87,32 @@ async def test_a_client_that_leaves_cancels_the_collection_upstream(
         )
     assert answer.json()["result"] == "after"
     assert agents.COUNTED["last"] == stopped_at
+
+
+async def test_an_a2a_client_that_leaves_leaves_its_task_running_until_canceled(
+    served_port: int, bus: Bus
+) -> None:
+    agents.COUNTED["last"] = -1
+    body = a2a_send(100_000, 0.001)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", served_port)
+    head = f"POST /a2a/echo HTTP/1.1\r\nhost: gateway\r\ncontent-length: {len(body)}\r\n\r\n"
+    writer.write(head.encode() + body)
+    await writer.drain()
+    await until(lambda: agents.COUNTED["last"] >= 10, "the stream to start")
+    writer.close()  # the client goes away without an answer
+    await writer.wait_closed()
+    left_at = agents.COUNTED["last"]
+    await until(lambda: agents.COUNTED["last"] > left_at + 20, "the task to go on")
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{served_port}", timeout=WAIT) as http:
+        listed = await http.post(
+            "/a2a/echo", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        )
+        (task,) = listed.json()["result"]["tasks"]
+        assert task["status"]["state"] == "TASK_STATE_WORKING"
+        canceled = await http.post(
+            "/a2a/echo",
+            json={"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task["id"]}},
+        )
+        assert canceled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    await until(lambda: bus.service.dispatcher.running_streams == 0, "the generator to stop")
+    assert agents.COUNTED["last"] < 99_999

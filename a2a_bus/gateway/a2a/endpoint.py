@@ -6,6 +6,8 @@
 endpoint (explicit method calls, routed to the agent that declares the method)
 and card (one skill per agent). The gateway's bearer tokens, allow-lists and
 body limit apply; the JSON-RPC envelope is checked by the gateway's adaptor.
+Tasks live on the bus (:mod:`.task_service`, :mod:`.view`): any replica serves
+any task.
 """
 
 from __future__ import annotations
@@ -15,23 +17,23 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from cloudevents.core.v1.event import CloudEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from a2a_bus.gateway.a2a.calls import Call, called_method, plan
 from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
-from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params, task_not_found
-from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
-from a2a_bus.gateway.a2a.runs import ArtifactChunk, LastChunks, Run, StatusChanged, Update
-from a2a_bus.gateway.a2a.tasks import TaskRecord, TaskStore
+from a2a_bus.gateway.a2a.errors import A2ACode, A2AError
+from a2a_bus.gateway.a2a.fold import ArtifactChunk, StatusChanged, TaskFold, Versioned
+from a2a_bus.gateway.a2a.listing import page
+from a2a_bus.gateway.a2a.task_service import TaskService
+from a2a_bus.gateway.a2a.view import TaskView
 from a2a_bus.gateway.a2a.wire import (
     Op,
     Version,
     artifact_update,
     check_version,
     method_of,
+    parse_list,
     parse_send,
     parse_task_query,
     status_update,
@@ -47,17 +49,8 @@ from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import CLIENT_GONE, parse
 from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.sse import SSEResponse, frame
-from a2a_bus.gateway.tracing import adopt, serving_http
-from a2a_bus.protocol import (
-    Failure,
-    Kind,
-    error_response,
-    event_kind,
-    ext,
-    new_id,
-    result_response,
-)
-from a2a_bus.runtime.tracing import ORIGIN
+from a2a_bus.gateway.tracing import serving_http
+from a2a_bus.protocol import Failure, Kind, error_response, event_kind, result_response
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +59,7 @@ STREAM_BUFFER = 64
 
 
 class A2ABinding:
-    """The A2A endpoints of one gateway, with its store of recent tasks."""
+    """The A2A endpoints of one gateway, over the bus's tasks."""
 
     def __init__(
         self,
@@ -76,11 +69,31 @@ class A2ABinding:
         max_tasks_per_owner: int | None = DEFAULT_MAX_TASKS_PER_OWNER,
     ) -> None:
         self.gateway = gateway
-        # Without tokens every caller is the same owner: only the store's bound applies.
+        bus = gateway.bus
+        # Without tokens every caller is the same owner: only the view's bound applies.
         per_owner = max_tasks_per_owner if gateway.authenticator.enabled else None
-        self.tasks = TaskStore(max_tasks, per_owner)
-        # Runs are asyncio tasks: hold them until they finish.
-        self._running: set[asyncio.Task[None]] = set()
+        self.view = TaskView(
+            bus.transport,
+            bus.topics,
+            bus.node,
+            gateway.settings.source,
+            max_bytes=gateway.settings.max_body_bytes,
+            max_tasks=max_tasks,
+            max_tasks_per_owner=per_owner,
+        )
+        self.tasks = TaskService(gateway, self.view, per_owner)
+        self._started: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Follow the task log (once; the first A2A call does it if nothing did)."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self.view.start())
+        await asyncio.shield(self._started)
+
+    async def stop(self) -> None:
+        if self._started is not None:
+            self._started = None
+            await self.view.stop()
 
     def routes(self) -> list[Route]:
         return [
@@ -171,7 +184,9 @@ class A2ABinding:
             op, version = method_of(method)
             check_version(request.headers.get("a2a-version"))
             params = message.get("params")
-            return await self._dispatch(op, version, params, id, access, agent_id, watch)
+            await self.start()
+            resume = _last_event_id(request.headers.get("last-event-id"))
+            return await self._dispatch(op, version, params, id, access, agent_id, watch, resume)
         except A2AError as exc:
             if exc.status == 403:
                 DENIED.labels("forbidden").inc()
@@ -190,200 +205,94 @@ class A2ABinding:
         access: Access,
         agent_id: str | None,
         watch: DisconnectWatch,
+        resume: int | None,
     ) -> Response:
-        if op is Op.GET or op is Op.CANCEL:
+        tasks, owner = self.tasks, access.identity
+        if op is Op.LIST:
+            query = parse_list(params)
+            mine = (f for f in self.view.tasks() if f.owner == owner and f.endpoint == agent_id)
+            found = page(mine, query)
+            body = {
+                "tasks": [
+                    task_json(
+                        f.task, version, query.history_length, artifacts=query.include_artifacts
+                    )
+                    for f in found.tasks
+                ],
+                "nextPageToken": found.next_token,
+                "pageSize": query.page_size,
+                "totalSize": found.total,
+            }
+            return JSONResponse(result_response(body, id))
+        if op is not Op.SEND and op is not Op.STREAM:
             task_id, history_length = parse_task_query(params)
-            record = self.tasks.find(task_id, agent_id, access.identity)
-            if record is None:
-                raise task_not_found(task_id)
+            fold = await tasks.find(task_id, agent_id, owner)
+            if op is Op.SUBSCRIBE:
+                return self._subscribe(fold, version, id, resume)
             if op is Op.CANCEL:
-                await self._cancel(record)
-            body = task_json(record.task, version, history_length)
+                fold = await tasks.cancel(fold)
+            body = task_json(fold.task, version, history_length)
             return JSONResponse(result_response(body, id))
         request = parse_send(params, version)
-        record, run = self._prepare(request.message, access, agent_id, stream=op is Op.STREAM)
+        fold = await tasks.send(request.message, access, agent_id, stream=op is Op.STREAM)
         if op is Op.STREAM:
-            queue: asyncio.Queue[Update] = asyncio.Queue(STREAM_BUFFER)
-            runner = self._start(record, run, queue)
-            events = self._events(record, runner, queue, version, id)
-
-            async def stop() -> None:
-                # Also when the client left before the first byte (the body never
-                # started): the run would wait forever on its full queue.
-                runner.cancel()
-
-            return SSEResponse(events, on_close=stop)
-        runner = self._start(record, run, None)
-        if request.blocking and run.call.streaming:
-            # Gathering a stream can take long: a client that leaves cancels the task.
-            await watch.run(_settle(runner))
-        elif request.blocking:
-            await _settle(runner)
-        body = task_result(record.task, version, request.history_length)
+            return SSEResponse(self._events(fold, version, id))
+        if request.blocking:
+            # A client that leaves stops waiting; the task goes on (GetTask finds it).
+            fold = await watch.run(tasks.settled(fold.task.id))
+        body = task_result(fold.task, version, request.history_length)
         return JSONResponse(result_response(body, id))
 
-    # -- tasks ----------------------------------------------------------------------
-
-    def _prepare(
-        self, message: Message, access: Access, agent_id: str | None, *, stream: bool
-    ) -> tuple[TaskRecord, Run]:
-        """The task a message starts, stored, and its run (not started yet)."""
-        ctx = self.gateway
-        if message.task_id is not None:
-            earlier = self.tasks.find(message.task_id, agent_id, access.identity)
-            if earlier is None:
-                raise task_not_found(message.task_id)
+    def _subscribe(self, fold: TaskFold, version: Version, id: Any, resume: int | None) -> Response:
+        """``SubscribeToTask``: the task, then its updates as they come, to its end;
+        with ``Last-Event-ID``, the updates after that one (the task again when they
+        are no longer kept)."""
+        task = fold.task
+        if task.state.terminal and (resume is None or resume >= fold.version):
             raise A2AError(
                 A2ACode.UNSUPPORTED_OPERATION,
-                f"task {message.task_id!r} is {earlier.task.state.value} and takes no more "
-                "messages; send without taskId (same contextId) to continue the conversation",
-                {"taskId": message.task_id},
+                f"task {task.id!r} is {task.state.value}: nothing more will come "
+                "(GetTask returns it)",
+                {"taskId": task.id, "state": task.state.value},
             )
-        target = agent_id if agent_id is not None else self._owner(message, access)
-        card = self._card(access, target)
-        if card is None:  # it went away since the request arrived
-            raise A2AError(A2ACode.METHOD_NOT_FOUND, f"no live agent {target!r}", status=404)
-        context_id = message.context_id or new_id()
-        # The agent's session is the token's own: another token naming the same
-        # contextId starts a conversation of its own rather than reading this one.
-        session = f"{access.identity}/{context_id}"
-        call = plan(card, message, session, stream=stream)
-        task = Task(context_id, [message])
-        message.context_id, message.task_id = context_id, task.id
-        event = self._event(call, target, task.id)
-        reason = access.denies(event, target)
-        if reason is not None and stream and call.streaming:
-            # A stock client streams whenever the card can: a token that may call
-            # the plain method only gets its answer as one artifact instead.
-            plain = plan(card, message, session, stream=False)
-            plain_event = self._event(plain, target, task.id)
-            if access.denies(plain_event, target) is None:
-                call, event, reason = plain, plain_event, None
-        if reason is not None:
-            raise A2AError(A2ACode.INVALID_REQUEST, f"Forbidden: {reason}", status=403)
-        task.set_state(TaskState.WORKING)
-        record = TaskRecord(task, agent_id, access.identity)
-        self.tasks.add(record)
-        limit = ctx.settings.max_body_bytes
-        return record, Run(ctx.service, ctx.client, task, target, call, event, self.timeout, limit)
-
-    def _owner(self, message: Message, access: Access) -> str:
-        """The agent the gateway's own endpoint routes a message to: the method's owner."""
-        method = called_method(message)
-        if method is None:
-            raise invalid_params(
-                'this endpoint takes a data part {"method": ..., "params": ...}; to talk to '
-                "one agent, use its own endpoint /a2a/{agent_id} (see the gateway's card)"
-            )
-        for card in self.gateway.directory.cards():
-            agent_id = str(card.get("id"))
-            if access.may_see_agent(agent_id) and any(
-                m.get("name") == method for m in card.get("methods", ())
-            ):
-                return agent_id
-        raise invalid_params(f"no agent on this bus offers the method {method!r}", method=method)
-
-    def _event(self, call: Call, agent_id: str, request_id: str) -> CloudEvent:
-        """The bus request of a call, converted (and so checked) by the gateway's adaptor."""
-        rpc: dict[str, Any] = {"jsonrpc": "2.0", "method": call.method, "id": request_id}
-        if call.params is not None:
-            rpc["params"] = call.params
-        item = self.gateway.adaptor.from_json(rpc)[0]
-        if isinstance(item, Failure):
-            raise invalid_params(f"{item.message}: {item.data}" if item.data else item.message)
-        item.get_attributes()[ext.TARGET_AGENT] = agent_id
-        adopt(ORIGIN.get(), item)  # the HTTP request's trace
-        return item
-
-    def _start(
-        self, record: TaskRecord, run: Run, queue: asyncio.Queue[Update] | None
-    ) -> asyncio.Task[None]:
-        runner = asyncio.create_task(run(queue.put) if queue is not None else run())
-        record.runner = runner
-        self._running.add(runner)
-
-        def finished(done: asyncio.Task[None]) -> None:
-            self._running.discard(done)
-            record.runner = None
-            task = record.task
-            if done.cancelled() and not task.state.terminal:  # cancelled before it ran
-                task.set_state(TaskState.CANCELED, task.agent_message([Part.text("canceled")]))
-            if not done.cancelled():
-                done.exception()  # failures are on the task already; do not warn twice
-
-        runner.add_done_callback(finished)
-        return runner
-
-    async def _cancel(self, record: TaskRecord) -> None:
-        runner = record.runner
-        if record.task.state.terminal or runner is None:
-            raise A2AError(
-                A2ACode.TASK_NOT_CANCELABLE,
-                f"task {record.task.id!r} is {record.task.state.value}",
-                {"taskId": record.task.id, "state": record.task.state.value},
-            )
-        runner.cancel()
-        await asyncio.wait({runner}, timeout=self.timeout)
+        if resume is not None and self.view.updates_after(task.id, resume) is not None:
+            return SSEResponse(self._events(fold, version, id, after=resume))
+        return SSEResponse(self._events(fold, version, id))
 
     async def _events(
-        self,
-        record: TaskRecord,
-        runner: asyncio.Task[None],
-        queue: asyncio.Queue[Update],
-        version: Version,
-        id: Any,
+        self, fold: TaskFold, version: Version, id: Any, *, after: int | None = None
     ) -> AsyncGenerator[bytes, None]:
-        """The SSE stream of a run: the task, its updates, then its final status."""
-        task = record.task
+        """The SSE stream of a task: the task as it is (unless resuming ``after`` a
+        version), then each update (``id:`` its version), to the one that ends the
+        task or asks for input. The task goes on if the client leaves."""
+        task = fold.task
 
-        def event(result: Any) -> bytes:
-            return frame(result_response(result, id), "message")
+        def event(result: Any, event_id: int) -> bytes:
+            return frame(result_response(result, id), "message", event_id)
 
-        def render(update: Update) -> bytes:
-            if isinstance(update, StatusChanged):
-                return event(status_update(update.snapshot, version))
-            assert isinstance(update, ArtifactChunk)
-            chunk = artifact_update(
-                task,
-                update.artifact,
-                version,
-                append=update.append,
-                last_chunk=update.last_chunk,
-            )
-            return event(chunk)
-
-        chunks = LastChunks()
-        getter: asyncio.Future[Update] | None = None
+        if after is None:
+            after = fold.version  # read with the task: no update is in both
+            yield event(task_result(task, version), after)
         try:
-            yield event(task_result(task, version))
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    for update in chunks.push(getter.result()):
-                        yield render(update)
-                    continue
-                getter.cancel()
-                while not queue.empty():
-                    for update in chunks.push(queue.get_nowait()):
-                        yield render(update)
-                break
-            for update in chunks.end():
-                yield render(update)
-            yield event(status_update(task, version))
-        finally:
-            # Also reached when the client went away: the run stops and the bus
-            # request is closed (a streaming agent is told to stop).
-            if getter is not None:
-                getter.cancel()
-            if not runner.done():
-                runner.cancel()
+            async for versioned in self.view.follow(task.id, after):
+                yield event(_render(task, versioned, version), versioned.version)
+        except LookupError:  # fell behind what is kept: the task as it is now
+            current = self.view.get(task.id) or fold
+            yield event(task_result(current.task, version), current.version)
 
 
-async def _settle(runner: asyncio.Task[None]) -> None:
-    """Wait for a run to end (however it ends); a caller that goes away cancels it."""
-    try:
-        await asyncio.wait({runner})
-    except asyncio.CancelledError:
-        runner.cancel()
-        raise
+def _render(task: Any, versioned: Versioned, version: Version) -> Any:
+    update = versioned.update
+    if isinstance(update, StatusChanged):
+        return status_update(update.snapshot, version)
+    assert isinstance(update, ArtifactChunk)
+    return artifact_update(
+        task, update.artifact, version, append=update.append, last_chunk=update.last_chunk
+    )
+
+
+def _last_event_id(header: str | None) -> int | None:
+    """The version a resuming SSE client saw last (``Last-Event-ID``), if readable."""
+    if header is None or not header.strip().isdigit():
+        return None
+    return int(header.strip())

@@ -23,6 +23,8 @@ class TaskState(StrEnum):
     FAILED = "failed"
     CANCELED = "canceled"
     REJECTED = "rejected"
+    #: The agent asked for more: the caller's next message (same taskId) goes on.
+    INPUT_REQUIRED = "input-required"
 
     @property
     def terminal(self) -> bool:
@@ -62,6 +64,30 @@ class Message:
     message_id: str = field(default_factory=new_id)
     context_id: str | None = None
     task_id: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """As JSON for the task log (:meth:`from_record` reads it back)."""
+        return {
+            "role": self.role,
+            "parts": [[part.kind, part.value] for part in self.parts],
+            "messageId": self.message_id,
+            "contextId": self.context_id,
+            "taskId": self.task_id,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Message:
+        role: Literal["user", "agent"] = "agent" if record.get("role") == "agent" else "user"
+        parts = [
+            Part("text" if kind == "text" else "data", value) for kind, value in record["parts"]
+        ]
+        return cls(
+            role,
+            parts,
+            message_id=str(record.get("messageId") or new_id()),
+            context_id=record.get("contextId"),
+            task_id=record.get("taskId"),
+        )
 
 
 class Artifact:
@@ -130,11 +156,15 @@ class Task:
     message: Message | None = None
     timestamp: str = field(default_factory=now)
     artifacts: list[Artifact] = field(default_factory=list)
+    #: Facts about the run: ``{"redelivered": true}`` once another replica took it over.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
-    def set_state(self, state: TaskState, message: Message | None = None) -> None:
+    def set_state(
+        self, state: TaskState, message: Message | None = None, timestamp: str | None = None
+    ) -> None:
         self.state = state
         self.message = message
-        self.timestamp = now()
+        self.timestamp = timestamp or now()
 
     def agent_message(self, parts: list[Part]) -> Message:
         """A message from the agent within this task."""

@@ -12,6 +12,7 @@ status update.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -29,6 +30,8 @@ class Op(Enum):
     STREAM = "stream"
     GET = "get"
     CANCEL = "cancel"
+    LIST = "list"
+    SUBSCRIBE = "subscribe"
 
 
 #: The methods this binding serves, in both versions.
@@ -37,10 +40,13 @@ METHODS: dict[str, tuple[Op, Version]] = {
     "SendStreamingMessage": (Op.STREAM, Version.V1),
     "GetTask": (Op.GET, Version.V1),
     "CancelTask": (Op.CANCEL, Version.V1),
+    "ListTasks": (Op.LIST, Version.V1),
+    "SubscribeToTask": (Op.SUBSCRIBE, Version.V1),
     "message/send": (Op.SEND, Version.V03),
     "message/stream": (Op.STREAM, Version.V03),
     "tasks/get": (Op.GET, Version.V03),
     "tasks/cancel": (Op.CANCEL, Version.V03),
+    "tasks/resubscribe": (Op.SUBSCRIBE, Version.V03),
 }
 
 #: Methods of the protocol this binding does not offer, and the error they get.
@@ -57,9 +63,6 @@ UNSUPPORTED: dict[str, A2ACode] = {
             "tasks/pushNotificationConfig/delete",
         ),
         A2ACode.PUSH_NOTIFICATION_NOT_SUPPORTED,
-    ),
-    **dict.fromkeys(
-        ("ListTasks", "SubscribeToTask", "tasks/resubscribe"), A2ACode.UNSUPPORTED_OPERATION
     ),
     **dict.fromkeys(
         ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"),
@@ -144,14 +147,18 @@ def status_json(task: Task, version: Version) -> dict[str, Any]:
     return status
 
 
-def task_json(task: Task, version: Version, history_length: int | None = None) -> dict[str, Any]:
+def task_json(
+    task: Task, version: Version, history_length: int | None = None, *, artifacts: bool = True
+) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": "task"} if version is Version.V03 else {}
     out.update(id=task.id, contextId=task.context_id, status=status_json(task, version))
-    if task.artifacts:
+    if task.artifacts and artifacts:
         out["artifacts"] = [artifact_json(a, version) for a in task.artifacts]
     history = task.history if history_length is None else task.history[-history_length:]
     if history and history_length != 0:
         out["history"] = [message_json(m, version) for m in history]
+    if task.metadata:
+        out["metadata"] = task.metadata
     return out
 
 
@@ -280,3 +287,73 @@ def parse_task_query(params: Any) -> tuple[str, int | None]:
     if task_id is None:
         raise invalid_params("params.id (the task id) is required")
     return task_id, _history_length(body.get("historyLength"))
+
+
+#: ``ListTasks`` page sizes (as the a2a-sdk's own server: 50 unless asked, at most 100).
+DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    context_id: str | None
+    state: TaskState | None
+    page_size: int
+    page_token: str | None
+    history_length: int | None
+    #: Only tasks whose status changed at or after this instant.
+    updated_after: datetime | None
+    include_artifacts: bool
+
+
+def _task_state(value: Any) -> TaskState | None:
+    if value is None or value in ("", "TASK_STATE_UNSPECIFIED"):
+        return None
+    if isinstance(value, str):
+        name = value.removeprefix("TASK_STATE_")
+        for state in TaskState:
+            if name in (state.name, state.value):
+                return state
+    raise invalid_params(f"status {value!r} is not a task state")
+
+
+def parse_timestamp(value: Any, what: str) -> datetime | None:
+    """An RFC 3339 timestamp (protobuf's JSON form of a Timestamp), or None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    raise invalid_params(f"{what} must be an RFC 3339 timestamp, not {value!r}")
+
+
+def parse_list(params: Any) -> ListQuery:
+    """The filters and page of ``ListTasks``."""
+    body = _object(params if params is not None else {}, "params")
+    size = body.get("pageSize")
+    if size is None:
+        page_size = DEFAULT_PAGE_SIZE
+    elif (
+        isinstance(size, bool)
+        or not isinstance(size, int | float)
+        or size != int(size)
+        or not 1 <= size <= MAX_PAGE_SIZE
+    ):
+        raise invalid_params(f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}")
+    else:
+        page_size = int(size)
+    include = body.get("includeArtifacts", False)
+    if not isinstance(include, bool):
+        raise invalid_params("includeArtifacts must be a boolean")
+    return ListQuery(
+        context_id=_optional_str(body.get("contextId"), "params.contextId"),
+        state=_task_state(body.get("status")),
+        page_size=page_size,
+        page_token=_optional_str(body.get("pageToken"), "params.pageToken"),
+        history_length=_history_length(body.get("historyLength")),
+        updated_after=parse_timestamp(body.get("statusTimestampAfter"), "statusTimestampAfter"),
+        include_artifacts=include,
+    )

@@ -32,8 +32,6 @@ from a2a.types import a2a_pb2 as pb
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
-from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task
-from a2a_bus.gateway.a2a.runs import ArtifactChunk, LastChunks, StatusChanged
 from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
 
@@ -347,31 +345,3 @@ async def test_a_stream_that_fails_still_closes_its_artifact(http: httpx.AsyncCl
     ]
     assert [c["lastChunk"] for c in chunks] == [False, True]
     assert events[-1]["status"]["state"] == "failed"
-
-
-def test_progress_releases_the_held_chunk_as_not_last() -> None:
-    task = Task("c", [Message("user", [Part.text("hi")])])
-    first, other = Artifact([]), Artifact([])
-
-    def chunk(artifact: Artifact, value: int) -> ArtifactChunk:
-        delta = Artifact([Part.data(value)], artifact.name, artifact.artifact_id)
-        return ArtifactChunk(delta, append=value > 0, last_chunk=False)
-
-    progress = StatusChanged(task)
-    marker = LastChunks()
-    sent = [
-        *marker.push(chunk(first, 0)),
-        *marker.push(progress),  # the chunk goes out first, not held behind progress
-        *marker.push(chunk(first, 1)),
-        *marker.push(chunk(other, 0)),  # another artifact: the held one was first's last
-        *marker.end(),
-    ]
-    assert [
-        (u.artifact.parts, u.last_chunk) if isinstance(u, ArtifactChunk) else u for u in sent
-    ] == [
-        ([Part.data(0)], False),
-        progress,
-        ([Part.data(1)], True),
-        ([Part.data(0)], True),
-    ]
-    assert marker.end() == []

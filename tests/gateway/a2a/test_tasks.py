@@ -1,4 +1,4 @@
-"""One token cannot flood the A2A task store: each owner holds at most
+"""One token cannot flood the A2A tasks a gateway keeps: each owner holds at most
 ``max_tasks_per_owner`` tasks, its new tasks make room among its own finished ones,
 and an owner whose tasks are all unfinished is refused (HTTP 429, JSON-RPC -32000)
 while other tokens' tasks survive and other tokens go on sending.
@@ -29,14 +29,12 @@ from starlette.applications import Starlette
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import Access, GatewaySettings, create_app
-from a2a_bus.gateway.a2a import DEFAULT_MAX_TASKS, TaskStore
-from a2a_bus.gateway.a2a.errors import A2AError
-from a2a_bus.gateway.a2a.model import Message, Part, Task, TaskState
-from a2a_bus.gateway.a2a.tasks import TaskRecord
+from a2a_bus.gateway.a2a import DEFAULT_MAX_TASKS, TaskView
+from a2a_bus.gateway.a2a.task_log import EntryKind
 from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
 from tests.gateway.agents import Echo
 
-from .test_a2a import BASE, WAIT, collect, within
+from .test_a2a import BASE, WAIT, collect, submitted_record, within
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -120,7 +118,7 @@ async def test_an_owner_with_only_unfinished_tasks_is_refused(
         params = call("count", blocking=False, n=400, pause=0.005)
         response = await rpc(flood, "echo", "SendMessage", params)
         task = response.json()["result"]["task"]
-        assert task["status"]["state"] == "TASK_STATE_WORKING"
+        assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
         running.append(task["id"])
 
     refused = await rpc(flood, "spec", "SendMessage", call("subtract", minuend=1, subtrahend=1))
@@ -176,30 +174,45 @@ async def test_the_default_bound_keeps_other_tokens_tasks(bus: Bus) -> None:
         assert await found(quiet, "spec", kept)
 
 
-def test_the_store_evicts_the_owners_oldest_finished_task_first() -> None:
-    store = TaskStore(max_tasks=10, max_tasks_per_owner=3)
+async def owned_view(bus: Bus, max_tasks: int, per_owner: int | None) -> TaskView:
+    view = TaskView(
+        bus.transport,
+        bus.topics,
+        uuid.uuid4().hex[:8],
+        "test",
+        max_bytes=1 << 20,
+        max_tasks=max_tasks,
+        max_tasks_per_owner=per_owner,
+    )
+    await view.start()
+    return view
 
-    def record(owner: str, state: TaskState) -> TaskRecord:
-        task = Task("c", [Message("user", [Part.text("x")])])
-        task.set_state(state)
-        made = TaskRecord(task, "echo", owner)
-        store.add(made)
-        return made
 
-    other = record("b", TaskState.COMPLETED)
-    running = record("a", TaskState.WORKING)
-    done = record("a", TaskState.COMPLETED)
-    later = record("a", TaskState.WORKING)
-    newest = record("a", TaskState.COMPLETED)  # a is at 3: its oldest finished goes
-    assert store.find(done.task.id, "echo", "a") is None
-    assert store.find(running.task.id, "echo", "a") is running
-    assert store.owned("a") == 3 and store.owned("b") == 1
-    newest.task.set_state(TaskState.WORKING)
-    with pytest.raises(A2AError, match="Too many tasks"):  # all three unfinished
-        record("a", TaskState.WORKING)
-    assert store.owned("a") == 3 and len(store) == 4
-    assert store.find(other.task.id, "echo", "b") is other
-    assert store.find(later.task.id, "echo", "a") is later
+async def task_of(view: TaskView, owner: str, *, finished: bool) -> str:
+    task_id = uuid.uuid4().hex
+    await view.write(EntryKind.SUBMITTED, task_id, submitted_record("echo", owner))
+    if finished:
+        await view.write(EntryKind.CANCELED, task_id, {})
+    await within(view.sync())
+    return task_id
+
+
+async def test_the_view_evicts_the_owners_oldest_finished_task_first(bus: Bus) -> None:
+    view = await owned_view(bus, 10, 3)
+    try:
+        other = await task_of(view, "b", finished=True)
+        running = await task_of(view, "a", finished=False)
+        done = await task_of(view, "a", finished=True)
+        later = await task_of(view, "a", finished=False)
+        await task_of(view, "a", finished=True)  # a is at 3: its oldest finished goes
+        assert view.find(done, "echo", "a") is None
+        assert view.find(running, "echo", "a") is not None
+        assert len(view.owned("a")) == 3 and len(view.owned("b")) == 1
+        assert view.unfinished("a") == 2
+        assert view.find(other, "echo", "b") is not None
+        assert view.find(later, "echo", "a") is not None
+    finally:
+        await view.stop()
 
 
 def test_the_bounds_are_gateway_settings() -> None:
@@ -215,17 +228,17 @@ def test_the_bounds_are_gateway_settings() -> None:
         GatewaySettings(a2a_max_tasks_per_owner=0)
 
 
-def test_a_full_store_forgets_its_oldest_finished_task_first() -> None:
-    store = TaskStore(max_tasks=2)
-    first = TaskRecord(Task("c", [Message("user", [Part.text("1")])]), "echo", "a")
-    second = TaskRecord(Task("c", [Message("user", [Part.text("2")])]), "echo", "b")
-    second.task.set_state(TaskState.COMPLETED)
-    third = TaskRecord(Task("c", [Message("user", [Part.text("3")])]), "echo", "a")
-    for made in (first, second, third):
-        store.add(made)
-    assert store.find(first.task.id, "echo", "a") is first  # running: kept over a finished one
-    assert store.find(second.task.id, "echo", "b") is None
-    assert len(store) == 2 and store.owned("b") == 0
+async def test_a_full_view_forgets_its_oldest_finished_task_first(bus: Bus) -> None:
+    view = await owned_view(bus, 2, None)
+    try:
+        first = await task_of(view, "a", finished=False)
+        second = await task_of(view, "b", finished=True)
+        await task_of(view, "a", finished=False)
+        assert view.find(first, "echo", "a") is not None  # running: kept over a finished one
+        assert view.find(second, "echo", "b") is None
+        assert len(view.owned("b")) == 0
+    finally:
+        await view.stop()
 
 
 # -- tasks are private to the token that created them --------------------------------------

@@ -1,0 +1,328 @@
+"""One task's state, made of its task-log entries (:mod:`.task_log`) in order.
+
+The fold is pure and deterministic: every gateway replica reads the same records
+in the same order (one task, one partition), so every replica makes the same
+task and numbers its updates the same. An update's number (its version) is what
+a client resuming a stream names (SSE ``id``, ``Last-Event-ID``).
+
+* A streaming answer's chunks go onto one artifact per turn; whether a chunk is
+  its artifact's last is only known when the next update comes or the answer
+  ends, so the newest chunk is held back until then (one chunk, not the stream).
+  A status update releases the held chunk as not last, so progress is neither
+  delayed nor reordered.
+* What the task keeps of an answer is bounded: at most ``max_bytes`` of JSON
+  (the parts' values as one list); from the first chunk that does not fit on,
+  the stored artifact stops growing and its metadata says so. A subscriber still
+  gets every chunk.
+* A ``started`` mark that is a redelivery, after another start of the same turn,
+  begins the turn's answer again: the artifact so far is dropped (the next chunk
+  replaces it: ``append`` false) and the task's metadata says ``redelivered``.
+* Once the task is terminal, nothing but push-notification configs changes it:
+  a late answer, a second ``failed`` from another replica's watchdog, a cancel
+  that came too late.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from a2a_bus.gateway.a2a.calls import answer_parts
+from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task, TaskState
+from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
+from a2a_bus.protocol import ErrorCode
+
+
+@dataclass(frozen=True)
+class StatusChanged:
+    #: The task as it was when its status changed.
+    snapshot: Task
+
+
+@dataclass(frozen=True)
+class ArtifactChunk:
+    #: The parts that arrived, under the artifact's id.
+    artifact: Artifact
+    append: bool
+    last_chunk: bool
+
+
+Update = StatusChanged | ArtifactChunk
+
+
+@dataclass(frozen=True)
+class Versioned:
+    version: int
+    update: Update
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The bus call of one turn, as the task log records it."""
+
+    method: str
+    streaming: bool
+    #: A conversational method (its stream chunks are the LLM runtime's).
+    conversational: bool
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> CallPlan:
+        return cls(str(record["method"]), bool(record["streaming"]), bool(record["conversational"]))
+
+
+def error_parts(error: dict[str, Any]) -> list[Part]:
+    """A JSON-RPC error object as a failed task's status message."""
+    text = str(error.get("message") or "Error")
+    detail = error.get("data")
+    if isinstance(detail, str) and detail:
+        text = f"{text}: {detail}"
+    return [Part.text(f"{text} (error {error.get('code')})"), Part.data(error)]
+
+
+class TaskFold:
+    """A task and what its next entries need to know."""
+
+    def __init__(self, submitted: Entry, max_bytes: int, now: float) -> None:
+        data = submitted.data
+        message = Message.from_record(data["message"])
+        self.task = Task(str(data["contextId"]), [message], id=submitted.task_id)
+        self.task.set_state(TaskState.SUBMITTED, timestamp=submitted.time)
+        #: The identity of the token that created it: other tokens do not see it.
+        self.owner = str(data["owner"])
+        #: The endpoint's agent (None for the gateway's own endpoint).
+        self.endpoint: str | None = data.get("endpoint")
+        #: The agent that runs it.
+        self.agent = str(data["agent"])
+        self.message_id = message.message_id
+        self.call = CallPlan.of(data["call"])
+        #: The bus request of the current turn: only its answers count.
+        self.request_id = str(data["requestId"])
+        #: Seconds the agent may stay silent while the task is submitted or working.
+        self.inactivity = float(data["inactivity"])
+        self.max_bytes = max_bytes
+        self.version = 0
+        #: The node running the current turn's handler (where a cancel goes).
+        self.control: str | None = None
+        #: When this replica last saw the agent alive for it (its own clock).
+        self.last_activity = now
+        #: Push-notification configs by id.
+        self.push: dict[str, dict[str, Any]] = {}
+        self._started = False
+        self._next_seq = 0
+        self._artifact: Artifact | None = None
+        self._held: ArtifactChunk | None = None
+        # JSON bytes of the kept parts' values as one list: brackets, less the first comma.
+        self._kept = 1
+        self._omitted: dict[str, Any] | None = None
+
+    @property
+    def active(self) -> bool:
+        """Submitted or working: an agent is expected to answer (the watchdog's concern)."""
+        return self.task.state in (TaskState.SUBMITTED, TaskState.WORKING)
+
+    def apply(self, entry: Entry, now: float) -> list[Versioned]:
+        """Take the next entry of the task's log; the updates it makes, numbered."""
+        kind = entry.kind
+        if kind is EntryKind.PUSH_SET:
+            self.push[str(entry.data["id"])] = entry.data
+            return []
+        if kind is EntryKind.PUSH_DELETED:
+            self.push.pop(str(entry.data.get("id")), None)
+            return []
+        task = self.task
+        if task.state.terminal or kind is EntryKind.SUBMITTED:
+            return []
+        if entry.request_id is not None:
+            if entry.request_id != self.request_id:
+                return []  # an earlier turn's late answer
+            self.last_activity = now
+        out: list[Update] = []
+        if kind is EntryKind.STARTED:
+            self._start(entry, out)
+        elif kind is EntryKind.PROGRESS:
+            note = entry.data
+            message = task.agent_message([Part.of(note)]) if note is not None else None
+            self._status(TaskState.WORKING, message, entry.time, out)
+        elif kind is EntryKind.CHUNK:
+            self._chunk(entry, out)
+        elif kind is EntryKind.ANSWER:
+            self._answer(entry.data, entry.time, out)
+        elif kind is EntryKind.END:
+            self._finish(entry.data.get("error"), entry.time, out)
+        elif kind is EntryKind.TURN:
+            self._turn(entry, now, out)
+        elif kind is EntryKind.CANCELED:
+            reason = entry.data.get("reason")
+            text = f"canceled: {reason}" if isinstance(reason, str) and reason else "canceled"
+            self._end(TaskState.CANCELED, task.agent_message([Part.text(text)]), entry.time, out)
+        elif kind is EntryKind.FAILED:
+            self._finish(entry.data.get("error") or {}, entry.time, out)
+        return self._numbered(out)
+
+    # -- entries ----------------------------------------------------------------------
+
+    def _start(self, entry: Entry, out: list[Update]) -> None:
+        self.control = entry.control
+        restart = entry.redelivered and self._started
+        if entry.redelivered:
+            self.task.metadata["redelivered"] = True
+        if restart:  # another replica begins the turn again: its answer replaces this one
+            if self._artifact is not None and self._artifact in self.task.artifacts:
+                self.task.artifacts.remove(self._artifact)
+            self._artifact, self._held, self._next_seq = None, None, 0
+        self._started = True
+        if restart or self.task.state is not TaskState.WORKING:
+            self._status(TaskState.WORKING, None, entry.time, out)
+
+    def _turn(self, entry: Entry, now: float, out: list[Update]) -> None:
+        task = self.task
+        if task.state is not TaskState.INPUT_REQUIRED:
+            return
+        data = entry.data
+        message = Message.from_record(data["message"])
+        task.history.append(message)
+        self.call = CallPlan.of(data["call"])
+        self.request_id = str(data["requestId"])
+        self._started, self._next_seq, self._artifact = False, 0, None
+        self.last_activity = now
+        self._status(TaskState.WORKING, None, entry.time, out)
+
+    def _chunk(self, entry: Entry, out: list[Update]) -> None:
+        seq = entry.seq or 0
+        if seq < self._next_seq:
+            return  # a repeat
+        self._next_seq = seq + 1
+        item = entry.data
+        task = self.task
+        if self.call.conversational and _is_progress(item):
+            self._status(TaskState.WORKING, task.agent_message([Part.data(item)]), entry.time, out)
+            return
+        started = self._artifact is not None
+        parts = _chunk_parts(item, self.call.conversational, started)
+        if not parts:
+            return
+        artifact = self._artifact
+        if artifact is None:
+            artifact = self._artifact = Artifact([])
+            task.artifacts.append(artifact)
+        self._keep(artifact, parts)
+        delta = Artifact(parts, artifact.name, artifact.artifact_id)
+        self._push(ArtifactChunk(delta, append=started, last_chunk=False), out)
+
+    def _answer(self, response: dict[str, Any], time: str | None, out: list[Update]) -> None:
+        if "error" in response:
+            self._finish(response["error"], time, out)
+            return
+        parts = answer_parts(response.get("result"))
+        artifact = Artifact([])
+        self.task.artifacts.append(artifact)
+        self._keep(artifact, parts)
+        whole = Artifact(parts, artifact.name, artifact.artifact_id)
+        self._push(ArtifactChunk(whole, append=False, last_chunk=True), out)
+        self._finish(None, time, out)
+
+    def _finish(self, error: Any, time: str | None, out: list[Update]) -> None:
+        """The turn's answer ended: completed, waiting for input, or failed."""
+        task = self.task
+        if error is None:
+            self._end(TaskState.COMPLETED, None, time, out)
+        elif isinstance(error, dict) and error.get("code") == ErrorCode.INPUT_REQUIRED:
+            prompt = error.get("data")
+            message = task.agent_message([Part.of(prompt if prompt is not None else "")])
+            self._end(TaskState.INPUT_REQUIRED, message, time, out)
+        else:
+            error = error if isinstance(error, dict) else {"code": -32603, "message": str(error)}
+            self._end(TaskState.FAILED, task.agent_message(error_parts(error)), time, out)
+
+    # -- updates ----------------------------------------------------------------------
+
+    def _status(
+        self, state: TaskState, message: Message | None, time: str | None, out: list[Update]
+    ) -> None:
+        self.task.set_state(state, message, time)
+        self._push(StatusChanged(copy.copy(self.task)), out)
+
+    def _end(
+        self, state: TaskState, message: Message | None, time: str | None, out: list[Update]
+    ) -> None:
+        """The held chunk goes out marked last, then the status."""
+        held, self._held = self._held, None
+        if held is not None:
+            out.append(replace(held, last_chunk=True))
+        self._status(state, message, time, out)
+
+    def _push(self, update: Update, out: list[Update]) -> None:
+        held = self._held
+        self._held = None
+        if isinstance(update, ArtifactChunk) and not update.last_chunk:
+            self._held = update
+            if held is not None:
+                ended = held.artifact.artifact_id != update.artifact.artifact_id
+                out.append(replace(held, last_chunk=ended))
+            return
+        if held is not None:
+            out.append(held)
+        out.append(update)
+
+    def _numbered(self, updates: list[Update]) -> list[Versioned]:
+        numbered = []
+        for update in updates:
+            self.version += 1
+            numbered.append(Versioned(self.version, update))
+        return numbered
+
+    def _keep(self, artifact: Artifact, parts: list[Part]) -> None:
+        """Put parts on the stored artifact while the task stays within ``max_bytes``
+        of JSON; from the first that does not fit on, they are only counted in the
+        artifact's metadata."""
+        for part in parts:
+            size = _json_size(part)
+            if self._omitted is None:
+                if part.kind == "text" and artifact.ends_with_text:
+                    grown = self._kept + size  # joined onto the text part before it
+                else:
+                    grown = self._kept + size + (3 if part.kind == "text" else 1)  # quotes, comma
+                if grown <= self.max_bytes:
+                    self._kept = grown
+                    artifact.extend([part])
+                    continue
+                self._omitted = artifact.metadata = {
+                    "truncated": True,
+                    "omittedParts": 0,
+                    "omittedBytes": 0,
+                    "maxBytes": self.max_bytes,
+                }
+            self._omitted["omittedParts"] += 1
+            self._omitted["omittedBytes"] += size
+
+
+def _json_size(part: Part) -> int:
+    """The bytes of a part's value as JSON (a text's without its quotes)."""
+    if part.kind == "text":
+        return len(orjson.dumps(part.value)) - 2
+    return len(orjson.dumps(part.value, default=repr))
+
+
+#: Chunks of the LLM runtime's ``chat/stream`` (see ``a2a_bus.llm.chunks``).
+_TOKEN, _DONE = "token", "done"
+_PROGRESS = ("tool_start", "tool_end")
+
+
+def _is_progress(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") in _PROGRESS
+
+
+def _chunk_parts(item: Any, conversational: bool, started: bool) -> list[Part]:
+    """The parts one stream item adds to the answer."""
+    if conversational and isinstance(item, dict):
+        kind = item.get("type")
+        if kind == _TOKEN and isinstance(item.get("text"), str):
+            return [Part.text(item["text"])] if item["text"] else []
+        if kind == _DONE:
+            content = item.get("content")
+            # The tokens already carried the answer; a run that streamed none has it here.
+            return [Part.text(content)] if isinstance(content, str) and not started else []
+    return answer_parts(item)

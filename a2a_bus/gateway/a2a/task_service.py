@@ -1,0 +1,257 @@
+"""Starting, continuing and canceling A2A tasks: records in the task log and
+requests on the bus; what a task becomes is the view's to tell (:mod:`.view`).
+
+A send writes the task's ``submitted`` record, then sends the agent the request
+(``taskid`` set, its answers going to the task log), and waits until the view has
+the task. The run is the agent's: no gateway holds it, so a gateway may go away
+(or restart) and the task goes on. A task's id is made from the endpoint, the
+caller and the message id, so a send repeated with the same ``messageId`` (to
+any replica) finds the task it started and starts no second run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from cloudevents.core.v1.event import CloudEvent
+
+from a2a_bus.core.routing import RoutingError
+from a2a_bus.gateway.a2a.calls import Call, called_method, plan
+from a2a_bus.gateway.a2a.errors import (
+    A2ACode,
+    A2AError,
+    invalid_params,
+    task_not_found,
+    too_many_tasks,
+)
+from a2a_bus.gateway.a2a.fold import TaskFold
+from a2a_bus.gateway.a2a.model import Message, TaskState
+from a2a_bus.gateway.a2a.task_log import EntryKind
+from a2a_bus.gateway.a2a.view import TaskView
+from a2a_bus.gateway.auth import Access
+from a2a_bus.gateway.context import GatewayContext
+from a2a_bus.gateway.tracing import adopt
+from a2a_bus.protocol import Failure, JsonRpcError, ext, new_id
+from a2a_bus.runtime.tracing import ORIGIN
+
+#: Task ids are made in this namespace (a UUID, so they look like any other id).
+_TASK_IDS = uuid.UUID("8a6a3f0e-2f4b-4c36-9d35-5b3f8f7c2a10")
+
+
+class TaskService:
+    """The task operations of one gateway's A2A endpoints."""
+
+    def __init__(
+        self, gateway: GatewayContext, view: TaskView, max_tasks_per_owner: int | None
+    ) -> None:
+        self.gateway = gateway
+        self.view = view
+        self.max_tasks_per_owner = max_tasks_per_owner
+
+    @property
+    def inactivity(self) -> float:
+        """How long a task's agent may stay silent before the task fails."""
+        settings = self.gateway.settings
+        return settings.a2a_task_inactivity or settings.request_timeout
+
+    # -- finding ----------------------------------------------------------------------
+
+    async def find(self, task_id: str, endpoint: str | None, owner: str) -> TaskFold:
+        """The caller's task on this endpoint (after catching up with the log when
+        this replica does not know it yet); -32001 otherwise."""
+        fold = self.view.find(task_id, endpoint, owner)
+        if fold is None:
+            await self.view.sync()
+            fold = self.view.find(task_id, endpoint, owner)
+        if fold is None:
+            raise task_not_found(task_id)
+        return fold
+
+    async def settled(self, task_id: str) -> TaskFold:
+        """The task once it is terminal or waits for input."""
+        while True:
+            fold = self.view.get(task_id)
+            if fold is not None and not fold.active:
+                return fold
+            await self.view.changed(task_id)
+
+    async def known(self, task_id: str, version: int = 0) -> TaskFold:
+        """The task once the view has folded it up to ``version``."""
+        while True:
+            fold = self.view.get(task_id)
+            if fold is not None and fold.version >= version:
+                return fold
+            await self.view.changed(task_id)
+
+    # -- sending ----------------------------------------------------------------------
+
+    async def send(
+        self, message: Message, access: Access, endpoint: str | None, *, stream: bool
+    ) -> TaskFold:
+        """Start the task ``message`` asks for, or continue the one it names."""
+        if message.task_id is not None:
+            return await self._continue(message, access, endpoint, stream=stream)
+        owner = access.identity
+        target = endpoint if endpoint is not None else self._owner(message, access)
+        task_id = str(uuid.uuid5(_TASK_IDS, f"{endpoint}\n{owner}\n{message.message_id}"))
+        earlier = self.view.get(task_id)
+        if earlier is not None:
+            return earlier  # the same send again: its task, and no second run
+        bound = self.max_tasks_per_owner
+        if bound is not None and self.view.unfinished(owner) >= bound:
+            raise too_many_tasks(bound)
+        card = self._card(access, target)
+        context_id = message.context_id or new_id()
+        message.context_id, message.task_id = context_id, task_id
+        call, event = self._planned(card, message, access, task_id, task_id, stream=stream)
+        submitted = {
+            "owner": owner,
+            "endpoint": endpoint,
+            "agent": target,
+            "contextId": context_id,
+            "message": message.record(),
+            "call": _call_record(call),
+            "requestId": task_id,
+            "inactivity": self.inactivity,
+        }
+        await self.view.write(EntryKind.SUBMITTED, task_id, submitted)
+        await self._request(task_id, event)
+        return await self.known(task_id)
+
+    async def _continue(
+        self, message: Message, access: Access, endpoint: str | None, *, stream: bool
+    ) -> TaskFold:
+        """The caller's next message to a task that waits for input."""
+        task_id = message.task_id
+        assert task_id is not None
+        fold = await self.find(task_id, endpoint, access.identity)
+        task = fold.task
+        if task.state is not TaskState.INPUT_REQUIRED:
+            raise A2AError(
+                A2ACode.UNSUPPORTED_OPERATION,
+                f"task {task_id!r} is {task.state.value} and takes no more messages; "
+                "send without taskId (same contextId) to continue the conversation",
+                {"taskId": task_id, "state": task.state.value},
+            )
+        if message.context_id not in (None, task.context_id):
+            raise invalid_params(
+                f"task {task_id!r} belongs to context {task.context_id!r}, not "
+                f"{message.context_id!r}",
+                taskId=task_id,
+            )
+        message.context_id = task.context_id
+        card = self._card(access, fold.agent)
+        request_id = f"{task_id}.{len(task.history)}"
+        call, event = self._planned(card, message, access, task_id, request_id, stream=stream)
+        version = fold.version
+        turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
+        await self.view.write(EntryKind.TURN, task_id, turn)
+        await self._request(task_id, event)
+        return await self.known(task_id, version + 1)
+
+    def _owner(self, message: Message, access: Access) -> str:
+        """The agent the gateway's own endpoint routes a message to: the method's owner."""
+        method = called_method(message)
+        if method is None:
+            raise invalid_params(
+                'this endpoint takes a data part {"method": ..., "params": ...}; to talk to '
+                "one agent, use its own endpoint /a2a/{agent_id} (see the gateway's card)"
+            )
+        for card in self.gateway.directory.cards():
+            agent_id = str(card.get("id"))
+            if access.may_see_agent(agent_id) and any(
+                m.get("name") == method for m in card.get("methods", ())
+            ):
+                return agent_id
+        raise invalid_params(f"no agent on this bus offers the method {method!r}", method=method)
+
+    def _card(self, access: Access, agent_id: str) -> dict[str, Any]:
+        card = self.gateway.directory.card(agent_id) if access.may_see_agent(agent_id) else None
+        if card is None:  # it went away since the request arrived
+            raise A2AError(A2ACode.METHOD_NOT_FOUND, f"no live agent {agent_id!r}", status=404)
+        return card
+
+    def _planned(
+        self,
+        card: dict[str, Any],
+        message: Message,
+        access: Access,
+        task_id: str,
+        request_id: str,
+        *,
+        stream: bool,
+    ) -> tuple[Call, CloudEvent]:
+        """The call a message makes, and its bus request, allowed for the caller."""
+        target = str(card.get("id"))
+        # The agent's session is the token's own: another token naming the same
+        # contextId starts a conversation of its own rather than reading this one.
+        session = f"{access.identity}/{message.context_id}"
+        call = plan(card, message, session, stream=stream)
+        event = self._event(call, target, task_id, request_id)
+        reason = access.denies(event, target)
+        if reason is not None and stream and call.streaming:
+            # A stock client streams whenever the card can: a token that may call
+            # the plain method only gets its answer as one artifact instead.
+            plain = plan(card, message, session, stream=False)
+            plain_event = self._event(plain, target, task_id, request_id)
+            if access.denies(plain_event, target) is None:
+                call, event, reason = plain, plain_event, None
+        if reason is not None:
+            raise A2AError(A2ACode.INVALID_REQUEST, f"Forbidden: {reason}", status=403)
+        return call, event
+
+    def _event(self, call: Call, agent_id: str, task_id: str, request_id: str) -> CloudEvent:
+        """The bus request of a call, converted (and so checked) by the gateway's adaptor."""
+        rpc: dict[str, Any] = {"jsonrpc": "2.0", "method": call.method, "id": request_id}
+        if call.params is not None:
+            rpc["params"] = call.params
+        item = self.gateway.adaptor.from_json(rpc)[0]
+        if isinstance(item, Failure):
+            raise invalid_params(f"{item.message}: {item.data}" if item.data else item.message)
+        attributes = item.get_attributes()
+        attributes["id"] = request_id
+        attributes[ext.TARGET_AGENT] = agent_id
+        attributes[ext.TASK_ID] = attributes[ext.PARTITION_KEY] = task_id
+        adopt(ORIGIN.get(), item)  # the HTTP request's trace
+        return item
+
+    async def _request(self, task_id: str, event: CloudEvent) -> None:
+        """Send the agent its request; one that cannot go fails the task."""
+        dispatcher = self.gateway.dispatcher
+        try:
+            route = dispatcher.route(event)
+            await dispatcher.send_to(event, route, dispatcher.context.topics.tasks)
+        except (RoutingError, JsonRpcError) as exc:
+            error = exc.json_rpc_error() if isinstance(exc, RoutingError) else exc
+            await self.view.write_failed(task_id, error.to_dict())
+
+    # -- canceling --------------------------------------------------------------------
+
+    async def cancel(self, fold: TaskFold) -> TaskFold:
+        """Cancel the task wherever its handler runs; the task ends ``canceled``."""
+        task = fold.task
+        if task.state.terminal:
+            raise A2AError(
+                A2ACode.TASK_NOT_CANCELABLE,
+                f"task {task.id!r} is {task.state.value}",
+                {"taskId": task.id, "state": task.state.value},
+            )
+        version = fold.version
+        await self.view.write(EntryKind.CANCELED, task.id, {"reason": "canceled by the caller"})
+        if fold.control is not None:
+            self.gateway.dispatcher.cancel(fold.request_id, fold.control)
+        timeout = self.gateway.settings.request_timeout
+        try:
+            return await asyncio.wait_for(self.known(task.id, version + 1), timeout)
+        except TimeoutError:
+            return fold
+
+
+def _call_record(call: Call) -> dict[str, Any]:
+    return {
+        "method": call.method,
+        "streaming": call.streaming,
+        "conversational": call.conversational,
+    }

@@ -1,0 +1,293 @@
+"""Every A2A task of the bus as one gateway sees it, kept up to date from the task log.
+
+Each gateway replica reads the whole task log (``<prefix>.tasks``, in a group of
+its own that keeps no progress: it reads from the oldest retained record at each
+start) and folds each task's records (:mod:`.fold`). So any replica answers
+``GetTask``, ``ListTasks``, ``CancelTask`` and ``SubscribeToTask`` for any task,
+and a restarted one finds the tasks the log retains.
+
+The view also keeps the updates of each task (numbered by the fold, the same on
+every replica) for subscribers, bounded per task, and a watchdog: a task whose
+agent says nothing (no start, progress, chunk or answer) for longer than the
+task's inactivity limit is failed by writing a ``failed`` record to the log.
+Several replicas may write it; the fold keeps the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from a2a_bus.core.routing import Topics
+from a2a_bus.gateway.a2a.fold import TaskFold, Versioned
+from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
+from a2a_bus.protocol import ErrorCode
+from a2a_bus.transport.base import Delivery, Subscription, Transport
+
+log = logging.getLogger(__name__)
+
+#: Updates kept per task for a subscriber that resumes (older ones: the snapshot).
+KEPT_UPDATES = 1024
+
+
+class TaskView:
+    """The tasks of the task log, folded, bounded: at most ``max_tasks_per_owner``
+    of one owner's (a new one makes room by forgetting the owner's own oldest
+    finished task; None: no such bound) and ``max_tasks`` in all (the oldest
+    finished task is forgotten first, whoever's, else the oldest)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        topics: Topics,
+        node: str,
+        source: str,
+        *,
+        max_bytes: int,
+        max_tasks: int,
+        max_tasks_per_owner: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_tasks < 1:
+            raise ValueError("max_tasks must be at least 1")
+        if max_tasks_per_owner is not None and max_tasks_per_owner < 1:
+            raise ValueError("max_tasks_per_owner must be at least 1 (or None)")
+        self.max_tasks_per_owner = max_tasks_per_owner
+        self._transport = transport
+        self._topic = topics.tasks
+        self._group = f"{topics.prefix}.tasks.view.{node}"
+        self._source = source
+        self.max_bytes = max_bytes
+        self.max_tasks = max_tasks
+        self._clock = clock
+        self._tasks: OrderedDict[str, TaskFold] = OrderedDict()
+        #: Each owner's task ids, oldest first.
+        self._owned: dict[str, OrderedDict[str, None]] = {}
+        self._updates: dict[str, deque[Versioned]] = {}
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        #: Next offset to read per partition: what the view has folded.
+        self._read: dict[int, int] = {}
+        self._read_changed: asyncio.Event | None = None
+        self._subscription: Subscription | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._expiring: set[str] = set()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self, *, watch_every: float = 1.0) -> None:
+        self._read_changed = asyncio.Event()
+        self._subscription = await self._transport.subscribe(
+            [self._topic],
+            self._group,
+            self._on_record,
+            from_beginning=True,
+            durable=False,
+            dead_letter=False,
+            max_in_flight=1024,
+        )
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(watch_every))
+
+    async def stop(self) -> None:
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watchdog
+        subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            await subscription.stop()
+
+    # -- reading ----------------------------------------------------------------------
+
+    def get(self, task_id: str) -> TaskFold | None:
+        return self._tasks.get(task_id)
+
+    def find(self, task_id: str, endpoint: str | None, owner: str) -> TaskFold | None:
+        """The task, if it belongs to this endpoint and caller."""
+        fold = self._tasks.get(task_id)
+        if fold is None or fold.endpoint != endpoint or fold.owner != owner:
+            return None
+        return fold
+
+    def tasks(self) -> Iterable[TaskFold]:
+        return self._tasks.values()
+
+    def owned(self, owner: str) -> list[TaskFold]:
+        """The tasks of ``owner`` the view holds, oldest first."""
+        tasks = self._tasks
+        return [tasks[task_id] for task_id in self._owned.get(owner, ())]
+
+    def unfinished(self, owner: str) -> int:
+        """How many tasks of ``owner`` are not terminal."""
+        return sum(1 for fold in self.owned(owner) if not fold.task.state.terminal)
+
+    def updates_after(self, task_id: str, version: int) -> list[Versioned] | None:
+        """The kept updates after ``version``; None when some were no longer kept."""
+        kept = self._updates.get(task_id, deque())
+        if version >= (kept[-1].version if kept else 0):
+            return []
+        if not kept or kept[0].version > version + 1:
+            return None
+        return [update for update in kept if update.version > version]
+
+    async def changed(self, task_id: str) -> None:
+        """Wait for the next change of ``task_id`` (or its first record)."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(task_id, []).append(future)
+        try:
+            await future
+        finally:
+            waiters = self._waiters.get(task_id)
+            if waiters is not None and future in waiters:
+                waiters.remove(future)
+                if not waiters:
+                    del self._waiters[task_id]
+
+    async def follow(self, task_id: str, after: int) -> AsyncIterator[Versioned]:
+        """The updates of ``task_id`` after version ``after``, as they come; ends
+        after the one that makes it terminal or input-required. Raises LookupError
+        when updates after ``after`` are no longer kept."""
+        while True:
+            updates = self.updates_after(task_id, after)
+            if updates is None:
+                raise LookupError(f"updates of task {task_id} after {after} are no longer kept")
+            for update in updates:
+                yield update
+                after = update.version
+            fold = self._tasks.get(task_id)
+            if fold is not None and not updates and _settled(fold) and after >= fold.version:
+                return
+            if not updates:
+                await self.changed(task_id)
+
+    async def sync(self, timeout: float = 5.0) -> None:
+        """Wait until the view has folded every record written to the log before
+        this call (a task another replica created a moment ago is then known)."""
+        batch = await self._transport.read(self._topic, limit=1, newest=True)
+        ends = batch.position
+        deadline = self._clock() + timeout
+        assert self._read_changed is not None, "start the view first"
+        while any(self._read.get(p, 0) < end for p, end in ends.items()):
+            left = deadline - self._clock()
+            if left <= 0:
+                log.debug("task view sync gave up: read %s, log ends %s", self._read, ends)
+                return
+            self._read_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._read_changed.wait(), left)
+
+    # -- folding ----------------------------------------------------------------------
+
+    async def _on_record(self, delivery: Delivery) -> None:
+        try:
+            self._fold(delivery)
+        finally:
+            self._read[delivery.partition] = max(
+                self._read.get(delivery.partition, 0), delivery.offset + 1
+            )
+            if self._read_changed is not None:
+                self._read_changed.set()
+
+    def _fold(self, delivery: Delivery) -> None:
+        entry = read_entry(delivery.event)
+        if entry is None:
+            return
+        now = self._clock()
+        task_id = entry.task_id
+        fold = self._tasks.get(task_id)
+        if fold is None:
+            if entry.kind is not EntryKind.SUBMITTED:
+                return  # a task this view forgot, or a record without its task
+            try:
+                fold = TaskFold(entry, self.max_bytes, now)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("task %s: a submitted record that cannot be read: %s", task_id, exc)
+                return
+            self._tasks[task_id] = fold
+            self._owned.setdefault(fold.owner, OrderedDict())[task_id] = None
+            self._updates[task_id] = deque(maxlen=KEPT_UPDATES)
+            self._evict(fold.owner)
+        else:
+            try:
+                updates = fold.apply(entry, now)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning(
+                    "task %s: a %s record that cannot be read: %s", task_id, entry.kind, exc
+                )
+                return
+            self._updates.setdefault(task_id, deque(maxlen=KEPT_UPDATES)).extend(updates)
+        for waiter in self._waiters.get(task_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _evict(self, owner: str) -> None:
+        """Make room after ``owner``'s new task: its own oldest finished task first."""
+        bound, owned = self.max_tasks_per_owner, self._owned[owner]
+        if bound is not None and len(owned) > bound:
+            finished = self._oldest_finished(owned)
+            if finished is not None:
+                self._forget(finished)
+        tasks = self._tasks
+        while len(tasks) > self.max_tasks:
+            # A running task that is forgotten still runs; it is only not found here.
+            finished = self._oldest_finished(tasks)
+            self._forget(finished if finished is not None else next(iter(tasks)))
+
+    def _oldest_finished(self, task_ids: Iterable[str]) -> str | None:
+        tasks = self._tasks
+        return next((i for i in task_ids if tasks[i].task.state.terminal), None)
+
+    def _forget(self, task_id: str) -> None:
+        owner = self._tasks.pop(task_id).owner
+        self._updates.pop(task_id, None)
+        owned = self._owned[owner]
+        del owned[task_id]
+        if not owned:
+            del self._owned[owner]
+
+    # -- the watchdog -----------------------------------------------------------------
+
+    async def _watch(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            now = self._clock()
+            for fold in list(self._tasks.values()):
+                task_id = fold.task.id
+                if not fold.active:
+                    self._expiring.discard(task_id)
+                    continue
+                if now - fold.last_activity <= fold.inactivity or task_id in self._expiring:
+                    continue
+                self._expiring.add(task_id)
+                await self._expire(fold)
+
+    async def _expire(self, fold: TaskFold) -> None:
+        error = {
+            "code": int(ErrorCode.TIMEOUT),
+            "message": "Timeout",
+            "data": f"the agent {fold.agent!r} sent nothing for this task for over "
+            f"{fold.inactivity:g} s (its inactivity limit)",
+        }
+        await self.write_failed(fold.task.id, error)
+
+    async def write(self, kind: EntryKind, task_id: str, data: dict[str, Any]) -> None:
+        """Write a gateway's record about ``task_id`` to the log."""
+        event = entry_event(kind, task_id, data, source=self._source)
+        await self._transport.publish(self._topic, event, key=task_id.encode())
+
+    async def write_failed(self, task_id: str, error: dict[str, Any]) -> None:
+        try:
+            await self.write(EntryKind.FAILED, task_id, {"error": error})
+        except Exception as exc:  # the next round tries again
+            self._expiring.discard(task_id)
+            log.warning("could not fail task %s: %s", task_id, exc)
+
+
+def _settled(fold: TaskFold) -> bool:
+    """Terminal, or waiting for the caller: a stream of the task ends here."""
+    return not fold.active
