@@ -19,7 +19,7 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -40,11 +40,13 @@ class Unresolvable(RefusedURL):
 
 @dataclass(frozen=True)
 class Target:
-    """What a URL names: scheme, host (lower-case, IPv6 without brackets) and port."""
+    """What a URL names: scheme, host (lower-case, IPv6 without brackets) and port;
+    once checked, the addresses the host resolved to (none for a host allowed by name)."""
 
     scheme: str
     host: str
     port: int
+    addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,9 @@ async def check_url(url: str, allow: AllowList, resolver: Resolver = resolve) ->
 
     A host on the allow-list is called whatever it resolves to; otherwise every
     address it resolves to must be public or inside an allowed network (one bad
-    address is enough to refuse: the client could pick which one is used).
+    address is enough to refuse: the client could pick which one is used). The
+    target holds the addresses checked, so the caller can connect to one of them
+    rather than resolve again (the answer could differ: DNS rebinding).
     """
     found = target(url)
     if allow.allows_host(found.host):
@@ -186,7 +190,7 @@ async def check_url(url: str, allow: AllowList, resolver: Resolver = resolve) ->
                 f"{via}{reason}; calls to it are refused unless the gateway's push "
                 "allow-list (A2A_GATEWAY_PUSH_ALLOW) names the host or its network"
             )
-    return found
+    return replace(found, addresses=tuple(addresses))
 
 
 def _is_address(text: str) -> bool:

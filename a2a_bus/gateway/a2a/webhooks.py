@@ -35,6 +35,7 @@ from a2a_bus.gateway.url_policy import (
     AllowList,
     RefusedURL,
     Resolver,
+    Target,
     Unresolvable,
     check_url,
     resolve,
@@ -230,9 +231,9 @@ class WebhookSender:
         for attempt in range(1, self.retry.max_attempts + 1):
             retry_after: float | None = None
             try:
-                await check_url(config.url, self.allow, self._resolver)
-                headers = config.headers(delivery_id, attempt)
-                async with client.stream("POST", config.url, content=body, headers=headers) as r:
+                checked = await check_url(config.url, self.allow, self._resolver)
+                url, headers = _pinned(config.url, checked, config.headers(delivery_id, attempt))
+                async with client.stream("POST", url, content=body, headers=headers) as r:
                     status = r.status_code  # the body is not read: nothing in it matters
                     retry_after = _retry_after(r.headers.get("retry-after"))
             except Unresolvable as exc:
@@ -259,6 +260,21 @@ class WebhookSender:
             await asyncio.sleep(self.retry.delay(attempt, retry_after, self._rand()))
         PUSH_DELIVERIES.labels(outcome.value).inc()
         return outcome
+
+
+def _pinned(url: str, checked: Target, headers: dict[str, str]) -> tuple[httpx.URL, dict[str, str]]:
+    """A plain-HTTP URL aimed at the address that was checked, with the host in ``Host``.
+
+    Else the connection would resolve the host again, and a host whose DNS answers a
+    public address to the check and a private one to the connection (rebinding) would
+    lead past the policy. HTTPS needs no pin: a private server cannot show a valid
+    certificate for the client's host name, so the TLS handshake fails there.
+    """
+    parsed = httpx.URL(url)
+    if checked.scheme != "http" or not checked.addresses or checked.addresses[0] == checked.host:
+        return parsed, headers
+    address = checked.addresses[0].split("%", 1)[0]
+    return parsed.copy_with(host=address), {**headers, "Host": parsed.netloc.decode("ascii")}
 
 
 def _retry_after(value: str | None) -> float | None:

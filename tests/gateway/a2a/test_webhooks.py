@@ -186,18 +186,21 @@ async def test_loopback_is_refused_unless_allowed(receiver: Receiver) -> None:
 
 
 async def test_the_url_is_checked_again_before_each_post(receiver: Receiver) -> None:
-    """The host's address changes after registration (DNS rebinding): refused."""
+    """The host's address changes after registration (DNS rebinding): refused. The POST
+    goes to the address checked, not to a second resolution (``hooks.test`` has none)."""
     addresses = ["127.0.0.1"]
 
     async def resolver(host: str, port: int) -> list[str]:
         return list(addresses)
 
     url = receiver.url.replace("127.0.0.1", "hooks.test")
-    allow = AllowList.parse("127.0.0.1/32")
-    async with WebhookSender(allow, FAST, resolver=resolver) as sender:
+    async with WebhookSender(LOOPBACK, FAST, resolver=resolver) as sender:
         config = PushConfig("t1", "c1", url)
+        assert await within(sender.deliver(config, b"{}", "d1")) is Outcome.DELIVERED
+        assert receiver.header("host") == [url.split("/")[2]]
         addresses[:] = ["10.0.0.7"]
-        assert await within(sender.deliver(config, b"{}", "d1")) is Outcome.REFUSED
+        assert await within(sender.deliver(config, b"{}", "d2")) is Outcome.REFUSED
+    assert len(receiver.posts) == 1
 
 
 async def test_submitted_deliveries_keep_their_order_per_config(
