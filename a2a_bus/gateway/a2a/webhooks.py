@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
@@ -28,7 +28,9 @@ from typing import Any
 import httpx
 import orjson
 
-from a2a_bus.gateway.a2a.push import PushConfig
+from a2a_bus.gateway.a2a.model import Task
+from a2a_bus.gateway.a2a.push import PushConfig, delivery_id, push_payload
+from a2a_bus.gateway.a2a.wire import Version
 from a2a_bus.gateway.prom import PUSH_DELIVERIES, PUSH_RETRIES
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.gateway.url_policy import (
@@ -173,6 +175,22 @@ class WebhookSender:
             await asyncio.wait(list(self._pending))
 
     # -- delivering ----------------------------------------------------------------------
+
+    def notify(
+        self, task: Task, task_version: int, configs: Iterable[PushConfig]
+    ) -> list[asyncio.Future[Outcome]]:
+        """Deliver the task's status change number ``task_version`` to each config, in
+        the background: the payload of each version rendered once, now (the task may
+        change before the POST), with the change's delivery id."""
+        payloads: dict[Version, bytes] = {}
+        futures = []
+        for config in configs:
+            payload = payloads.get(config.version)
+            if payload is None:
+                payload = payloads[config.version] = push_payload(task, config.version)
+            change = delivery_id(task.id, task_version, config.config_id)
+            futures.append(self.submit(config, payload, change))
+        return futures
 
     def submit(
         self, config: PushConfig, payload: bytes | dict[str, Any], delivery_id: str

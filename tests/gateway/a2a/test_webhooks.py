@@ -131,6 +131,26 @@ async def test_a_receiver_drops_a_repeated_delivery(
     assert receiver.handled[same]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
+async def test_a_status_change_goes_to_every_config_in_its_version(
+    receiver: Receiver, sender: WebhookSender
+) -> None:
+    configs = [
+        PushConfig("t1", "new", receiver.url + "?v=1", token="a"),
+        PushConfig("t1", "old", receiver.url + "?v=03", token="b", version=Version.V03),
+    ]
+    task = completed_task()
+    futures = sender.notify(task, 7, configs)
+    task.set_state(TaskState.FAILED)  # after the call: the payload is already taken
+    assert await within(asyncio.gather(*futures)) == [Outcome.DELIVERED] * 2
+    by_token = {headers["x-a2a-notification-token"]: headers for headers, _ in receiver.posts}
+    assert by_token["a"]["x-a2a-delivery-id"] == delivery_id("t1", 7, "new")
+    assert by_token["b"]["x-a2a-delivery-id"] == delivery_id("t1", 7, "old")
+    v1 = receiver.handled[delivery_id("t1", 7, "new")]
+    assert v1["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    legacy = receiver.handled[delivery_id("t1", 7, "old")]
+    assert (legacy["kind"], legacy["status"]["state"]) == ("task", "completed")
+
+
 async def test_every_attempt_failing_gives_up(receiver: Receiver, sender: WebhookSender) -> None:
     receiver.statuses = [500] * 10
     failed = counted("failed")
