@@ -45,6 +45,15 @@ NOTIFICATIONS_REFUSED = Counter(
 )
 EVENTS_PUBLISHED = Counter("a2a_gateway_events_published", "CloudEvents accepted on /events")
 DENIED = Counter("a2a_gateway_denied", "Requests refused by authentication or allow-lists", ["why"])
+PUSH_DELIVERIES = Counter(
+    "a2a_push_deliveries",
+    "Push-notification deliveries, by outcome (delivered, failed after every attempt, "
+    "rejected by the receiver with a 4xx, refused by the URL policy, dropped)",
+    ["outcome"],
+)
+PUSH_RETRIES = Counter(
+    "a2a_push_retries", "Push-notification POSTs tried again (connection error, 408, 429, 5xx)"
+)
 INGRESS_RECORDS = Counter("a2a_ingress_records", "Kafka ingress messages, by outcome", ["outcome"])
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ import orjson
 import yaml
 
 from a2a_bus.gateway.auth import Access
+from a2a_bus.gateway.url_policy import AllowList, split_entries
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
 from a2a_bus.runtime.env import count, seconds
 
@@ -23,7 +24,15 @@ DEFAULT_MAX_TASKS = 1000
 #: How many of them one owner may hold: a quarter of the store, so one token's
 #: flood leaves the rest to the others.
 DEFAULT_MAX_TASKS_PER_OWNER = DEFAULT_MAX_TASKS // 4
-_COUNTS = ("max_body_bytes", "max_batch", "a2a_max_tasks", "a2a_max_tasks_per_owner")
+_COUNTS = (
+    "max_body_bytes",
+    "max_batch",
+    "a2a_max_tasks",
+    "a2a_max_tasks_per_owner",
+    "push_max_attempts",
+)
+#: The settings that are a positive, finite number of seconds.
+_SECONDS = ("request_timeout", "push_timeout", "push_backoff", "push_backoff_max")
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,17 @@ class GatewaySettings:
     #: Seconds an A2A task's agent may stay silent (no start, progress, chunk or
     #: answer) before the task fails; None: ``request_timeout``.
     a2a_task_inactivity: float | None = None
+    #: Hosts and networks push-notification webhooks may reach although they are not
+    #: public (loopback, private...): host names, addresses or CIDRs.
+    push_allow: tuple[str, ...] = ()
+    #: Attempts at one webhook delivery (the first and its retries).
+    push_max_attempts: int = 6
+    #: Seconds one webhook POST may take.
+    push_timeout: float = 10.0
+    #: Seconds before the first retry; doubled for each next one (with jitter).
+    push_backoff: float = 0.5
+    #: Longest wait between two attempts, in seconds.
+    push_backoff_max: float = 30.0
     #: Bearer token -> what it may reach.
     tokens: Mapping[str, Access] = field(default_factory=dict, repr=False)
 
@@ -58,8 +78,10 @@ class GatewaySettings:
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
         ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
-        ``_A2A_TASK_INACTIVITY``, ``_TOKEN`` (one
-        token with full access) and ``_TOKENS_FILE`` (YAML or JSON:
+        ``_A2A_TASK_INACTIVITY``, ``_PUSH_ALLOW``
+        (comma-separated hosts and CIDRs), ``_PUSH_MAX_ATTEMPTS``, ``_PUSH_TIMEOUT``,
+        ``_PUSH_BACKOFF``, ``_PUSH_BACKOFF_MAX``, ``_TOKEN`` (one token with full
+        access) and ``_TOKENS_FILE`` (YAML or JSON:
         ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -67,9 +89,13 @@ class GatewaySettings:
             number = count(env, ENV_PREFIX + name.upper())
             if number is not None:
                 values[name] = number
-        timeout = seconds(env, ENV_PREFIX + "REQUEST_TIMEOUT")
-        if timeout is not None:
-            values["request_timeout"] = timeout
+        for name in _SECONDS:
+            delay = seconds(env, ENV_PREFIX + name.upper())
+            if delay is not None:
+                values[name] = delay
+        allow = split_entries(env.get(ENV_PREFIX + "PUSH_ALLOW", ""))
+        if allow:
+            values["push_allow"] = allow
         inactivity = seconds(env, ENV_PREFIX + "A2A_TASK_INACTIVITY")
         if inactivity is not None:
             values["a2a_task_inactivity"] = inactivity
@@ -93,10 +119,14 @@ class GatewaySettings:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         # A deadline <= 0 fails every request at once; nan or inf is no deadline.
-        if not (self.request_timeout > 0 and math.isfinite(self.request_timeout)):
-            raise ValueError(
-                f"request_timeout must be a positive number of seconds, not {self.request_timeout}"
-            )
+        for name in _SECONDS:
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value}")
+        if isinstance(self.push_allow, str):
+            # One string would be taken letter by letter: split it as the variable is.
+            object.__setattr__(self, "push_allow", split_entries(self.push_allow))
+        AllowList.parse(self.push_allow)  # a bad entry fails here, at start-up
         inactivity = self.a2a_task_inactivity
         if inactivity is not None and not (inactivity > 0 and math.isfinite(inactivity)):
             raise ValueError(
