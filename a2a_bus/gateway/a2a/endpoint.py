@@ -25,8 +25,21 @@ from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError
 from a2a_bus.gateway.a2a.fold import ArtifactChunk, StatusChanged, TaskFold, Versioned
 from a2a_bus.gateway.a2a.listing import page
+from a2a_bus.gateway.a2a.notifier import Notifier
+from a2a_bus.gateway.a2a.push import (
+    PUSH_METHODS,
+    PushConfig,
+    PushOp,
+    config_json,
+    config_not_found,
+    list_json,
+    parse_query,
+    parse_send_push,
+    parse_set,
+)
 from a2a_bus.gateway.a2a.task_service import TaskService
 from a2a_bus.gateway.a2a.view import TaskView
+from a2a_bus.gateway.a2a.webhooks import WebhookSender
 from a2a_bus.gateway.a2a.wire import (
     Op,
     Version,
@@ -82,17 +95,25 @@ class A2ABinding:
             max_tasks_per_owner=per_owner,
         )
         self.tasks = TaskService(gateway, self.view, per_owner)
-        self._started: asyncio.Task[None] | None = None
+        sender = WebhookSender.from_settings(gateway.settings)
+        self.notifier = Notifier(bus.transport, bus.topics, self.view, sender)
+        self._started: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
-        """Follow the task log (once; the first A2A call does it if nothing did)."""
+        """Follow the task log and deliver push notifications (once; the first A2A
+        call does it if nothing did)."""
         if self._started is None:
-            self._started = asyncio.ensure_future(self.view.start())
+            self._started = asyncio.ensure_future(self._start())
         await asyncio.shield(self._started)
+
+    async def _start(self) -> None:
+        await self.view.start()
+        await self.notifier.start()
 
     async def stop(self) -> None:
         if self._started is not None:
             self._started = None
+            await self.notifier.stop()
             await self.view.stop()
 
     def routes(self) -> list[Route]:
@@ -181,10 +202,13 @@ class A2ABinding:
         legacy = "/" in method  # the 0.3 method names have a slash, the 1.0 ones none
         watch = DisconnectWatch(request.receive)
         try:
-            op, version = method_of(method)
             check_version(request.headers.get("a2a-version"))
             params = message.get("params")
             await self.start()
+            push = PUSH_METHODS.get(method)
+            if push is not None:
+                return await self._push(*push, params, id, access, agent_id)
+            op, version = method_of(method)
             resume = _last_event_id(request.headers.get("last-event-id"))
             return await self._dispatch(op, version, params, id, access, agent_id, watch, resume)
         except A2AError as exc:
@@ -234,7 +258,10 @@ class A2ABinding:
             body = task_json(fold.task, version, history_length)
             return JSONResponse(result_response(body, id))
         request = parse_send(params, version)
-        fold = await tasks.send(request.message, access, agent_id, stream=op is Op.STREAM)
+        push = parse_send_push(params.get("configuration"), version)
+        fold = await tasks.send(
+            request.message, access, agent_id, stream=op is Op.STREAM, push=push
+        )
         if op is Op.STREAM:
             return SSEResponse(self._events(fold, version, id))
         if request.blocking:
@@ -242,6 +269,37 @@ class A2ABinding:
             fold = await watch.run(tasks.settled(fold.task.id))
         body = task_result(fold.task, version, request.history_length)
         return JSONResponse(result_response(body, id))
+
+    async def _push(
+        self,
+        op: PushOp,
+        version: Version,
+        params: Any,
+        id: Any,
+        access: Access,
+        agent_id: str | None,
+    ) -> Response:
+        """The push-notification config methods (both versions)."""
+        tasks, owner = self.tasks, access.identity
+        if op is PushOp.SET:
+            config = parse_set(params, version)
+            fold = await tasks.find(config.task_id, agent_id, owner)
+            config = await tasks.set_push(fold, config)
+            return JSONResponse(result_response(config_json(config, version), id))
+        query = parse_query(params, op, version)
+        fold = await tasks.find(query.task_id, agent_id, owner)
+        configs = [PushConfig.from_dict(c) for c in fold.push.values()]
+        if op is PushOp.LIST:
+            return JSONResponse(result_response(list_json(configs, query, version), id))
+        wanted = query.config_id or query.task_id
+        found = next((c for c in configs if c.config_id == wanted), None)
+        if op is PushOp.GET:
+            if found is None:
+                raise config_not_found(query)
+            return JSONResponse(result_response(config_json(found, version), id))
+        if found is not None:
+            await tasks.delete_push(fold, found.config_id)
+        return JSONResponse(result_response(None, id))
 
     def _subscribe(self, fold: TaskFold, version: Version, id: Any, resume: int | None) -> Response:
         """``SubscribeToTask``: the task, then its updates as they come, to its end;

@@ -28,11 +28,13 @@ from a2a_bus.gateway.a2a.errors import (
 )
 from a2a_bus.gateway.a2a.fold import TaskFold
 from a2a_bus.gateway.a2a.model import Message, TaskState
+from a2a_bus.gateway.a2a.push import MAX_CONFIGS_PER_TASK, PushConfig, check_push_url
 from a2a_bus.gateway.a2a.task_log import EntryKind
 from a2a_bus.gateway.a2a.view import TaskView
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import GatewayContext
 from a2a_bus.gateway.tracing import adopt
+from a2a_bus.gateway.url_policy import AllowList
 from a2a_bus.protocol import Failure, JsonRpcError, ext, new_id
 from a2a_bus.runtime.tracing import ORIGIN
 
@@ -88,9 +90,16 @@ class TaskService:
     # -- sending ----------------------------------------------------------------------
 
     async def send(
-        self, message: Message, access: Access, endpoint: str | None, *, stream: bool
+        self,
+        message: Message,
+        access: Access,
+        endpoint: str | None,
+        *,
+        stream: bool,
+        push: PushConfig | None = None,
     ) -> TaskFold:
-        """Start the task ``message`` asks for, or continue the one it names."""
+        """Start the task ``message`` asks for, or continue the one it names;
+        ``push``: a webhook the send registers for the new task."""
         if message.task_id is not None:
             return await self._continue(message, access, endpoint, stream=stream)
         owner = access.identity
@@ -103,6 +112,8 @@ class TaskService:
         if bound is not None and self.view.unfinished(owner) >= bound:
             raise too_many_tasks(bound)
         card = self._card(access, target)
+        if push is not None:  # refused before any task exists
+            await check_push_url(push, AllowList.parse(self.gateway.settings.push_allow))
         context_id = message.context_id or new_id()
         message.context_id, message.task_id = context_id, task_id
         call, event = self._planned(card, message, access, task_id, task_id, stream=stream)
@@ -117,6 +128,9 @@ class TaskService:
             "inactivity": self.inactivity,
         }
         await self.view.write(EntryKind.SUBMITTED, task_id, submitted)
+        if push is not None:
+            pushed = push.for_task(task_id)
+            await self.view.write(EntryKind.PUSH_SET, task_id, pushed.to_dict())
         await self._request(task_id, event)
         return await self.known(task_id)
 
@@ -226,6 +240,31 @@ class TaskService:
         except (RoutingError, JsonRpcError) as exc:
             error = exc.json_rpc_error() if isinstance(exc, RoutingError) else exc
             await self.view.write_failed(task_id, error.to_dict())
+
+    # -- push notifications ---------------------------------------------------------------
+
+    async def set_push(self, fold: TaskFold, config: PushConfig) -> PushConfig:
+        """Register a webhook of the task (its URL checked first); setting an id
+        again replaces that config."""
+        if config.config_id not in fold.push and len(fold.push) >= MAX_CONFIGS_PER_TASK:
+            raise invalid_params(
+                f"task {fold.task.id!r} has {len(fold.push)} push notification configs, "
+                "the most it may have; delete one first",
+                taskId=fold.task.id,
+            )
+        await check_push_url(config, AllowList.parse(self.gateway.settings.push_allow))
+        await self.view.write(EntryKind.PUSH_SET, fold.task.id, config.to_dict())
+        await self._pushed(fold, config.config_id, present=True)
+        return config
+
+    async def delete_push(self, fold: TaskFold, config_id: str) -> None:
+        await self.view.write(EntryKind.PUSH_DELETED, fold.task.id, {"id": config_id})
+        await self._pushed(fold, config_id, present=False)
+
+    async def _pushed(self, fold: TaskFold, config_id: str, *, present: bool) -> None:
+        """Wait until the view has the config (or no longer has it)."""
+        while (config_id in fold.push) is not present:
+            await self.view.changed(fold.task.id)
 
     # -- canceling --------------------------------------------------------------------
 

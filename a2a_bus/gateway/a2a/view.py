@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Updates kept per task for a subscriber that resumes (older ones: the snapshot).
 KEPT_UPDATES = 1024
+#: Records whose updates are kept for the notifier (which is not far behind).
+KEPT_RECORDS = 65536
 
 
 class TaskView:
@@ -73,6 +75,8 @@ class TaskView:
         #: Next offset to read per partition: what the view has folded.
         self._read: dict[int, int] = {}
         self._read_changed: asyncio.Event | None = None
+        #: The updates each recent record made: (partition, offset) -> (task, updates).
+        self._made: OrderedDict[tuple[int, int], tuple[str, list[Versioned]]] = OrderedDict()
         self._subscription: Subscription | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._expiring: set[str] = set()
@@ -165,11 +169,22 @@ class TaskView:
             if not updates:
                 await self.changed(task_id)
 
+    async def made_by(
+        self, partition: int, offset: int, timeout: float = 30.0
+    ) -> tuple[str, list[Versioned]] | None:
+        """The task and the updates the log record at ``partition``/``offset`` made,
+        once the view has folded it (None: it made none, or is no longer kept)."""
+        await self._folded({partition: offset + 1}, timeout)
+        return self._made.pop((partition, offset), None)
+
     async def sync(self, timeout: float = 5.0) -> None:
         """Wait until the view has folded every record written to the log before
         this call (a task another replica created a moment ago is then known)."""
         batch = await self._transport.read(self._topic, limit=1, newest=True)
-        ends = batch.position
+        await self._folded(batch.position, timeout)
+
+    async def _folded(self, ends: dict[int, int], timeout: float) -> None:
+        """Wait until the view has read each partition up to its offset in ``ends``."""
         deadline = self._clock() + timeout
         assert self._read_changed is not None, "start the view first"
         while any(self._read.get(p, 0) < end for p, end in ends.items()):
@@ -221,6 +236,11 @@ class TaskView:
                 )
                 return
             self._updates.setdefault(task_id, deque(maxlen=KEPT_UPDATES)).extend(updates)
+            if updates:
+                made = self._made
+                made[(delivery.partition, delivery.offset)] = (task_id, updates)
+                if len(made) > KEPT_RECORDS:
+                    made.popitem(last=False)
         for waiter in self._waiters.get(task_id, ()):
             if not waiter.done():
                 waiter.set_result(None)

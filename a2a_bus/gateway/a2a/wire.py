@@ -52,19 +52,6 @@ METHODS: dict[str, tuple[Op, Version]] = {
 #: Methods of the protocol this binding does not offer, and the error they get.
 UNSUPPORTED: dict[str, A2ACode] = {
     **dict.fromkeys(
-        (
-            "CreateTaskPushNotificationConfig",
-            "GetTaskPushNotificationConfig",
-            "ListTaskPushNotificationConfigs",
-            "DeleteTaskPushNotificationConfig",
-            "tasks/pushNotificationConfig/set",
-            "tasks/pushNotificationConfig/get",
-            "tasks/pushNotificationConfig/list",
-            "tasks/pushNotificationConfig/delete",
-        ),
-        A2ACode.PUSH_NOTIFICATION_NOT_SUPPORTED,
-    ),
-    **dict.fromkeys(
         ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"),
         A2ACode.EXTENDED_AGENT_CARD_NOT_CONFIGURED,
     ),

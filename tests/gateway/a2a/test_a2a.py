@@ -406,7 +406,7 @@ async def test_unknown_agent(http: httpx.AsyncClient) -> None:
             -32602,
             "pageSize",
         ),
-        (send_request([{"text": "hi"}], "tasks/pushNotificationConfig/set"), -32003, "push"),
+        (send_request([{"text": "hi"}], "tasks/pushNotificationConfig/set"), -32602, "taskId"),
         (send_request([{"data": {"method": "nope"}}]), -32602, "echo, count"),
         (send_request([{"data": {"method": "echo", "params": {"_topic": "x"}}}]), -32602, "_topic"),
     ],
