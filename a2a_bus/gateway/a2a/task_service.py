@@ -80,12 +80,25 @@ class TaskService:
             await self.view.changed(task_id)
 
     async def known(self, task_id: str, version: int = 0) -> TaskFold:
-        """The task once the view has folded it up to ``version``."""
-        while True:
-            fold = self.view.get(task_id)
-            if fold is not None and fold.version >= version:
-                return fold
-            await self.view.changed(task_id)
+        """The task once the view has folded it up to ``version``; an internal
+        error when the log does not bring it back within the request timeout."""
+
+        async def folded() -> TaskFold:
+            while True:
+                fold = self.view.get(task_id)
+                if fold is not None and fold.version >= version:
+                    return fold
+                await self.view.changed(task_id)
+
+        try:
+            return await asyncio.wait_for(folded(), self.gateway.settings.request_timeout)
+        except TimeoutError:
+            raise A2AError(
+                A2ACode.INTERNAL_ERROR,
+                f"task {task_id!r} was written to the task log but did not come back "
+                "from it in time (is the broker reachable?)",
+                {"taskId": task_id},
+            ) from None
 
     # -- sending ----------------------------------------------------------------------
 
@@ -281,11 +294,7 @@ class TaskService:
         await self.view.write(EntryKind.CANCELED, task.id, {"reason": "canceled by the caller"})
         if fold.control is not None:
             self.gateway.dispatcher.cancel(fold.request_id, fold.control)
-        timeout = self.gateway.settings.request_timeout
-        try:
-            return await asyncio.wait_for(self.known(task.id, version + 1), timeout)
-        except TimeoutError:
-            return fold
+        return await self.known(task.id, version + 1)
 
 
 def _call_record(call: Call) -> dict[str, Any]:
