@@ -58,6 +58,12 @@ class GatewaySettings:
     #: Seconds an A2A task's agent may stay silent (no start, progress, chunk or
     #: answer) before the task fails; None: ``request_timeout``.
     a2a_task_inactivity: float | None = None
+    #: Where A2A tasks' latest states are kept beyond the task log: ``memory`` (not
+    #: kept: the view holds what the log retains), ``sqlite:///path/to/tasks.db``
+    #: (a SQLite file; ``sqlite://tasks.db`` is relative to the working directory) or
+    #: ``kafka`` (the compacted topic ``<prefix>.tasks.state``). None: ``kafka`` on
+    #: a transport with a broker, ``memory`` on the in-memory one.
+    a2a_task_store: str | None = None
     #: Hosts and networks push-notification webhooks may reach although they are not
     #: public (loopback, private...): host names, addresses or CIDRs.
     push_allow: tuple[str, ...] = ()
@@ -78,7 +84,7 @@ class GatewaySettings:
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
         ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
-        ``_A2A_TASK_INACTIVITY``, ``_PUSH_ALLOW``
+        ``_A2A_TASK_INACTIVITY``, ``_A2A_TASK_STORE``, ``_PUSH_ALLOW``
         (comma-separated hosts and CIDRs), ``_PUSH_MAX_ATTEMPTS``, ``_PUSH_TIMEOUT``,
         ``_PUSH_BACKOFF``, ``_PUSH_BACKOFF_MAX``, ``_TOKEN`` (one token with full
         access) and ``_TOKENS_FILE`` (YAML or JSON:
@@ -99,6 +105,9 @@ class GatewaySettings:
         inactivity = seconds(env, ENV_PREFIX + "A2A_TASK_INACTIVITY")
         if inactivity is not None:
             values["a2a_task_inactivity"] = inactivity
+        store = env.get(ENV_PREFIX + "A2A_TASK_STORE")
+        if store:
+            values["a2a_task_store"] = store
         source = env.get(ENV_PREFIX + "SOURCE")
         if source:
             values["source"] = source
@@ -132,6 +141,27 @@ class GatewaySettings:
             raise ValueError(
                 f"a2a_task_inactivity must be a positive number of seconds, not {inactivity}"
             )
+        parse_task_store(self.a2a_task_store)  # a bad value fails here, at start-up
+
+
+def parse_task_store(spec: str | None) -> tuple[str, str | None]:
+    """``a2a_task_store`` as ``(kind, path)``: kind ``auto`` (unset), ``memory``,
+    ``kafka`` or ``sqlite`` (with the file's path). Raises ValueError otherwise."""
+    if spec is None or spec.strip() in ("", "auto"):
+        return "auto", None
+    spec = spec.strip()
+    if spec in ("memory", "kafka"):
+        return spec, None
+    if spec.startswith(_SQLITE):
+        path = spec.removeprefix(_SQLITE)
+        if path and not path.endswith("/"):
+            return "sqlite", path
+    raise ValueError(
+        f"a2a_task_store must be 'memory', 'kafka' or 'sqlite:///path/to/file.db', not {spec!r}"
+    )
+
+
+_SQLITE = "sqlite://"
 
 
 def load_tokens(path: Path) -> dict[str, Access]:

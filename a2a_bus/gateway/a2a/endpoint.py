@@ -37,6 +37,7 @@ from a2a_bus.gateway.a2a.push import (
     parse_send_push,
     parse_set,
 )
+from a2a_bus.gateway.a2a.stores import open_task_store
 from a2a_bus.gateway.a2a.task_service import TaskService
 from a2a_bus.gateway.a2a.view import TaskView
 from a2a_bus.gateway.a2a.webhooks import WebhookSender
@@ -85,6 +86,8 @@ class A2ABinding:
         bus = gateway.bus
         # Without tokens every caller is the same owner: only the view's bound applies.
         per_owner = max_tasks_per_owner if gateway.authenticator.enabled else None
+        settings = gateway.settings
+        store = open_task_store(settings.a2a_task_store, bus.transport, bus.topics, settings.source)
         self.view = TaskView(
             bus.transport,
             bus.topics,
@@ -93,6 +96,7 @@ class A2ABinding:
             max_bytes=gateway.settings.max_body_bytes,
             max_tasks=max_tasks,
             max_tasks_per_owner=per_owner,
+            store=store,
         )
         self.tasks = TaskService(gateway, self.view, per_owner)
         sender = WebhookSender.from_settings(gateway.settings)

@@ -35,6 +35,9 @@ from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
 from a2a_bus.protocol import ErrorCode
 
+#: The version of :meth:`TaskFold.record`'s shape.
+RECORD_FORMAT = 1
+
 
 @dataclass(frozen=True)
 class StatusChanged:
@@ -71,6 +74,13 @@ class CallPlan:
     @classmethod
     def of(cls, record: dict[str, Any]) -> CallPlan:
         return cls(str(record["method"]), bool(record["streaming"]), bool(record["conversational"]))
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "streaming": self.streaming,
+            "conversational": self.conversational,
+        }
 
 
 def error_parts(error: dict[str, Any]) -> list[Part]:
@@ -117,6 +127,89 @@ class TaskFold:
         # JSON bytes of the kept parts' values as one list: brackets, less the first comma.
         self._kept = 1
         self._omitted: dict[str, Any] | None = None
+
+    # -- as a record (a task store's snapshot) ----------------------------------------
+
+    def record(self) -> dict[str, Any]:
+        """The whole state as JSON: :meth:`from_record` makes the same fold of it, one
+        that takes the task's next entries as this one would."""
+        artifacts = self.task.artifacts
+        held = self._held
+        omitted = self._omitted
+        return {
+            "format": RECORD_FORMAT,
+            "task": self.task.record(),
+            "owner": self.owner,
+            "endpoint": self.endpoint,
+            "agent": self.agent,
+            "call": self.call.record(),
+            "requestId": self.request_id,
+            "inactivity": self.inactivity,
+            "version": self.version,
+            "control": self.control,
+            "push": self.push,
+            "started": self._started,
+            "nextSeq": self._next_seq,
+            # The current turn's artifact and the truncated one, by their place in the task.
+            "artifact": _index(artifacts, self._artifact),
+            "held": None
+            if held is None
+            else {
+                "artifact": held.artifact.record(),
+                "append": held.append,
+                "lastChunk": held.last_chunk,
+            },
+            "kept": self._kept,
+            "omitted": None
+            if omitted is None
+            else {
+                "artifact": next(
+                    (i for i, a in enumerate(artifacts) if a.metadata is omitted), None
+                ),
+                "counts": omitted,
+            },
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], max_bytes: int, now: float) -> TaskFold:
+        """The fold :meth:`record` describes; the agent counts as seen alive ``now``
+        (so the watchdog gives a restored running task its whole inactivity limit).
+        Raises ValueError (or KeyError, TypeError) for a record it cannot read."""
+        if record.get("format") != RECORD_FORMAT:
+            raise ValueError(f"unknown task record format {record.get('format')!r}")
+        task = Task.from_record(record["task"])
+        submitted = {
+            "contextId": task.context_id,
+            "message": task.history[0].record(),
+            "owner": record["owner"],
+            "endpoint": record["endpoint"],
+            "agent": record["agent"],
+            "call": record["call"],
+            "requestId": record["requestId"],
+            "inactivity": record["inactivity"],
+        }
+        fold = cls(Entry(EntryKind.SUBMITTED, task.id, task.timestamp, submitted), max_bytes, now)
+        fold.task = task
+        fold.version = int(record["version"])
+        fold.control = record["control"]
+        fold.push = dict(record["push"])
+        fold._started = bool(record["started"])
+        fold._next_seq = int(record["nextSeq"])
+        artifact = record["artifact"]
+        fold._artifact = None if artifact is None else task.artifacts[artifact]
+        held = record["held"]
+        if held is not None:
+            chunk = Artifact.from_record(held["artifact"])
+            fold._held = ArtifactChunk(chunk, bool(held["append"]), bool(held["lastChunk"]))
+        fold._kept = int(record["kept"])
+        omitted = record["omitted"]
+        if omitted is not None:
+            where = omitted["artifact"]
+            counts = dict(omitted["counts"])
+            if where is not None:
+                task.artifacts[where].metadata = counts
+            fold._omitted = counts
+        return fold
 
     @property
     def active(self) -> bool:
@@ -297,6 +390,11 @@ class TaskFold:
                 }
             self._omitted["omittedParts"] += 1
             self._omitted["omittedBytes"] += size
+
+
+def _index(artifacts: list[Artifact], artifact: Artifact | None) -> int | None:
+    """Where ``artifact`` is among the task's (by identity), or None."""
+    return next((i for i, a in enumerate(artifacts) if a is artifact), None)
 
 
 def _json_size(part: Part) -> int:

@@ -57,6 +57,15 @@ class Part:
         return cls.text(value) if isinstance(value, str) else cls.data(value)
 
 
+def parts_record(parts: list[Part]) -> list[list[Any]]:
+    """Parts as JSON: ``[kind, value]`` pairs (:func:`parts_of` reads them back)."""
+    return [[part.kind, part.value] for part in parts]
+
+
+def parts_of(record: list[Any]) -> list[Part]:
+    return [Part("text" if kind == "text" else "data", value) for kind, value in record]
+
+
 @dataclass
 class Message:
     role: Literal["user", "agent"]
@@ -69,7 +78,7 @@ class Message:
         """As JSON for the task log (:meth:`from_record` reads it back)."""
         return {
             "role": self.role,
-            "parts": [[part.kind, part.value] for part in self.parts],
+            "parts": parts_record(self.parts),
             "messageId": self.message_id,
             "contextId": self.context_id,
             "taskId": self.task_id,
@@ -78,12 +87,9 @@ class Message:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Message:
         role: Literal["user", "agent"] = "agent" if record.get("role") == "agent" else "user"
-        parts = [
-            Part("text" if kind == "text" else "data", value) for kind, value in record["parts"]
-        ]
         return cls(
             role,
-            parts,
+            parts_of(record["parts"]),
             message_id=str(record.get("messageId") or new_id()),
             context_id=record.get("contextId"),
             task_id=record.get("taskId"),
@@ -125,6 +131,25 @@ class Artifact:
             self._text = ["".join(self._text)]
         return [*self._parts, Part.text(self._text[0])]
 
+    def record(self) -> dict[str, Any]:
+        """As JSON (:meth:`from_record` reads it back)."""
+        return {
+            "name": self.name,
+            "artifactId": self.artifact_id,
+            "metadata": self.metadata,
+            "parts": parts_record(self.parts),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Artifact:
+        metadata = record.get("metadata")
+        return cls(
+            parts_of(record["parts"]),
+            str(record["name"]),
+            str(record["artifactId"]),
+            dict(metadata) if isinstance(metadata, dict) else None,
+        )
+
     @property
     def ends_with_text(self) -> bool:
         return bool(self._text)
@@ -165,6 +190,33 @@ class Task:
         self.state = state
         self.message = message
         self.timestamp = timestamp or now()
+
+    def record(self) -> dict[str, Any]:
+        """As JSON (:meth:`from_record` reads it back)."""
+        return {
+            "id": self.id,
+            "contextId": self.context_id,
+            "history": [message.record() for message in self.history],
+            "state": self.state.value,
+            "message": None if self.message is None else self.message.record(),
+            "timestamp": self.timestamp,
+            "artifacts": [artifact.record() for artifact in self.artifacts],
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Task:
+        message = record.get("message")
+        return cls(
+            str(record["contextId"]),
+            [Message.from_record(m) for m in record["history"]],
+            id=str(record["id"]),
+            state=TaskState(record["state"]),
+            message=None if message is None else Message.from_record(message),
+            timestamp=str(record["timestamp"]),
+            artifacts=[Artifact.from_record(a) for a in record["artifacts"]],
+            metadata=dict(record["metadata"]),
+        )
 
     def agent_message(self, parts: list[Part]) -> Message:
         """A message from the agent within this task."""

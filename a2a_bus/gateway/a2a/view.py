@@ -11,6 +11,17 @@ every replica) for subscribers, bounded per task, and a watchdog: a task whose
 agent says nothing (no start, progress, chunk or answer) for longer than the
 task's inactivity limit is failed by writing a ``failed`` record to the log.
 Several replicas may write it; the fold keeps the first.
+
+With a task store (:mod:`.stores`) the view starts from the stored snapshots and
+folds only the log records after each one's position, so a task outlives the
+log's retention (or the in-memory log's process). A snapshot's position counts
+only when the log reaches past it at start; a shorter log is another log (the
+in-memory transport's after a restart) whose records all fold onto the snapshot.
+A restored task that was submitted or working gets its whole inactivity limit
+from the start: its agent answers, or the watchdog fails it. By default the view
+saves the snapshots of the tasks it changed itself (a batch at most every
+``save_pause`` seconds, the rest at stop) and deletes the tasks it forgets;
+``saving=False`` leaves saving to someone else, who reads :meth:`TaskView.snapshot`.
 """
 
 from __future__ import annotations
@@ -25,6 +36,8 @@ from typing import Any
 
 from a2a_bus.core.routing import Topics
 from a2a_bus.gateway.a2a.fold import TaskFold, Versioned
+from a2a_bus.gateway.a2a.saver import Saver
+from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
 from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
 from a2a_bus.protocol import ErrorCode
 from a2a_bus.transport.base import Delivery, Subscription, Transport
@@ -41,7 +54,12 @@ class TaskView:
     """The tasks of the task log, folded, bounded: at most ``max_tasks_per_owner``
     of one owner's (a new one makes room by forgetting the owner's own oldest
     finished task; None: no such bound) and ``max_tasks`` in all (the oldest
-    finished task is forgotten first, whoever's, else the oldest)."""
+    finished task is forgotten first, whoever's, else the oldest).
+
+    ``store``: where the tasks' latest states are kept (:mod:`.stores`): loaded at
+    start; with ``saving`` the view saves its changes there itself (a batch at most
+    every ``save_pause`` seconds, the rest at stop) and deletes the tasks it
+    forgets; without, whoever saves reads :meth:`snapshot`."""
 
     def __init__(
         self,
@@ -54,6 +72,9 @@ class TaskView:
         max_tasks: int,
         max_tasks_per_owner: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        store: TaskStore | None = None,
+        saving: bool = True,
+        save_pause: float = 0.2,
     ) -> None:
         if max_tasks < 1:
             raise ValueError("max_tasks must be at least 1")
@@ -80,11 +101,27 @@ class TaskView:
         self._subscription: Subscription | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._expiring: set[str] = set()
+        self.store = store
+        #: Where the last record folded into each task is: (partition, offset).
+        self._positions: dict[str, tuple[int, int]] = {}
+        #: Restored tasks whose log records up to this position are in the snapshot.
+        self._restored: dict[str, tuple[int, int]] = {}
+        self._saver = (
+            Saver(store, self.snapshot, self._tasks, pause=save_pause)
+            if store is not None and saving
+            else None
+        )
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self, *, watch_every: float = 1.0) -> None:
         self._read_changed = asyncio.Event()
+        if self.store is not None:
+            # The log's ends before reading it: a snapshot at or past them is of another log.
+            ends = (await self._transport.read(self._topic, limit=1, newest=True)).position
+            self._restore(await self.store.load(), ends)
+        if self._saver is not None:
+            self._saver.start()
         self._subscription = await self._transport.subscribe(
             [self._topic],
             self._group,
@@ -105,6 +142,10 @@ class TaskView:
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
             await subscription.stop()
+        if self._saver is not None:
+            await self._saver.stop()
+        if self.store is not None:
+            await self.store.close()
 
     # -- reading ----------------------------------------------------------------------
 
@@ -133,7 +174,10 @@ class TaskView:
     def updates_after(self, task_id: str, version: int) -> list[Versioned] | None:
         """The kept updates after ``version``; None when some were no longer kept."""
         kept = self._updates.get(task_id, deque())
-        if version >= (kept[-1].version if kept else 0):
+        fold = self._tasks.get(task_id)
+        # A restored task's updates before its snapshot are kept nowhere.
+        newest = kept[-1].version if kept else fold.version if fold is not None else 0
+        if version >= newest:
             return []
         if not kept or kept[0].version > version + 1:
             return None
@@ -214,6 +258,11 @@ class TaskView:
             return
         now = self._clock()
         task_id = entry.task_id
+        restored = self._restored.get(task_id)
+        if restored is not None and restored[0] == delivery.partition:
+            if delivery.offset <= restored[1]:
+                return  # in the snapshot already
+            del self._restored[task_id]
         fold = self._tasks.get(task_id)
         if fold is None:
             if entry.kind is not EntryKind.SUBMITTED:
@@ -223,10 +272,7 @@ class TaskView:
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("task %s: a submitted record that cannot be read: %s", task_id, exc)
                 return
-            self._tasks[task_id] = fold
-            self._owned.setdefault(fold.owner, OrderedDict())[task_id] = None
-            self._updates[task_id] = deque(maxlen=KEPT_UPDATES)
-            self._evict(fold.owner)
+            self._add(fold)
         else:
             try:
                 updates = fold.apply(entry, now)
@@ -241,9 +287,20 @@ class TaskView:
                 made[(delivery.partition, delivery.offset)] = (task_id, updates)
                 if len(made) > KEPT_RECORDS:
                     made.popitem(last=False)
+        if task_id in self._tasks:
+            self._positions[task_id] = (delivery.partition, delivery.offset)
+            if self._saver is not None:
+                self._saver.changed(task_id)
         for waiter in self._waiters.get(task_id, ()):
             if not waiter.done():
                 waiter.set_result(None)
+
+    def _add(self, fold: TaskFold) -> None:
+        task_id = fold.task.id
+        self._tasks[task_id] = fold
+        self._owned.setdefault(fold.owner, OrderedDict())[task_id] = None
+        self._updates[task_id] = deque(maxlen=KEPT_UPDATES)
+        self._evict(fold.owner)
 
     def _evict(self, owner: str) -> None:
         """Make room after ``owner``'s new task: its own oldest finished task first."""
@@ -265,10 +322,50 @@ class TaskView:
     def _forget(self, task_id: str) -> None:
         owner = self._tasks.pop(task_id).owner
         self._updates.pop(task_id, None)
+        self._positions.pop(task_id, None)
+        self._restored.pop(task_id, None)
+        if self._saver is not None:
+            self._saver.forgotten(task_id)
         owned = self._owned[owner]
         del owned[task_id]
         if not owned:
             del self._owned[owner]
+
+    # -- the store --------------------------------------------------------------------
+
+    def snapshot(self, task_id: str, at: tuple[int, int] | None = None) -> Snapshot | None:
+        """The task as folded so far, with the position of its last record folded
+        (None: the view does not hold it). ``at``: a (partition, offset) the snapshot
+        must be of: None when the view has folded a later record of the task since,
+        or not this one yet (a snapshot past a record whose effects are still being
+        delivered would hide them from a successor that handles it again)."""
+        fold = self._tasks.get(task_id)
+        position = self._positions.get(task_id)
+        if fold is None or position is None or (at is not None and at != position):
+            return None
+        return Snapshot(task_id, fold.record(), *position)
+
+    def _restore(self, snapshots: list[Snapshot], ends: dict[int, int]) -> None:
+        now = self._clock()
+        for snapshot in snapshots:
+            task_id = snapshot.task_id
+            try:
+                fold = TaskFold.from_record(snapshot.record, self.max_bytes, now)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                log.warning("task %s: a stored snapshot that cannot be read: %s", task_id, exc)
+                continue
+            if fold.task.id != task_id or task_id in self._tasks:
+                log.warning("task %s: a stored snapshot of another task", task_id)
+                continue
+            self._add(fold)
+            if task_id not in self._tasks:
+                continue  # forgotten at once: the view is full
+            position = (snapshot.partition, snapshot.offset)
+            self._positions[task_id] = position
+            if snapshot.offset < ends.get(snapshot.partition, 0):
+                self._restored[task_id] = position
+        if snapshots:
+            log.info("task view: %d tasks restored from the store", len(self._tasks))
 
     # -- the watchdog -----------------------------------------------------------------
 

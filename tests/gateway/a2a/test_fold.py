@@ -3,14 +3,20 @@ numbers, and what a task ignores (late answers, a second end, an earlier turn)."
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import orjson
+import pytest
 
 from a2a_bus.gateway.a2a.fold import ArtifactChunk, StatusChanged, TaskFold, Update
 from a2a_bus.gateway.a2a.model import Part, TaskState
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.protocol import ErrorCode, new_id
 
 TASK = "t-1"
+#: The random part of this process's ids (``new_id``).
+PREFIX = new_id().rsplit("-", 1)[0]
 
 
 def submitted(*, conversational: bool = False, streaming: bool = True) -> Entry:
@@ -144,3 +150,90 @@ def test_a_failure_and_a_progress_note_become_status_messages() -> None:
     assert progress.snapshot.message.parts == [Part.text("half way")]
     assert fold.task.message is not None
     assert fold.task.message.parts[0] == Part.text("Timeout: silent (error -32001)")
+
+
+# -- a fold as a record (what a task store keeps) -------------------------------------------
+
+
+def went_on(fold: TaskFold, entries: list[Entry]) -> list[Any]:
+    """The updates ``entries`` make, as JSON as they come, then the fold's record; the
+    ids of messages and artifacts (random) as their order of appearance."""
+    out: list[Any] = []
+    for entry in entries:
+        for v in fold.apply(entry, now=2.0):
+            u = v.update
+            if isinstance(u, StatusChanged):
+                out.append((v.version, u.snapshot.record()))
+            else:
+                out.append((v.version, u.artifact.record(), u.append, u.last_chunk))
+    out.append(fold.record())
+    labels: dict[str, str] = {}
+    text = re.sub(
+        PREFIX + r"-\d+",
+        lambda m: labels.setdefault(m.group(), f"id-{len(labels)}"),
+        orjson.dumps(out).decode(),
+    )
+    return list(orjson.loads(text))
+
+
+def restored(fold: TaskFold, max_bytes: int) -> TaskFold:
+    """``fold`` through its record, as JSON, as a store gives it back."""
+    record = orjson.loads(orjson.dumps(fold.record()))
+    again = TaskFold.from_record(record, max_bytes, now=5.0)
+    assert again.record() == record
+    return again
+
+
+def a_long_life() -> list[Entry]:
+    """Every kind of entry: a stream past the bound, a redelivery, a question, a turn,
+    push configs, the end and what comes after it."""
+    asked = {"error": {"code": ErrorCode.INPUT_REQUIRED, "message": "Input", "data": "more?"}}
+    turn = {
+        "message": {"role": "user", "parts": [["text", "yes"]], "messageId": "m-2"},
+        "call": {"method": "chat", "streaming": True, "conversational": True},
+        "requestId": f"{TASK}.1",
+    }
+    second = f"{TASK}.1"
+    return [
+        agent(EntryKind.STARTED, control="a2a.reply.n1"),
+        chunk(0, {"type": "token", "text": "ab"}),
+        agent(EntryKind.STARTED, redelivered=True, control="a2a.reply.n2"),
+        chunk(0, {"type": "token", "text": "abc"}),
+        gateway(EntryKind.PUSH_SET, {"id": "p1", "url": "https://example.com/hook"}),
+        chunk(1, {"type": "tool_start", "name": "x"}),
+        chunk(2, {"type": "token", "text": "defghij"}),  # past the bound: counted, not kept
+        chunk(3, {"type": "token", "text": "k"}),
+        agent(EntryKind.END, asked),
+        gateway(EntryKind.TURN, turn),
+        agent(EntryKind.STARTED, request=second),
+        chunk(0, {"type": "token", "text": "xyz"}, request=second),
+        gateway(EntryKind.PUSH_DELETED, {"id": "p1"}),
+        chunk(1, {"type": "done", "content": "xyz"}, request=second),
+        agent(EntryKind.END, {"result": {"chunks": 2}}, request=second),
+        gateway(EntryKind.FAILED, {"error": {"code": -32001, "message": "late"}}),
+    ]
+
+
+def test_a_fold_restored_from_its_record_goes_on_as_the_original_would() -> None:
+    entries = a_long_life()
+    max_bytes = 12
+    for cut in range(len(entries) + 1):
+        original = TaskFold(submitted(conversational=True), max_bytes, now=0.0)
+        for entry in entries[:cut]:
+            original.apply(entry, now=1.0)
+        copy = restored(original, max_bytes)
+        assert copy.last_activity == 5.0
+        rest = entries[cut:]
+        assert went_on(copy, rest) == went_on(original, rest), f"restored after {cut} entries"
+    task = original.task
+    assert task.state is TaskState.COMPLETED and task.metadata == {"redelivered": True}
+    first, second = task.artifacts
+    # The bound was reached in the first turn: the second's text is only counted.
+    assert first.parts == [Part.text("abc")] and second.parts == []
+    assert first.metadata is not None and first.metadata["omittedParts"] == 3
+
+
+def test_a_record_of_another_format_is_refused() -> None:
+    record = TaskFold(submitted(), 1 << 20, now=0.0).record()
+    with pytest.raises(ValueError, match="format"):
+        TaskFold.from_record({**record, "format": 99}, 1 << 20, now=0.0)

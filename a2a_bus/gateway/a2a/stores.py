@@ -1,0 +1,266 @@
+"""Where the latest state of each A2A task is kept beyond the task log.
+
+The task log (``<prefix>.tasks``) is the tasks' truth, but it is not kept forever
+(retention) and the in-memory transport's log is gone when its process stops. A
+task store keeps each task's latest :class:`Snapshot`: the fold's record
+(:meth:`.fold.TaskFold.record`) and the position of the last log record folded
+into it. A view starting with a store (:mod:`.view`) restores the snapshots, then
+folds only the log records after each snapshot's position.
+
+* :class:`SqliteTaskStore`: one table in a SQLite file (WAL), for a single node
+  (its tasks outlive a restart of the process, whatever the transport).
+* :class:`KafkaStateTopic`: the compacted topic ``<prefix>.tasks.state``, keyed by
+  task id: every replica reads it at start.
+* No store (``memory``): the view holds what the log retains, nothing more.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from a2a_bus.core.routing import Topics
+from a2a_bus.gateway.settings import parse_task_store
+from a2a_bus.protocol import new_event
+from a2a_bus.transport.base import Transport
+from a2a_bus.transport.errors import RecordTooLarge
+
+log = logging.getLogger(__name__)
+
+#: The CloudEvents type of a snapshot on the state topic.
+STATE_TYPE: Final = "a2a-bus.task.state"
+#: Events read per page when loading the state topic.
+_PAGE = 1000
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A task's state (:meth:`.fold.TaskFold.record`) as of one task-log record."""
+
+    task_id: str
+    record: dict[str, Any]
+    #: Where the last record folded into it is in the task log.
+    partition: int
+    offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "taskId": self.task_id,
+            "partition": self.partition,
+            "offset": self.offset,
+            "record": self.record,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Snapshot:
+        """Raises ValueError when ``data`` is no snapshot."""
+        try:
+            record = data["record"]
+            snapshot = cls(str(data["taskId"]), record, int(data["partition"]), int(data["offset"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a task snapshot: {exc!r}") from None
+        if not isinstance(record, dict):
+            raise ValueError("not a task snapshot: its record is no object")
+        return snapshot
+
+
+class TaskStore(abc.ABC):
+    """The latest snapshot of each task, by task id."""
+
+    @abc.abstractmethod
+    async def load(self) -> list[Snapshot]:
+        """Every task's latest snapshot, the earliest kept first."""
+
+    @abc.abstractmethod
+    async def save(self, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` as its task's latest (replacing the one before)."""
+
+    async def save_many(self, snapshots: Sequence[Snapshot]) -> None:
+        for snapshot in snapshots:
+            await self.save(snapshot)
+
+    @abc.abstractmethod
+    async def delete(self, task_ids: Iterable[str]) -> None:
+        """Forget these tasks."""
+
+    async def close(self) -> None:
+        """Let go of what the store holds open (it opens again when used)."""
+        return None  # nothing held open by default
+
+
+class SqliteTaskStore(TaskStore):
+    """Snapshots in a SQLite file: one row per task, replaced in place.
+
+    Write-ahead logging with ``synchronous=NORMAL``: a saved snapshot survives the
+    process's crash (not necessarily the machine's). The calls run one at a time
+    in a thread of the store's own, which alone uses the connection.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._connection: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
+
+    async def load(self) -> list[Snapshot]:
+        rows = await self._run(_select)
+        return [Snapshot(task_id, orjson.loads(record), p, o) for task_id, p, o, record in rows]
+
+    async def save(self, snapshot: Snapshot) -> None:
+        await self.save_many([snapshot])
+
+    async def save_many(self, snapshots: Sequence[Snapshot]) -> None:
+        rows = [(s.task_id, s.partition, s.offset, orjson.dumps(s.record)) for s in snapshots]
+        if rows:
+            await self._run(_upsert, rows)
+
+    async def delete(self, task_ids: Iterable[str]) -> None:
+        rows = [(task_id,) for task_id in task_ids]
+        if rows:
+            await self._run(_delete, rows)
+
+    async def close(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            await asyncio.get_running_loop().run_in_executor(thread, self._close)
+            thread.shutdown()
+
+    async def _run(self, work: Callable[..., T], *args: Any) -> T:
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="a2a-task-store")
+        # A cancelled caller leaves the call running: the next one waits for it.
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, self._call, work, *args
+        )
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def _call(self, work: Callable[..., T], *args: Any) -> T:
+        """In the store's thread: open the file on first use, then do ``work``."""
+        if self._connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(self.path)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, "
+                "log_partition INTEGER NOT NULL, log_offset INTEGER NOT NULL, "
+                "record BLOB NOT NULL)"
+            )
+            connection.commit()
+            self._connection = connection
+        with self._connection:  # one transaction
+            return work(self._connection, *args)
+
+
+def _select(connection: sqlite3.Connection) -> list[tuple[str, int, int, bytes]]:
+    # An upsert keeps its row's rowid: the order is the tasks' first save.
+    cursor = connection.execute(
+        "SELECT task_id, log_partition, log_offset, record FROM tasks ORDER BY rowid"
+    )
+    return cursor.fetchall()
+
+
+def _upsert(connection: sqlite3.Connection, rows: list[tuple[str, int, int, bytes]]) -> None:
+    connection.executemany(
+        "INSERT INTO tasks (task_id, log_partition, log_offset, record) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (task_id) DO UPDATE SET log_partition = excluded.log_partition, "
+        "log_offset = excluded.log_offset, record = excluded.record",
+        rows,
+    )
+
+
+def _delete(connection: sqlite3.Connection, rows: list[tuple[str]]) -> None:
+    connection.executemany("DELETE FROM tasks WHERE task_id = ?", rows)
+
+
+class KafkaStateTopic(TaskStore):
+    """Snapshots on a compacted topic, keyed by task id (the newest per task stays).
+
+    A snapshot over the broker's record size (a task holding close to
+    ``max_body_bytes`` of answer, plus its history) is not saved: a warning says so.
+    A forgotten task gets a ``deleted`` marker (what a reader of the topic sees
+    after the snapshots before it) and then a tombstone, so compaction removes the
+    key altogether in time. The topic is read to its end at each load.
+    """
+
+    def __init__(self, transport: Transport, topic: str, source: str) -> None:
+        self.transport = transport
+        self.topic = topic
+        self.source = source
+        transport.declare_compacted(topic)
+
+    async def load(self) -> list[Snapshot]:
+        latest: dict[str, Snapshot | None] = {}
+        position = None
+        while True:
+            batch = await self.transport.read(self.topic, limit=_PAGE, position=position)
+            if not batch.events:
+                return [snapshot for snapshot in latest.values() if snapshot is not None]
+            position = batch.position
+            for event in batch.events:
+                data = event.get_data()
+                if isinstance(data, dict) and data.get("deleted") is True:
+                    latest.pop(str(data.get("taskId")), None)
+                    continue
+                try:
+                    snapshot = Snapshot.from_json(data)
+                except ValueError:
+                    continue  # not ours: the topic is the bus's, anyone may write to it
+                latest.pop(snapshot.task_id, None)  # the order is each task's last save
+                latest[snapshot.task_id] = snapshot
+
+    async def save(self, snapshot: Snapshot) -> None:
+        try:
+            await self._publish(snapshot.task_id, snapshot.to_json())
+        except RecordTooLarge as exc:  # trying again would not help
+            log.warning("task %s: its snapshot is not saved: %s", snapshot.task_id, exc)
+
+    async def save_many(self, snapshots: Sequence[Snapshot]) -> None:
+        await asyncio.gather(*(self.save(snapshot) for snapshot in snapshots))
+
+    async def delete(self, task_ids: Iterable[str]) -> None:
+        for task_id in task_ids:
+            await self._publish(task_id, {"taskId": task_id, "deleted": True})
+            await self.transport.publish_raw(self.topic, None, key=task_id.encode())
+
+    async def _publish(self, task_id: str, data: dict[str, Any]) -> None:
+        attributes = {
+            "source": self.source,
+            "type": STATE_TYPE,
+            "datacontenttype": "application/json",
+        }
+        await self.transport.publish(self.topic, new_event(attributes, data), key=task_id.encode())
+
+
+def state_topic(topics: Topics) -> str:
+    """The compacted topic of the tasks' latest states."""
+    return f"{topics.tasks}.state"
+
+
+def open_task_store(
+    spec: str | None, transport: Transport, topics: Topics, source: str
+) -> TaskStore | None:
+    """The store ``spec`` names (see ``GatewaySettings.a2a_task_store``); None: none.
+    Unset: the state topic on a transport with a broker, none in memory."""
+    kind, path = parse_task_store(spec)
+    if kind == "auto":
+        kind = "memory" if transport.in_process else "kafka"
+    if kind == "sqlite":
+        assert path is not None
+        return SqliteTaskStore(path)
+    if kind == "kafka":
+        return KafkaStateTopic(transport, state_topic(topics), source)
+    return None

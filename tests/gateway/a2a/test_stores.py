@@ -1,0 +1,300 @@
+"""Where tasks live beyond the task log: a SQLite file for a single node (its tasks
+outlive a restart, the in-memory log's loss included) and a compacted state topic
+on Kafka (a new view finds a task whose log records are gone). A restored view
+folds only the log records after each snapshot, and a task that was running when
+its node stopped fails after its inactivity limit instead of staying ``working``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a_bus.bus import Bus
+from a2a_bus.core.routing import Topics
+from a2a_bus.core.task_marks import PROGRESS, mark_event
+from a2a_bus.gateway import GatewaySettings, create_app
+from a2a_bus.gateway.a2a import TaskView
+from a2a_bus.gateway.a2a.model import TaskState
+from a2a_bus.gateway.a2a.stores import (
+    KafkaStateTopic,
+    SqliteTaskStore,
+    TaskStore,
+    open_task_store,
+    state_topic,
+)
+from a2a_bus.gateway.a2a.task_log import EntryKind
+from a2a_bus.hosting.agent import Agent, method
+from a2a_bus.protocol import Adaptor, ext
+from tests.transport.kafka.test_transport import cleanup_policy
+
+from .test_a2a import BASE, WAIT, submitted_record, within
+from .test_tasks import call, rpc
+
+pytestmark = pytest.mark.timeout(120)
+
+#: Lets ``Busy.work`` return; a test sets it once its gateway stopped.
+LET_GO = threading.Event()
+#: The inactivity limit of the tasks of the restart test, in seconds.
+INACTIVITY = 1.0
+
+
+class Busy(Agent):
+    """Works, saying so often, until ``LET_GO`` (bounded: never hangs a test)."""
+
+    agent_id = "busy"
+
+    @method
+    def work(self) -> str:
+        deadline = time.monotonic() + WAIT
+        while not LET_GO.is_set() and time.monotonic() < deadline:
+            self.progress("still here")
+            LET_GO.wait(INACTIVITY / 10)
+        return "done"
+
+    @method
+    def add(self, a: int, b: int) -> int:
+        return a + b
+
+
+@contextlib.asynccontextmanager
+async def gateway(bus: Bus, settings: GatewaySettings) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway app of ``bus``, started and stopped as a server does it."""
+    app = create_app(bus, settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE, timeout=WAIT) as http:
+            yield http
+
+
+async def get_task(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    body = (await rpc(http, "busy", "GetTask", {"id": task_id})).json()
+    assert "result" in body, body
+    return dict(body["result"])
+
+
+async def left(http: httpx.AsyncClient, task_id: str, state: str) -> dict[str, Any]:
+    """The task once it is no longer in ``state``."""
+
+    async def poll() -> dict[str, Any]:
+        while (task := await get_task(http, task_id))["status"]["state"] == state:
+            await asyncio.sleep(0.05)
+        return task
+
+    return await within(poll())
+
+
+async def test_a_sqlite_store_keeps_the_tasks_across_a_restart(tmp_path: Path) -> None:
+    settings = GatewaySettings(
+        request_timeout=WAIT,
+        a2a_task_inactivity=INACTIVITY,
+        a2a_task_store=f"sqlite://{tmp_path}/tasks.db",
+    )
+    LET_GO.clear()
+    async with Bus.memory() as bus:
+        await bus.aspawn(Busy)
+        async with gateway(bus, settings) as http:
+            answer = (await rpc(http, "busy", "SendMessage", call("add", a=2, b=3))).json()
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
+            done = await get_task(http, answer["result"]["task"]["id"])
+            answer = (await rpc(http, "busy", "SendMessage", call("work", blocking=False))).json()
+            running = answer["result"]["task"]["id"]
+            working = await left(http, running, "TASK_STATE_SUBMITTED")
+            assert working["status"]["state"] == "TASK_STATE_WORKING", working
+        LET_GO.set()  # its answer goes to a log nobody reads any more
+    # A new process: a new in-memory log, the same file, the agent again (not its run).
+    async with Bus.memory() as bus, gateway(bus, settings) as http:
+        await bus.aspawn(Busy)
+        assert await get_task(http, done["id"]) == done
+        listed = (await rpc(http, "busy", "ListTasks", {})).json()["result"]
+        assert {t["id"] for t in listed["tasks"]} == {done["id"], running}
+        # Nothing runs it any more: it fails once silent past its limit, saying why.
+        task = await left(http, running, "TASK_STATE_WORKING")
+        assert task["status"]["state"] == "TASK_STATE_FAILED", task
+        reason = str(task["status"]["message"])
+        assert "sent nothing for this task for over 1 s" in reason, reason
+
+
+# -- the view and its store ----------------------------------------------------------------
+
+
+def progress(bus: Bus, task_id: str, request_id: str, note: str) -> Any:
+    """An agent's progress mark about ``task_id`` on the task log."""
+    adaptor = Adaptor()
+    request = adaptor.from_json({"jsonrpc": "2.0", "method": "work", "id": request_id})[0]
+    attributes = request.get_attributes()
+    attributes["id"] = request_id
+    attributes[ext.TASK_ID] = attributes[ext.PARTITION_KEY] = task_id
+    event = mark_event(adaptor, request, PROGRESS, note, source="busy")
+    return bus.transport.publish(bus.topics.tasks, event, key=task_id.encode())
+
+
+def view_of(bus: Bus, store: TaskStore, *, saving: bool = True) -> TaskView:
+    return TaskView(
+        bus.transport,
+        bus.topics,
+        uuid.uuid4().hex[:8],
+        "test",
+        max_bytes=1 << 20,
+        max_tasks=100,
+        store=store,
+        saving=saving,
+    )
+
+
+async def a_working_task(bus: Bus, view: TaskView) -> str:
+    """A task with two progress notes (version 2); its id."""
+    task_id = uuid.uuid4().hex
+    record = submitted_record("busy", "me", "busy")
+    await view.write(EntryKind.SUBMITTED, task_id, record)
+    for note in ("one", "two"):
+        await progress(bus, task_id, record["requestId"], note)
+    await within(view.sync())
+    fold = view.get(task_id)
+    assert fold is not None and fold.version == 2
+    return task_id
+
+
+async def test_a_view_started_again_folds_no_record_twice(bus: Bus, tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    first = view_of(bus, store)
+    await first.start()
+    try:
+        task_id = await a_working_task(bus, first)
+    finally:
+        await first.stop()
+    [saved] = await store.load()
+    assert saved == first.snapshot(task_id)
+    # A snapshot of one record: none once the task has a later one (its last progress).
+    assert first.snapshot(task_id, at=(saved.partition, saved.offset)) == saved
+    assert first.snapshot(task_id, at=(saved.partition, saved.offset - 1)) is None
+    again = view_of(bus, store)
+    await again.start()
+    try:
+        await within(again.sync())  # the whole log read again: only its records after...
+        fold = again.get(task_id)
+        assert fold is not None and fold.version == 2  # ...the snapshot count
+        assert fold.task.message is not None and fold.task.message.parts[0].value == "two"
+        assert again.updates_after(task_id, 0) is None  # not kept: GetTask tells the rest
+        record = (await store.load())[0].record
+        await again.write(EntryKind.CANCELED, task_id, {})
+        await within(again.sync())
+        assert fold.version == 3 and fold.task.state is TaskState.CANCELED
+    finally:
+        await again.stop()
+    [saved] = await store.load()
+    assert saved.record != record and saved.record["task"]["state"] == "canceled"
+
+
+async def test_a_snapshot_past_the_logs_end_is_of_another_log(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    async with Bus.memory() as bus:
+        view = view_of(bus, store)
+        await view.start()
+        try:
+            for _ in range(3):
+                await a_working_task(bus, view)  # the log grows past the next task's start
+            task_id = await a_working_task(bus, view)
+        finally:
+            await view.stop()
+    async with Bus.memory() as bus:  # a new log: its offsets start again at 0
+        view = view_of(bus, store)
+        await view.start()
+        try:
+            fold = view.get(task_id)
+            assert fold is not None and fold.version == 2
+            await view.write(EntryKind.CANCELED, task_id, {"reason": "late"})
+            await within(view.sync())
+            assert fold.task.state is TaskState.CANCELED and fold.version == 3
+            assert len(view.owned("me")) == 4
+        finally:
+            await view.stop()
+
+
+async def test_a_forgotten_task_leaves_the_store(bus: Bus, tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    view = view_of(bus, store)
+    view.max_tasks = 1
+    await view.start()
+    try:
+        first = await a_working_task(bus, view)
+        second = await a_working_task(bus, view)
+        assert view.get(first) is None
+    finally:
+        await view.stop()
+    assert [s.task_id for s in await store.load()] == [second]
+
+
+def test_the_store_is_a_gateway_setting(tmp_path: Path) -> None:
+    environ = {"A2A_GATEWAY_A2A_TASK_STORE": f"sqlite://{tmp_path}/t.db"}
+    assert GatewaySettings.from_env(environ).a2a_task_store == f"sqlite://{tmp_path}/t.db"
+    for bad in ("redis", "sqlite://", "sqlite:///dir/"):
+        with pytest.raises(ValueError, match="a2a_task_store must be"):
+            GatewaySettings(a2a_task_store=bad)
+    memory = Bus.memory()
+    topics = memory.topics
+    assert open_task_store(None, memory.transport, topics, "s") is None
+    assert open_task_store("memory", memory.transport, topics, "s") is None
+    store = open_task_store(f"sqlite://{tmp_path}/t.db", memory.transport, topics, "s")
+    assert isinstance(store, SqliteTaskStore) and store.path == tmp_path / "t.db"
+    state = open_task_store("kafka", memory.transport, topics, "s")
+    assert isinstance(state, KafkaStateTopic) and state.topic == f"{topics.tasks}.state"
+
+
+# -- Kafka: the compacted state topic ------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def kafka_bus(bootstrap: str, prefix: str) -> AsyncIterator[Bus]:
+    bus = Bus.kafka(bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
+    async with bus:
+        yield bus
+
+
+@pytest.mark.kafka
+async def test_the_state_topic_outlives_the_task_log(kafka_bootstrap: str) -> None:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    topic = state_topic(Topics(prefix))
+    async with kafka_bus(kafka_bootstrap, prefix) as bus:
+        # As a notifier does it: the view saves nothing, the snapshot is saved after.
+        store = KafkaStateTopic(bus.transport, topic, "test")
+        view = view_of(bus, store, saving=False)
+        await view.start()
+        try:
+            task_id = await a_working_task(bus, view)
+            snapshot = view.snapshot(task_id)
+            assert snapshot is not None
+            await store.save(snapshot)
+            gone = await a_working_task(bus, view)
+            doomed = view.snapshot(gone)
+            assert doomed is not None
+            await store.save(doomed)
+            await store.delete([gone])
+        finally:
+            await view.stop()
+    assert await cleanup_policy(kafka_bootstrap, topic) == "compact"
+    # Another log (its records of the task are not there), the same state topic.
+    async with kafka_bus(kafka_bootstrap, f"t{uuid.uuid4().hex[:10]}") as bus:
+        store = KafkaStateTopic(bus.transport, topic, "test")
+        assert [s.task_id for s in await store.load()] == [task_id]
+        view = view_of(bus, store)  # this one saves what changes
+        await view.start()
+        try:
+            fold = view.get(task_id)
+            assert fold is not None and fold.version == 2 and fold.task.state is TaskState.WORKING
+            assert view.get(gone) is None
+            await view.write(EntryKind.CANCELED, task_id, {})
+            await within(view.sync())
+            assert fold.task.state is TaskState.CANCELED
+        finally:
+            await view.stop()
+        [saved] = await store.load()
+        assert saved.record["task"]["state"] == "canceled"
