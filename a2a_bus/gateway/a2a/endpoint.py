@@ -25,6 +25,7 @@ from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError
 from a2a_bus.gateway.a2a.fold import ArtifactChunk, StatusChanged, TaskFold, Versioned
 from a2a_bus.gateway.a2a.listing import page
+from a2a_bus.gateway.a2a.model import Task
 from a2a_bus.gateway.a2a.notifier import Notifier
 from a2a_bus.gateway.a2a.push import (
     PUSH_METHODS,
@@ -97,6 +98,7 @@ class A2ABinding:
             max_tasks=max_tasks,
             max_tasks_per_owner=per_owner,
             store=store,
+            saving=False,  # the notifier says when (after a record's pushes went out)
         )
         self.tasks = TaskService(gateway, self.view, per_owner)
         sender = WebhookSender.from_settings(gateway.settings)
@@ -263,11 +265,14 @@ class A2ABinding:
             return JSONResponse(result_response(body, id))
         request = parse_send(params, version)
         push = parse_send_push(params.get("configuration"), version)
-        fold = await tasks.send(
+        fold, start = await tasks.send(
             request.message, access, agent_id, stream=op is Op.STREAM, push=push
         )
         if op is Op.STREAM:
-            return SSEResponse(self._events(fold, version, id))
+            first = None if start is None else self.view.task_at(fold.task.id, start)
+            if first is None:  # the task as it is now, then what comes
+                return SSEResponse(self._events(fold, version, id))
+            return SSEResponse(self._events(fold, version, id, after=start, first=first))
         if request.blocking:
             # A client that leaves stops waiting; the task goes on (GetTask finds it).
             fold = await watch.run(tasks.settled(fold.task.id))
@@ -322,11 +327,18 @@ class A2ABinding:
         return SSEResponse(self._events(fold, version, id))
 
     async def _events(
-        self, fold: TaskFold, version: Version, id: Any, *, after: int | None = None
+        self,
+        fold: TaskFold,
+        version: Version,
+        id: Any,
+        *,
+        after: int | None = None,
+        first: Task | None = None,
     ) -> AsyncGenerator[bytes, None]:
-        """The SSE stream of a task: the task as it is (unless resuming ``after`` a
-        version), then each update (``id:`` its version), to the one that ends the
-        task or asks for input. The task goes on if the client leaves."""
+        """The SSE stream of a task: the task (``first``, as it was at version
+        ``after``; as it is now when ``after`` is None; none when resuming after a
+        version), then each update after it (``id:`` its version), to the one that
+        ends the task or asks for input. The task goes on if the client leaves."""
         task = fold.task
 
         def event(result: Any, event_id: int) -> bytes:
@@ -335,6 +347,8 @@ class A2ABinding:
         if after is None:
             after = fold.version  # read with the task: no update is in both
             yield event(task_result(task, version), after)
+        elif first is not None:
+            yield event(task_result(first, version), after)
         try:
             async for versioned in self.view.follow(task.id, after):
                 yield event(_render(task, versioned, version), versioned.version)

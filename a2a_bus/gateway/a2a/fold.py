@@ -335,8 +335,12 @@ class TaskFold:
     def _status(
         self, state: TaskState, message: Message | None, time: str | None, out: list[Update]
     ) -> None:
-        self.task.set_state(state, message, time)
-        self._push(StatusChanged(copy.copy(self.task)), out)
+        task = self.task
+        task.set_state(state, message, time)
+        # The lists are copied: a later turn's message or artifact is not in this snapshot.
+        snapshot = copy.copy(task)
+        snapshot.history, snapshot.artifacts = list(task.history), list(task.artifacts)
+        self._push(StatusChanged(snapshot), out)
 
     def _end(
         self, state: TaskState, message: Message | None, time: str | None, out: list[Update]

@@ -8,6 +8,8 @@ task as it was then; the delivery id derived from the task, the change's number
 and the config, the same on every replica and attempt) and only then lets the
 record be committed. So a replica that dies mid-delivery leaves the record to
 the next owner: delivered at least once, repeats told apart by the delivery id.
+It is also what lets the view save a task to its store (:meth:`TaskView.handled`):
+as of the record just delivered, never past one still being delivered.
 """
 
 from __future__ import annotations
@@ -51,18 +53,20 @@ class Notifier:
         await self._sender.stop()
 
     async def _on_record(self, delivery: Delivery) -> None:
-        made = await self._view.made_by(delivery.partition, delivery.offset)
+        partition, offset = delivery.partition, delivery.offset
+        made = await self._view.made_by(partition, offset)
         if made is None:
             return
         task_id, updates = made
         fold = self._view.get(task_id)
-        if fold is None or not fold.push:
-            return
-        configs = [PushConfig.from_dict(config) for config in fold.push.values()]
-        deliveries: list[asyncio.Future[Outcome]] = []
-        for versioned in updates:
-            update = versioned.update
-            if isinstance(update, StatusChanged):
-                deliveries += self._sender.notify(update.snapshot, versioned.version, configs)
-        if deliveries:
-            await asyncio.wait(deliveries)  # then the record may be committed
+        if fold is not None and fold.push:
+            configs = [PushConfig.from_dict(config) for config in fold.push.values()]
+            deliveries: list[asyncio.Future[Outcome]] = []
+            for versioned in updates:
+                update = versioned.update
+                if isinstance(update, StatusChanged):
+                    deliveries += self._sender.notify(update.snapshot, versioned.version, configs)
+            if deliveries:
+                await asyncio.wait(deliveries)
+        # Delivered: the task may be saved as of this record; then it is committed.
+        self._view.handled(task_id, partition, offset)

@@ -37,17 +37,19 @@ class Saver:
         #: The tasks the view holds (a forgotten one is not saved, a held one not deleted).
         self._held = held
         self._pause = pause
-        self._changed: set[str] = set()
+        #: Changed tasks, with the snapshot to save when one was given.
+        self._changed: dict[str, Snapshot | None] = {}
         self._gone: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def changed(self, task_id: str) -> None:
-        self._changed.add(task_id)
+    def changed(self, task_id: str, snapshot: Snapshot | None = None) -> None:
+        """Save ``task_id``: as ``snapshot`` says, else as the view has it then."""
+        self._changed[task_id] = snapshot
         self._wake.set()
 
     def forgotten(self, task_id: str) -> None:
-        self._changed.discard(task_id)
+        self._changed.pop(task_id, None)
         self._gone.add(task_id)
         self._wake.set()
 
@@ -89,15 +91,21 @@ class Saver:
     async def save(self) -> None:
         """Save the changes so far (those that fail stay for the next try)."""
         gone, self._gone = self._gone, set()
-        changed, self._changed = self._changed, set()
+        changed, self._changed = self._changed, {}
         try:
             if gone:
                 await self.store.delete(gone)
-            snapshots = [s for s in map(self._snapshot, changed) if s is not None]
-            if snapshots:
-                await self.store.save_many(snapshots)
+            snapshots = [
+                given if given is not None else self._snapshot(task_id)
+                for task_id, given in changed.items()
+            ]
+            saved = [snapshot for snapshot in snapshots if snapshot is not None]
+            if saved:
+                await self.store.save_many(saved)
         except BaseException:  # kept for the next try (saving twice is harmless)
             held = self._held
             self._gone |= {task_id for task_id in gone if task_id not in held}
-            self._changed |= {task_id for task_id in changed if task_id in held}
+            for task_id, given in changed.items():
+                if task_id in held:
+                    self._changed.setdefault(task_id, given)
             raise

@@ -110,9 +110,10 @@ class TaskService:
         *,
         stream: bool,
         push: PushConfig | None = None,
-    ) -> TaskFold:
+    ) -> tuple[TaskFold, int | None]:
         """Start the task ``message`` asks for, or continue the one it names;
-        ``push``: a webhook the send registers for the new task."""
+        ``push``: a webhook the send registers for the new task. Also the version
+        the send's own updates start after (None: the task as it is now)."""
         if message.task_id is not None:
             return await self._continue(message, access, endpoint, stream=stream)
         owner = access.identity
@@ -120,7 +121,7 @@ class TaskService:
         task_id = str(uuid.uuid5(_TASK_IDS, f"{endpoint}\n{owner}\n{message.message_id}"))
         earlier = self.view.get(task_id)
         if earlier is not None:
-            return earlier  # the same send again: its task, and no second run
+            return earlier, None  # the same send again: its task, and no second run
         bound = self.max_tasks_per_owner
         if bound is not None and self.view.unfinished(owner) >= bound:
             raise too_many_tasks(bound)
@@ -145,11 +146,11 @@ class TaskService:
             pushed = push.for_task(task_id)
             await self.view.write(EntryKind.PUSH_SET, task_id, pushed.to_dict())
         await self._request(task_id, event)
-        return await self.known(task_id)
+        return await self.known(task_id), 0
 
     async def _continue(
         self, message: Message, access: Access, endpoint: str | None, *, stream: bool
-    ) -> TaskFold:
+    ) -> tuple[TaskFold, int | None]:
         """The caller's next message to a task that waits for input."""
         task_id = message.task_id
         assert task_id is not None
@@ -176,7 +177,7 @@ class TaskService:
         turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
         await self.view.write(EntryKind.TURN, task_id, turn)
         await self._request(task_id, event)
-        return await self.known(task_id, version + 1)
+        return await self.known(task_id, version + 1), version + 1
 
     def _owner(self, message: Message, access: Access) -> str:
         """The agent the gateway's own endpoint routes a message to: the method's owner."""

@@ -35,7 +35,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from a2a_bus.core.routing import Topics
-from a2a_bus.gateway.a2a.fold import TaskFold, Versioned
+from a2a_bus.gateway.a2a.fold import StatusChanged, TaskFold, Versioned
+from a2a_bus.gateway.a2a.model import Task
 from a2a_bus.gateway.a2a.saver import Saver
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
 from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
@@ -106,11 +107,14 @@ class TaskView:
         self._positions: dict[str, tuple[int, int]] = {}
         #: Restored tasks whose log records up to this position are in the snapshot.
         self._restored: dict[str, tuple[int, int]] = {}
+        #: Saves the tasks the view forgets (deletes) and, with ``saving``, its changes;
+        #: without, whoever calls :meth:`handled` says when a task may be saved.
         self._saver = (
             Saver(store, self.snapshot, self._tasks, pause=save_pause)
-            if store is not None and saving
+            if store is not None
             else None
         )
+        self._saves_itself = saving
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -182,6 +186,20 @@ class TaskView:
         if not kept or kept[0].version > version + 1:
             return None
         return [update for update in kept if update.version > version]
+
+    def task_at(self, task_id: str, version: int) -> Task | None:
+        """The task as it was at ``version`` (0: as submitted), when that is a
+        status change still kept; else None."""
+        fold = self._tasks.get(task_id)
+        if fold is None:
+            return None
+        if version == 0:
+            task = fold.task
+            return Task(task.context_id, task.history[:1], id=task.id)
+        for kept in self._updates.get(task_id, ()):
+            if kept.version == version and isinstance(kept.update, StatusChanged):
+                return kept.update.snapshot
+        return None
 
     async def changed(self, task_id: str) -> None:
         """Wait for the next change of ``task_id`` (or its first record)."""
@@ -264,6 +282,7 @@ class TaskView:
                 return  # in the snapshot already
             del self._restored[task_id]
         fold = self._tasks.get(task_id)
+        updates: list[Versioned] = []
         if fold is None:
             if entry.kind is not EntryKind.SUBMITTED:
                 return  # a task this view forgot, or a record without its task
@@ -282,14 +301,13 @@ class TaskView:
                 )
                 return
             self._updates.setdefault(task_id, deque(maxlen=KEPT_UPDATES)).extend(updates)
-            if updates:
-                made = self._made
-                made[(delivery.partition, delivery.offset)] = (task_id, updates)
-                if len(made) > KEPT_RECORDS:
-                    made.popitem(last=False)
+        made = self._made
+        made[(delivery.partition, delivery.offset)] = (task_id, updates)
+        if len(made) > KEPT_RECORDS:
+            made.popitem(last=False)
         if task_id in self._tasks:
             self._positions[task_id] = (delivery.partition, delivery.offset)
-            if self._saver is not None:
+            if self._saver is not None and self._saves_itself:
                 self._saver.changed(task_id)
         for waiter in self._waiters.get(task_id, ()):
             if not waiter.done():
@@ -332,6 +350,17 @@ class TaskView:
             del self._owned[owner]
 
     # -- the store --------------------------------------------------------------------
+
+    def handled(self, task_id: str, partition: int, offset: int) -> None:
+        """The record at ``partition``/``offset`` of ``task_id`` has had its effects
+        (its push notifications delivered): the task may be saved as of that record,
+        and no later (a snapshot past a record still being delivered would hide it
+        from the next owner of its partition after a crash)."""
+        if self._saver is None:
+            return
+        snapshot = self.snapshot(task_id, at=(partition, offset))
+        if snapshot is not None:
+            self._saver.changed(task_id, snapshot)
 
     def snapshot(self, task_id: str, at: tuple[int, int] | None = None) -> Snapshot | None:
         """The task as folded so far, with the position of its last record folded
