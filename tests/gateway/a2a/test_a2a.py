@@ -404,6 +404,21 @@ async def test_malformed_requests_get_json_rpc_errors(
     assert words.lower() in orjson.dumps(error).decode().lower()
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "1.0", "method": "SendMessage", "params": {}, "id": "a-1"},
+        {"jsonrpc": "2.0", "params": {}, "id": "a-1"},
+        {"jsonrpc": "2.0", "method": 5, "id": "a-1"},
+    ],
+)
+async def test_an_invalid_request_keeps_its_readable_id(
+    http: httpx.AsyncClient, body: dict[str, Any]
+) -> None:
+    answer = (await post(http, "/a2a/echo", body)).json()
+    assert (answer["error"]["code"], answer["id"]) == (-32600, "a-1")
+
+
 async def test_version_header_is_checked(http: httpx.AsyncClient) -> None:
     response = await post(http, "/a2a/echo", send_request([{"text": "hi"}]), **{"A2A-Version": "9"})
     assert response.json()["error"]["code"] == -32009
