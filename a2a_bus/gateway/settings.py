@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import yaml
 
+from a2a_bus.core.routing import RoutingError, validate_name
 from a2a_bus.gateway.auth import Access
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
 from a2a_bus.runtime.env import count, seconds
@@ -46,6 +47,10 @@ class GatewaySettings:
     a2a_max_tasks: int = DEFAULT_MAX_TASKS
     #: A2A tasks one token keeps at most (only with tokens: without, all callers are one).
     a2a_max_tasks_per_owner: int = DEFAULT_MAX_TASKS_PER_OWNER
+    #: The agent served at the host's root as an A2A agent (its card at
+    #: ``/.well-known/agent-card.json``, its endpoint ``POST /``), for clients that
+    #: know only a host; None: the root's card is the gateway's.
+    a2a_root: str | None = None
     #: Bearer token -> what it may reach.
     tokens: Mapping[str, Access] = field(default_factory=dict, repr=False)
 
@@ -54,8 +59,8 @@ class GatewaySettings:
         cls, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
-        ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``, ``_TOKEN`` (one
-        token with full access) and ``_TOKENS_FILE`` (YAML or JSON:
+        ``_SOURCE``, ``_A2A_ROOT``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
+        ``_TOKEN`` (one token with full access) and ``_TOKENS_FILE`` (YAML or JSON:
         ``{token: {agents: [...], methods: [...], topics: [...]}}``)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -66,9 +71,10 @@ class GatewaySettings:
         timeout = seconds(env, ENV_PREFIX + "REQUEST_TIMEOUT")
         if timeout is not None:
             values["request_timeout"] = timeout
-        source = env.get(ENV_PREFIX + "SOURCE")
-        if source:
-            values["source"] = source
+        for name in ("source", "a2a_root"):
+            text = env.get(ENV_PREFIX + name.upper())
+            if text:
+                values[name] = text
         tokens: dict[str, Access] = {}
         tokens_file = env.get(ENV_PREFIX + "TOKENS_FILE")
         if tokens_file:
@@ -85,6 +91,11 @@ class GatewaySettings:
         for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.a2a_root is not None:
+            try:
+                validate_name(self.a2a_root)
+            except RoutingError as exc:
+                raise ValueError(f"a2a_root: {exc.message}") from None
         # A deadline <= 0 fails every request at once; nan or inf is no deadline.
         if not (self.request_timeout > 0 and math.isfinite(self.request_timeout)):
             raise ValueError(
