@@ -107,6 +107,16 @@ def send_request(parts: list[dict[str, Any]], method: str = "SendMessage") -> di
     return {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"message": message}}
 
 
+def with_role(request: dict[str, Any], role: str) -> dict[str, Any]:
+    request["params"]["message"]["role"] = role
+    return request
+
+
+def without_role(request: dict[str, Any]) -> dict[str, Any]:
+    del request["params"]["message"]["role"]
+    return request
+
+
 # -- cards ---------------------------------------------------------------------------
 
 
@@ -387,6 +397,8 @@ async def test_unknown_agent(http: httpx.AsyncClient) -> None:
         ({"jsonrpc": "2.0", "method": "DoThings", "id": 1}, -32601, "DoThings"),
         ({"jsonrpc": "2.0", "method": "SendMessage", "id": 1, "params": []}, -32602, "object"),
         (send_request([]), -32602, "parts"),
+        (without_role(send_request([{"text": "hi"}])), -32602, "role is required"),
+        (with_role(send_request([{"text": "hi"}]), "ROLE_AGENT"), -32602, "role must be"),
         (send_request([{"url": "http://x/y.png"}]), -32005, "file"),
         (send_request([{"text": "hi"}], "ListTasks"), -32004, "ListTasks"),
         (send_request([{"text": "hi"}], "tasks/pushNotificationConfig/set"), -32003, "push"),
