@@ -32,7 +32,7 @@ REPO=${A2A_TCK_REPO:-https://github.com/a2aproject/a2a-tck}
 VENV=${A2A_TCK_VENV:-$KIT/.venv}
 TARGETS=${A2A_TCK_TARGETS:-a2a_bus.examples.echo:Echo}
 AGENT=${A2A_TCK_ROOT:-echo}
-LOGS=${A2A_TCK_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/a2a-tck.XXXXXX")}
+LOGS=${A2A_TCK_LOGS:-$(mktemp -d -t a2a-tck.XXXXXX)}
 if [[ -n ${A2A_PYTHON:-} ]]; then
   PYTHON=$A2A_PYTHON
 elif [[ -x $ROOT/.venv/bin/python ]]; then
