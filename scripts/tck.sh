@@ -129,7 +129,7 @@ for category in "${CATEGORIES[@]}"; do
     status=failures
     failed=1
   fi
-  summary=$(grep -E '^=*.*[0-9]+ (passed|failed)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//')
+  summary=$(grep -E '^=*.*[0-9]+ (passed|failed)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//')
   summaries+=("$category: ${summary:-no summary (see $log)} [$status]")
   grep -E '^(FAILED|ERROR) tests/' "$log" | sed 's/^/  /' || true
 done
