@@ -136,7 +136,7 @@ async def _serve(
         server = (
             None if sock is None else await start_http(create_app(bus, settings), sock, "gateway")
         )
-        _banner(out, bus, classes, replicas, sock, ingress)
+        _banner(out, bus, classes, replicas, sock, ingress, settings.a2a_root)
         stopping = asyncio.create_task(stop.wait())
         waiting: set[asyncio.Future[Any]] = {stopping}
         if server is not None:
@@ -201,6 +201,7 @@ def _banner(
     replicas: int,
     sock: socket.socket | None,
     ingress: Ingress | None,
+    a2a_root: str | None = None,
 ) -> None:
     """What this process serves, and where."""
     where = transport_where(bus)
@@ -216,6 +217,10 @@ def _banner(
         host, port = sock.getsockname()[:2]
         url_host = f"[{host}]" if ":" in host else host
         out.print(f"a2a-bus: HTTP gateway listening on http://{escape(url_host)}:{port}")
+        if a2a_root is not None:
+            out.print(
+                f"a2a-bus: A2A agent {escape(a2a_root)} at the root: http://{escape(url_host)}:{port}/"
+            )
     if ingress is not None:
         out.print(f"a2a-bus: Kafka ingress on topic {ingress.topic}")
     sys.stdout.flush()
@@ -250,13 +255,27 @@ def http_address(
     return http
 
 
+def root_hosted(agent_id: str | None, classes: Sequence[type[Agent]], on_kafka: bool) -> None:
+    """In memory the root agent must be one hosted here (exit 2 otherwise): nothing
+    else could ever answer there. On Kafka it may be hosted elsewhere."""
+    hosted = [cls.agent_id for cls in classes]
+    if agent_id is not None and not on_kafka and agent_id not in hosted:
+        raise fail(
+            f"--a2a-root {agent_id}: no such agent among those hosted here "
+            f"({', '.join(hosted)}); on the in-memory transport the root agent is one of them",
+            2,
+        )
+
+
 class LogFormat(enum.StrEnum):
     TEXT = "text"
     JSON = "json"
 
 
-def gateway_settings(tokens: Path | None) -> GatewaySettings:
+def gateway_settings(tokens: Path | None, a2a_root: str | None = None) -> GatewaySettings:
     overrides: dict[str, Any] = {}
+    if a2a_root is not None:
+        overrides["a2a_root"] = a2a_root
     if tokens is not None:
         try:
             overrides["tokens"] = load_tokens(tokens)
@@ -309,6 +328,17 @@ def serve(
         Path | None,
         typer.Option("--tokens", help="YAML/JSON file: bearer token -> allow-lists."),
     ] = None,
+    a2a_root: Annotated[
+        str | None,
+        typer.Option(
+            "--a2a-root",
+            metavar="AGENT",
+            help="Serve this agent at the root as an A2A agent: its card at "
+            "/.well-known/agent-card.json, its JSON-RPC endpoint POST / (for clients that "
+            "know only a host). Default: A2A_GATEWAY_A2A_ROOT, else the gateway's card.",
+            show_default=False,
+        ),
+    ] = None,
     log_format: Annotated[
         LogFormat,
         typer.Option(
@@ -327,12 +357,14 @@ def serve(
     address = host_port(http) if http is not None else None
     bus = build_bus(kafka, prefix)
     address = http_address(address, classes, kafka_bootstrap(bus) is not None)
-    if address is None and tokens is not None:
-        raise typer.BadParameter(
-            "tokens apply to the HTTP gateway: give --http HOST:PORT too", param_hint="--tokens"
-        )
+    for given, hint in ((tokens, "--tokens"), (a2a_root, "--a2a-root")):
+        if address is None and given is not None:
+            raise typer.BadParameter(
+                f"{hint} applies to the HTTP gateway: give --http HOST:PORT too", param_hint=hint
+            )
     # A worker serves no HTTP: the gateway's settings are not its concern.
-    settings = gateway_settings(tokens) if address is not None else GatewaySettings()
+    settings = gateway_settings(tokens, a2a_root) if address is not None else GatewaySettings()
+    root_hosted(settings.a2a_root, classes, kafka_bootstrap(bus) is not None)
     if log_format is LogFormat.JSON:
         logging.getLogger().addHandler(json_handler())
     try:

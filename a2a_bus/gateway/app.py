@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway.a2a import A2ABinding
+from a2a_bus.gateway.a2a.root import root_routes
 from a2a_bus.gateway.auth import Authenticator
 from a2a_bus.gateway.context import GatewayContext
 from a2a_bus.gateway.discovery import get_agent, list_agents
@@ -71,10 +72,16 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         authenticator=Authenticator(settings.tokens),
     )
 
+    binding = A2ABinding(
+        gateway,
+        max_tasks=settings.a2a_max_tasks,
+        max_tasks_per_owner=settings.a2a_max_tasks_per_owner,
+    )
     spec = document(
         max_body_bytes=settings.max_body_bytes,
         max_batch=settings.max_batch,
         secured=gateway.authenticator.enabled,
+        a2a_root=settings.a2a_root,
     )
 
     binding = A2ABinding(
@@ -108,6 +115,8 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/openapi.json", openapi_endpoint(spec), methods=["GET"]),
+            # Before the binding's routes: a root agent's card takes the root's card paths.
+            *root_routes(binding, settings.a2a_root),
             *binding.routes(),
         ],
         middleware=[Middleware(MetricsMiddleware)],

@@ -379,14 +379,17 @@ def _history() -> Schema:
     }
 
 
-def _a2a_endpoint(agent: bool) -> Schema:
+def _a2a_endpoint(agent: bool, root: str | None = None) -> Schema:
+    """``POST /a2a/{agent_id}`` (``agent``), ``POST /a2a``, or the root agent's ``POST /``."""
     parameters = [_AGENT] if agent else []
     parameters.append(
         {"name": "A2A-Version", "in": "header", "required": False, "schema": {"type": "string"}}
     )
-    not_found = "An agent that is not live, or not the token's (-32601)" if agent else ""
+    one = agent or root is not None
+    not_found = "An agent that is not live, or not the token's (-32601)" if one else ""
+    whose = " of one agent" if agent else " (by method)" if root is None else f" of {root}"
     return {
-        "summary": "The A2A JSON-RPC binding" + (" of one agent" if agent else " (by method)"),
+        "summary": "The A2A JSON-RPC binding" + whose,
         "parameters": parameters,
         "requestBody": {
             "required": True,
@@ -425,10 +428,16 @@ def _get(
     return {"get": operation}
 
 
-def document(*, max_body_bytes: int, max_batch: int, secured: bool) -> Schema:
-    """The OpenAPI document of a gateway with these limits (bearer tokens when ``secured``)."""
+def document(
+    *, max_body_bytes: int, max_batch: int, secured: bool, a2a_root: str | None = None
+) -> Schema:
+    """The OpenAPI document of a gateway with these limits (bearer tokens when
+    ``secured``; the agent ``a2a_root`` at the root)."""
     a2a_card = _json(_ref("A2ACard"), "The A2A agent card.")
     agent_card_responses = {"200": a2a_card, **_UNAUTHORIZED, "404": _problem("No live agent.")}
+    gateway_card = _get(
+        "The gateway's own A2A card (one skill per agent)", {"200": a2a_card, **_UNAUTHORIZED}
+    )
     paths: dict[str, Schema] = {
         "/rpc": {"post": _rpc()},
         "/events": {"post": _events(max_batch)},
@@ -497,10 +506,8 @@ def document(*, max_body_bytes: int, max_batch: int, secured: bool) -> Schema:
         "/openapi.json": _get(
             "This document", {"200": _json({"type": "object"}, "The OpenAPI document.")}
         ),
-        "/.well-known/agent-card.json": _get(
-            "The gateway's own A2A card (one skill per agent)",
-            {"200": a2a_card, **_UNAUTHORIZED},
-        ),
+        "/.well-known/agent-card.json": gateway_card,
+        "/a2a/.well-known/agent-card.json": gateway_card,
         "/a2a": {"post": _a2a_endpoint(agent=False)},
         "/a2a/{agent_id}": {"post": _a2a_endpoint(agent=True)},
         "/a2a/{agent_id}/.well-known/agent-card.json": _get(
@@ -510,6 +517,13 @@ def document(*, max_body_bytes: int, max_batch: int, secured: bool) -> Schema:
             "An agent's A2A card (the path before A2A 0.3)", agent_card_responses, [_AGENT]
         ),
     }
+    if a2a_root is not None:
+        root_card = f"The A2A card of {a2a_root}, the agent at the root"
+        paths["/.well-known/agent-card.json"] = _get(root_card, agent_card_responses)
+        paths["/.well-known/agent.json"] = _get(
+            f"{root_card} (the path before A2A 0.3)", agent_card_responses
+        )
+        paths["/"] = {"post": _a2a_endpoint(agent=False, root=a2a_root)}
     doc: Schema = {
         "openapi": OPENAPI_VERSION,
         "info": {

@@ -59,7 +59,7 @@ INGRESS_RECORDS = Counter("a2a_ingress_records", "Kafka ingress messages, by out
 if TYPE_CHECKING:
     from a2a_bus.transport.base import Transport
 
-_ROUTES = ("/rpc", "/events", "/agents", "/a2a", "/healthz", "/readyz", "/metrics")
+_ROUTES = ("/", "/rpc", "/events", "/agents", "/a2a", "/healthz", "/readyz", "/metrics")
 
 
 def route_label(path: str) -> str:

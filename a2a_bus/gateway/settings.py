@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import yaml
 
+from a2a_bus.core.routing import RoutingError, validate_name
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.url_policy import AllowList, split_entries
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
@@ -75,6 +76,10 @@ class GatewaySettings:
     push_backoff: float = 0.5
     #: Longest wait between two attempts, in seconds.
     push_backoff_max: float = 30.0
+    #: The agent served at the host's root as an A2A agent (its card at
+    #: ``/.well-known/agent-card.json``, its endpoint ``POST /``), for clients that
+    #: know only a host; None: the root's card is the gateway's.
+    a2a_root: str | None = None
     #: Bearer token -> what it may reach.
     tokens: Mapping[str, Access] = field(default_factory=dict, repr=False)
 
@@ -83,7 +88,7 @@ class GatewaySettings:
         cls, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
-        ``_SOURCE``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
+        ``_SOURCE``, ``_A2A_ROOT``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
         ``_A2A_TASK_INACTIVITY``, ``_A2A_TASK_STORE``, ``_PUSH_ALLOW``
         (comma-separated hosts and CIDRs), ``_PUSH_MAX_ATTEMPTS``, ``_PUSH_TIMEOUT``,
         ``_PUSH_BACKOFF``, ``_PUSH_BACKOFF_MAX``, ``_TOKEN`` (one token with full
@@ -108,9 +113,10 @@ class GatewaySettings:
         store = env.get(ENV_PREFIX + "A2A_TASK_STORE")
         if store:
             values["a2a_task_store"] = store
-        source = env.get(ENV_PREFIX + "SOURCE")
-        if source:
-            values["source"] = source
+        for name in ("source", "a2a_root"):
+            text = env.get(ENV_PREFIX + name.upper())
+            if text:
+                values[name] = text
         tokens: dict[str, Access] = {}
         tokens_file = env.get(ENV_PREFIX + "TOKENS_FILE")
         if tokens_file:
@@ -127,6 +133,11 @@ class GatewaySettings:
         for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.a2a_root is not None:
+            try:
+                validate_name(self.a2a_root)
+            except RoutingError as exc:
+                raise ValueError(f"a2a_root: {exc.message}") from None
         # A deadline <= 0 fails every request at once; nan or inf is no deadline.
         for name in _SECONDS:
             value = getattr(self, name)

@@ -25,13 +25,24 @@ class Kind(StrEnum):
 _REQUEST, _NOTIFICATION = Kind.REQUEST, Kind.NOTIFICATION
 
 
-def _invalid(detail: str) -> Failure:
-    # The id is null whenever the request itself is invalid (spec, section 5).
-    return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
-
-
 # Ids are strings, numbers or null; booleans are not numbers here.
 _ID_TYPES = frozenset({str, int, float, type(None)})
+
+
+def _invalid(message: Any, detail: str) -> Failure:
+    """Invalid Request, answered with the message's id when it can be read: the
+    specification asks for null only when the id cannot be detected (section 5)."""
+    return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", _readable_id(message), detail)
+
+
+def _readable_id(message: Any) -> Any:
+    """The ``id`` of an object whose id is a valid one (string, number, null), else None."""
+    if type(message) is not dict:
+        return None
+    id = message.get("id")
+    return id if type(id) in _ID_TYPES else None
+
+
 _PARAMS_TYPES = frozenset({dict, list})
 #: Stands for a member the message does not have (``None`` is a value: ``null``).
 _ABSENT: Any = object()
@@ -46,11 +57,11 @@ def jsonrpc_of(data: Any) -> dict[str, Any] | None:
 def classify(message: Any) -> Kind | Failure:
     """Classify one (non-batch) JSON-RPC message, or say why it is invalid."""
     if type(message) is not dict:
-        return _invalid("a JSON-RPC message must be an object")
+        return _invalid(message, "a JSON-RPC message must be an object")
     if message.get("jsonrpc") != "2.0":
-        return _invalid('member "jsonrpc" must be exactly "2.0"')
+        return _invalid(message, 'member "jsonrpc" must be exactly "2.0"')
     if "id" in message and type(message["id"]) not in _ID_TYPES:
-        return _invalid('member "id" must be a string, a number or null')
+        return _invalid(message, 'member "id" must be a string, a number or null')
     if "method" in message:
         return classify_call(message)
     return _classify_response(message)
@@ -62,12 +73,12 @@ def classify_call(message: dict[str, Any]) -> Kind | Failure:
     A client that built the message itself needs only these."""
     method = message["method"]
     if type(method) is not str:
-        return _invalid('member "method" must be a string')
+        return _invalid(message, 'member "method" must be a string')
     if "result" in message or "error" in message:
-        return _invalid('a request cannot carry "result" or "error"')
+        return _invalid(message, 'a request cannot carry "result" or "error"')
     params = message.get("params", _ABSENT)
     if params is not _ABSENT and type(params) not in _PARAMS_TYPES:
-        return _invalid('member "params" must be an array or an object')
+        return _invalid(message, 'member "params" must be an array or an object')
     if method.startswith(RESERVED_METHOD_PREFIX):
         return Failure(
             ErrorCode.METHOD_NOT_FOUND,
@@ -81,11 +92,13 @@ def classify_call(message: dict[str, Any]) -> Kind | Failure:
 def _classify_response(message: dict[str, Any]) -> Kind | Failure:
     has_result, has_error = "result" in message, "error" in message
     if not (has_result or has_error):
-        return _invalid('a message needs "method" (request) or "result"/"error" (response)')
+        return _invalid(
+            message, 'a message needs "method" (request) or "result"/"error" (response)'
+        )
     if has_result and has_error:
-        return _invalid('a response carries either "result" or "error", not both')
+        return _invalid(message, 'a response carries either "result" or "error", not both')
     if "id" not in message:
-        return _invalid('a response must carry "id"')
+        return _invalid(message, 'a response must carry "id"')
     if has_error:
         error = message["error"]
         if (
@@ -93,5 +106,7 @@ def _classify_response(message: dict[str, Any]) -> Kind | Failure:
             or type(error.get("code")) is not int
             or type(error.get("message")) is not str
         ):
-            return _invalid('"error" must be an object with an integer "code" and a "message"')
+            return _invalid(
+                message, '"error" must be an object with an integer "code" and a "message"'
+            )
     return Kind.RESPONSE

@@ -208,9 +208,23 @@ def test_serve_refuses_a_process_that_would_serve_nothing(args: list[str], why: 
     assert line.startswith("error: nothing to serve: ") and why in line, line
 
 
-def test_serve_refuses_tokens_for_a_worker() -> None:
-    done = run("serve", CALC, "--kafka", "127.0.0.1:1", "--tokens", "tokens.yaml")
-    assert "tokens apply to the HTTP gateway: give --http HOST:PORT too" in one_error_line(done, 2)
+@pytest.mark.parametrize(("option", "value"), [("--tokens", "tokens.yaml"), ("--a2a-root", "calc")])
+def test_serve_refuses_gateway_options_for_a_worker(option: str, value: str) -> None:
+    done = run("serve", CALC, "--kafka", "127.0.0.1:1", option, value)
+    line = one_error_line(done, 2)
+    assert f"{option} applies to the HTTP gateway: give --http HOST:PORT too" in line
+
+
+@pytest.mark.parametrize(
+    ("root", "why"),
+    [
+        ("nobody", "--a2a-root nobody: no such agent among those hosted here (calc)"),
+        ("no root", "a2a_root: invalid agent id 'no root'"),
+    ],
+)
+def test_serve_refuses_a_root_agent_it_cannot_serve(root: str, why: str) -> None:
+    done = run("serve", CALC, "--http", "127.0.0.1:0", "--a2a-root", root)
+    assert why in one_error_line(done, 2)
 
 
 @pytest.mark.kafka

@@ -157,6 +157,25 @@ async def test_specification_example(client: httpx.AsyncClient, body: str, expec
         assert comparable(answer) == expected
 
 
+@pytest.mark.parametrize(
+    ("body", "id"),
+    [
+        ({"jsonrpc": "1.0", "method": "echo", "params": [1], "id": "v1"}, "v1"),
+        ({"jsonrpc": "2.0", "params": [1], "id": 4}, 4),
+        ({"jsonrpc": "2.0", "method": ["echo"], "id": 2.5}, 2.5),
+        ({"jsonrpc": "2.0", "method": "echo", "params": "p", "id": None}, None),
+        ({"jsonrpc": "1.0", "method": "echo", "id": {"not": "an id"}}, None),
+        ({"jsonrpc": "1.0", "method": "echo", "id": True}, None),
+    ],
+)
+async def test_an_invalid_request_is_answered_with_its_readable_id(
+    client: httpx.AsyncClient, body: dict[str, Any], id: Any
+) -> None:
+    """JSON-RPC asks for a null id only when the id cannot be detected."""
+    answer = await _rpc(client, orjson.dumps(body))
+    assert comparable(answer) == error(INVALID_REQUEST, id)
+
+
 async def test_notifications_reach_the_agent_and_get_no_answer(client: httpx.AsyncClient) -> None:
     agents.NOTIFIED.clear()
     body = (

@@ -180,6 +180,10 @@ def artifact_update(
 # -- parsing -------------------------------------------------------------------------
 
 
+#: A sent message's role, as 1.0 and 0.3 name it.
+USER_ROLES = ("ROLE_USER", "user")
+
+
 @dataclass(frozen=True)
 class SendRequest:
     message: Message
@@ -251,6 +255,10 @@ def parse_send(params: Any, version: Version) -> SendRequest:
     message_id = _optional_str(raw.get("messageId"), "message.messageId")
     if message_id is None:
         raise invalid_params("params.message.messageId is required")
+    # The role is required; a client's message is the user's (either generation's name).
+    if raw.get("role") not in USER_ROLES:
+        what = "is required" if raw.get("role") is None else "must be the user's"
+        raise invalid_params(f"params.message.role {what}: ROLE_USER (0.3: user)")
     message = Message(
         "user",
         [_part(p, i) for i, p in enumerate(parts)],

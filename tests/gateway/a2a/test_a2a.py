@@ -106,6 +106,16 @@ def send_request(parts: list[dict[str, Any]], method: str = "SendMessage") -> di
     return {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"message": message}}
 
 
+def with_role(request: dict[str, Any], role: str) -> dict[str, Any]:
+    request["params"]["message"]["role"] = role
+    return request
+
+
+def without_role(request: dict[str, Any]) -> dict[str, Any]:
+    del request["params"]["message"]["role"]
+    return request
+
+
 # -- cards ---------------------------------------------------------------------------
 
 
@@ -400,6 +410,8 @@ async def test_unknown_agent(http: httpx.AsyncClient) -> None:
         ({"jsonrpc": "2.0", "method": "DoThings", "id": 1}, -32601, "DoThings"),
         ({"jsonrpc": "2.0", "method": "SendMessage", "id": 1, "params": []}, -32602, "object"),
         (send_request([]), -32602, "parts"),
+        (without_role(send_request([{"text": "hi"}])), -32602, "role is required"),
+        (with_role(send_request([{"text": "hi"}]), "ROLE_AGENT"), -32602, "role must be"),
         (send_request([{"url": "http://x/y.png"}]), -32005, "file"),
         (
             {"jsonrpc": "2.0", "method": "ListTasks", "id": 1, "params": {"pageSize": 0}},
@@ -419,6 +431,21 @@ async def test_malformed_requests_get_json_rpc_errors(
     error = response.json()["error"]
     assert error["code"] == code
     assert words.lower() in orjson.dumps(error).decode().lower()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "1.0", "method": "SendMessage", "params": {}, "id": "a-1"},
+        {"jsonrpc": "2.0", "params": {}, "id": "a-1"},
+        {"jsonrpc": "2.0", "method": 5, "id": "a-1"},
+    ],
+)
+async def test_an_invalid_request_keeps_its_readable_id(
+    http: httpx.AsyncClient, body: dict[str, Any]
+) -> None:
+    answer = (await post(http, "/a2a/echo", body)).json()
+    assert (answer["error"]["code"], answer["id"]) == (-32600, "a-1")
 
 
 async def test_version_header_is_checked(http: httpx.AsyncClient) -> None:
