@@ -208,8 +208,9 @@ async def test_a_streaming_method_answers_message_stream(http: httpx.AsyncClient
     client = await a2a_client(http, "echo")  # streaming client, streaming card
     call = {"method": "count", "params": {"n": 5}}
     events = await send(client, user_message(new_data_part(call)))
-    first, updates, last = events[0], events[1:-1], events[-1]
-    assert first.task.status.state == pb.TASK_STATE_WORKING
+    first, started, updates, last = events[0], events[1], events[2:-1], events[-1]
+    assert first.task.status.state == pb.TASK_STATE_SUBMITTED  # the task as it was sent
+    assert started.status_update.status.state == pb.TASK_STATE_WORKING  # its agent took it
     assert [get_data_parts(u.artifact_update.artifact.parts) for u in updates] == [
         [i] for i in range(5)
     ]
@@ -224,10 +225,16 @@ async def test_a_non_streaming_method_over_message_stream(http: httpx.AsyncClien
     client = await a2a_client(http, "echo")
     text = uuid.uuid4().hex
     events = await send(client, user_message(new_text_part(text)))
-    assert [e.WhichOneof("payload") for e in events] == ["task", "artifact_update", "status_update"]
-    assert get_artifact_text(events[1].artifact_update.artifact) == text
-    assert events[1].artifact_update.last_chunk
-    assert events[2].status_update.status.state == pb.TASK_STATE_COMPLETED
+    assert [e.WhichOneof("payload") for e in events] == [
+        "task",
+        "status_update",
+        "artifact_update",
+        "status_update",
+    ]
+    assert events[1].status_update.status.state == pb.TASK_STATE_WORKING
+    assert get_artifact_text(events[2].artifact_update.artifact) == text
+    assert events[2].artifact_update.last_chunk
+    assert events[3].status_update.status.state == pb.TASK_STATE_COMPLETED
 
 
 # -- LLM agents ----------------------------------------------------------------------
@@ -285,6 +292,8 @@ async def test_leaving_a_stream_leaves_its_task_running(served: str) -> None:
             pb.SendMessageRequest(message=user_message(new_data_part(call)))
         )
         first = await within(anext(events))
+        started = await within(anext(events))
+        assert started.status_update.status.state == pb.TASK_STATE_WORKING
         chunks = [await within(anext(events)) for _ in range(3)]
         assert [get_data_parts(c.artifact_update.artifact.parts) for c in chunks] == [[0], [1], [2]]
         await within(events.aclose())  # the client leaves mid-stream
@@ -467,7 +476,8 @@ async def test_a_0_3_client_uses_the_0_3_method_names(http: httpx.AsyncClient) -
 
     call = {"method": "count", "params": {"n": 3}}
     events = await send(client, user_message(new_data_part(call)))
-    assert [get_data_parts(e.artifact_update.artifact.parts) for e in events[1:-1]] == [
+    assert events[1].status_update.status.state == pb.TASK_STATE_WORKING
+    assert [get_data_parts(e.artifact_update.artifact.parts) for e in events[2:-1]] == [
         [0],
         [1],
         [2],
