@@ -181,9 +181,11 @@ async def _measure(spec: Spec, bus: Bus, result: Result) -> None:
     if kafka:
         result.connections_before = census.tcp_connections(brokers)
         result.consumers_before = census.live_consumers()
-    else:
-        result.threads_s = thread_starts(spec.agents)
     rss_before = census.rss_bytes()
+    if not kafka:
+        # After the RSS taken before: the stacks of these threads, kept for reuse,
+        # then count as the actor threads' that reuse them.
+        result.threads_s = thread_starts(spec.agents)
     deadline = asyncio.get_running_loop().time() + spec.budget
     start = time.perf_counter()
     samples: list[float] = []
