@@ -7,7 +7,9 @@ own):
 
 * spawn time: the agents spawned one after the other on a running bus, each
   started (its actor, its inbox subscription) and announced when its spawn
-  returns; then one request to each, which all must answer;
+  returns; then one request to each, which all must answer; in memory beside
+  it, the time to start as many bare threads in the same process (each agent
+  replica is an actor thread: the floor of a spawn);
 * RSS growth over the spawning (``/proc/self/statm``);
 * idle CPU: the process's CPU time (all threads) over an idle window after the
   first requests, as % of one core (the default 5 s heartbeat runs in it);
@@ -61,6 +63,9 @@ SLACK = 180.0
 MIB = 1024 * 1024
 #: Longer than a Kafka consumer's session (KafkaSettings.session_timeout_ms).
 SESSION_SECONDS = 15.0
+
+#: The spawn curve's series of bare thread starts (the floor of an in-memory spawn).
+THREADS_ALONE = "memory: as many bare threads"
 
 #: Called with (what, done, total) as a scale goes.
 Progress = Callable[[str, int, int], None]
@@ -214,6 +219,11 @@ def report(results: Sequence[Result], sizes: Sizes) -> Report:
         f"each scale in a fresh process; spawning and first requests within {sizes.budget:g} s "
         f"(BENCH_AGENTS_SECONDS), then {sizes.idle:g} s idle; first requests one at a time"
     )
+    if any(result.threads_s is not None for result in results):
+        out.notes.append(
+            "threads alone: as many bare threads started in the scale's process before its "
+            "spawning (each agent replica is an actor thread: the floor of an in-memory spawn)"
+        )
     out.notes.append(
         "consumers: AIOKafkaConsumer objects alive in the process (gc); group members: "
         "members of the scale's consumer groups as the broker describes them; connections: "
@@ -253,6 +263,7 @@ def scale_table(results: Sequence[Result]) -> Table:
         "transport",
         "agents",
         "spawn",
+        "threads alone",
         "RSS growth",
         "idle CPU",
         "consumers",
@@ -269,6 +280,7 @@ def scale_table(results: Sequence[Result]) -> Table:
             r.transport,
             f"{r.agents:,}",
             _figure(r.spawn_s, "{:.2f} s"),
+            _figure(r.threads_s, "{:.2f} s"),
             _figure(None if r.rss_growth is None else r.rss_growth / MIB, "{:,.1f} MiB"),
             _figure(r.idle_cpu_pct, "{:.2f}%"),
             _figure(r.consumers, "{:,}"),
@@ -358,6 +370,8 @@ def curves(results: Sequence[Result]) -> list[Curve]:
         ):
             point = Point(r.agents, value) if value is not None else unfinished
             curve.series.setdefault(r.transport, []).append(point)
+        if r.threads_s is not None:
+            spawn.series.setdefault(THREADS_ALONE, []).append(Point(r.agents, r.threads_s))
         if not r.spawned:
             continue
         # Counted with the agents hosted at the end, whether the scale finished or not.

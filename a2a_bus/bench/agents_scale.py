@@ -19,6 +19,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -65,6 +66,9 @@ class Result:
     groups: int | None = None  # consumer groups of this scale (from the broker)
     members: int | None = None  # their members (from the broker)
     note: str = ""
+    #: In memory: seconds to start as many bare threads as agents, in the same
+    #: process before the spawning (each agent is an actor thread: the floor).
+    threads_s: float | None = None
 
 
 def agent_classes(count: int, start: int = 0) -> list[type[Agent]]:
@@ -77,6 +81,23 @@ def agent_classes(count: int, start: int = 0) -> list[type[Agent]]:
         type(f"Scaled{n}", (Agent,), {"agent_id": f"scaled-{n}", "echo": method(echo)})
         for n in range(start, start + count)
     ]
+
+
+def thread_starts(count: int) -> float:
+    """Seconds to start ``count`` bare daemon threads that wait, as an idle actor's
+    does; they are released and joined after the clock stops."""
+    release = threading.Event()
+    threads = []
+    start = time.perf_counter()
+    for _ in range(count):
+        thread = threading.Thread(target=release.wait, daemon=True)
+        thread.start()
+        threads.append(thread)
+    elapsed = time.perf_counter() - start
+    release.set()
+    for thread in threads:
+        thread.join()
+    return elapsed
 
 
 def emit(message: dict[str, Any]) -> None:
@@ -161,6 +182,10 @@ async def _measure(spec: Spec, bus: Bus, result: Result) -> None:
         result.connections_before = census.tcp_connections(brokers)
         result.consumers_before = census.live_consumers()
     rss_before = census.rss_bytes()
+    if not kafka:
+        # After the RSS taken before: the stacks of these threads, kept for reuse,
+        # then count as the actor threads' that reuse them.
+        result.threads_s = thread_starts(spec.agents)
     deadline = asyncio.get_running_loop().time() + spec.budget
     start = time.perf_counter()
     samples: list[float] = []

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -90,8 +90,19 @@ class Announcer:
         self._sending: set[asyncio.Task[None]] = set()
 
     async def announce(self, card: dict[str, Any], *, gone: bool = False) -> None:
-        event = card_event(self._adaptor, card, gone=gone)
-        await self._transport.publish(self._topic, event, key=card["id"].encode())
+        await self._publish(card, gone=gone)
+
+    def _publish(self, card: dict[str, Any], *, gone: bool = False) -> Awaitable[None]:
+        """The acknowledgement of ``card``'s record, written now; a publish that fails
+        at once (a card too large, say) gives a failed future, so that a heartbeat
+        still sends the other cards."""
+        try:
+            event = card_event(self._adaptor, card, gone=gone)
+            return self._transport.publish(self._topic, event, key=card["id"].encode())
+        except Exception as exc:
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
 
     def announce_soon(self, card: dict[str, Any]) -> None:
         """Publish ``card`` now, in the background (from the loop); a failure is logged
@@ -126,11 +137,32 @@ class Announcer:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            for card in self._cards():
-                try:
-                    await self.announce(card)
-                except Exception:
-                    log.exception("heartbeat of %s failed", card["id"])
+            await self.beat()
+
+    async def beat(self) -> None:
+        """Publish every card at once, then wait for them all: on Kafka the heartbeat
+        is one record batch per registry partition, not one produce request (and one
+        wake-up of every registry reader) per agent, so an idle process's cost grows
+        little with its agents. A failure is logged once per beat; the next beat
+        carries the cards again."""
+        cards = self._cards()
+        sent = [self._publish(card) for card in cards]
+        failed: list[str] = []
+        first: BaseException | None = None
+        for card, acknowledged in zip(cards, sent, strict=True):
+            try:
+                await acknowledged
+            except Exception as exc:
+                failed.append(card["id"])
+                first = first or exc
+        if failed:
+            log.warning(
+                "heartbeat: %d of %d cards not published (%s first): %s",
+                len(failed),
+                len(cards),
+                failed[0],
+                first,
+            )
 
 
 class Directory:

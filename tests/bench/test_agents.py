@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 import uuid
+from typing import Any
 
 import pytest
 
 from a2a_bus.bench import census
-from a2a_bus.bench.agents import Sizes, measure, report, run_scale
+from a2a_bus.bench.agents import THREADS_ALONE, Sizes, measure, report, run_scale
 from a2a_bus.bench.agents_scale import Result, Spec
 from a2a_bus.bench.kafka import delete_run_topics
 
@@ -32,6 +33,7 @@ async def test_each_scale_runs_in_a_process_of_its_own_and_reports_every_figure(
         assert result.rss_growth is not None
         assert result.idle_cpu_pct is not None and result.idle_cpu_pct >= 0
         assert result.consumers is None and result.connections is None  # no Kafka here
+        assert result.threads_s is not None and result.threads_s > 0  # the floor beside it
     assert ("memory, 12 agents: spawn", 12, 12) in steps
     assert ("memory, 12 agents: first requests", 12, 12) in steps
 
@@ -56,6 +58,7 @@ async def test_on_kafka_consumers_group_members_and_connections_are_counted(
         await delete_run_topics(kafka_bootstrap, f"{prefix}.")
     assert result.finished, result.note
     assert result.answered == 3
+    assert result.threads_s is None  # a spawn on Kafka is not bound by thread starts
     # The reply and registry readers, and the inboxes: each consumer is one group member.
     assert result.consumers is not None and result.consumers > result.consumers_before >= 1
     assert result.members == result.consumers
@@ -65,7 +68,7 @@ async def test_on_kafka_consumers_group_members_and_connections_are_counted(
 
 
 def _results() -> list[Result]:
-    def done(transport: str, n: int, spawn_s: float, idle: float, **held: int) -> Result:
+    def done(transport: str, n: int, spawn_s: float, idle: float, **held: Any) -> Result:
         return Result(transport, n, n, True, spawn_s, n, 1.0, 2.0, n * 32_000, idle, **held)
 
     unfinished = Result(
@@ -73,9 +76,9 @@ def _results() -> list[Result]:
         note="did not finish in 120 s: 140 of 1,000 spawned, 0 answered",
     )  # fmt: skip
     return [
-        done("memory", 10, 0.04, 0.01),
-        done("memory", 1000, 2.0, 0.8),
-        done("memory", 10_000, 22.0, 7.5),
+        done("memory", 10, 0.04, 0.01, threads_s=0.01),
+        done("memory", 1000, 2.0, 0.8, threads_s=0.2),
+        done("memory", 10_000, 22.0, 7.5, threads_s=2.5),
         done("kafka", 10, 2.0, 8.0, consumers=12, members=12, connections=26),
         done("kafka", 100, 34.0, 23.0, consumers=102, members=102, connections=206),
         unfinished,
@@ -112,6 +115,8 @@ def test_the_curves_show_every_scale_and_mark_the_one_that_did_not_finish() -> N
     spawn = curves["agents-spawn"]
     assert [(p.x, p.y) for p in spawn.series["memory"]] == [(10, 0.04), (1000, 2.0), (10_000, 22.0)]
     assert [p.x for p in spawn.series["kafka"]] == [10, 100, 1000]
+    floor = [(p.x, p.y) for p in spawn.series[THREADS_ALONE]]
+    assert floor == [(10, 0.01), (1000, 0.2), (10_000, 2.5)]
     assert spawn.series["kafka"][-1].y is None
     assert spawn.series["kafka"][-1].note == "did not finish\nin 120 s"
     assert {(t.x, t.y) for t in spawn.targets} == {(10_000, 10.0), (1_000, 15.0)}

@@ -19,11 +19,13 @@ import orjson
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.discovery.directory import Directory, card_event
+from a2a_bus.discovery.directory import Announcer, Directory, card_event
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import Adaptor, new_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dead_letters import DLQ_REASON
+from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.memory import MemoryTransport
 from tests.agents import Calc
 
 pytestmark = pytest.mark.timeout(180)
@@ -268,6 +270,58 @@ def test_the_opt_out_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "maybe")
     with pytest.raises(ValueError, match="A2A_REQUIRE_KNOWN_AGENTS must be true or false"):
         Bus.memory()
+
+
+# -- the heartbeat ---------------------------------------------------------------------
+
+
+def echo_agents(count: int) -> list[type[Agent]]:
+    """``count`` distinct agents (``beat-<n>``)."""
+
+    def echo(self: Agent, value: Any) -> Any:
+        return value
+
+    return [
+        type(f"Beat{n}", (Agent,), {"agent_id": f"beat-{n}", "echo": method(echo)})
+        for n in range(count)
+    ]
+
+
+async def test_one_beat_renews_the_card_of_every_agent(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    agents = echo_agents(20)
+    host = await make_bus(*agents)  # heartbeat 60 s: only the beat below renews
+    watcher = await make_bus()
+    ids = [agent.agent_id for agent in agents]
+    started = {agent_id: beat_of(watcher, agent_id) for agent_id in ids}
+    await asyncio.sleep(0.01)  # a later heartbeatAt than the start's cards
+    await asyncio.wait_for(host.announcer.beat(), WAIT)
+    async with asyncio.timeout(WAIT):
+        while any(beat_of(watcher, agent_id) <= started[agent_id] for agent_id in ids):
+            await asyncio.sleep(0.02)
+
+
+def beat_of(bus: Bus, agent_id: str) -> float:
+    """The ``heartbeatAt`` of the card ``bus`` has of ``agent_id``."""
+    card = bus.directory.card(agent_id)
+    assert card is not None, f"{agent_id} unknown"
+    return float(card["heartbeatAt"])
+
+
+@pytest.mark.parametrize("kind", ["memory", "kafka"])
+async def test_a_beat_that_cannot_publish_says_so_once(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Not started: on Kafka the publish fails at once, in memory when awaited.
+    transport = MemoryTransport() if kind == "memory" else KafkaTransport("127.0.0.1:1")
+    cards = [{"id": f"beat-{n}", "methods": [], "heartbeatAt": 0} for n in range(5)]
+    announcer = Announcer(transport, "a2a.registry", Adaptor(), 60.0, lambda: cards)
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
+        await asyncio.wait_for(announcer.beat(), WAIT)
+    [record] = caplog.records
+    assert "5 of 5 cards not published (beat-0 first)" in record.getMessage()
+    assert "not started" in record.getMessage()
 
 
 # -- what counts as known --------------------------------------------------------------
