@@ -17,8 +17,10 @@
 #   A2A_TCK_REPO     where to clone it from (default https://github.com/a2aproject/a2a-tck)
 #   A2A_TCK_REF      a commit or tag to check out in the clone (default: as cloned)
 #   A2A_TCK_VENV     the kit's virtualenv (default: <kit>/.venv)
-#   A2A_TCK_TARGETS  the agents to host (default a2a_bus.examples.echo:Echo)
-#   A2A_TCK_ROOT     the agent at the root (default echo)
+#   A2A_TCK_TARGETS  the agents to host (default a2a_bus.examples.scribe:Scribe, whose
+#                    tasks stay working for 3 s: the kit continues, cancels and
+#                    lists tasks it expects still working after a blocking send)
+#   A2A_TCK_ROOT     the agent at the root (default scribe)
 #   A2A_TCK_LOGS     where the kit's and the gateway's output go (default: a temp dir)
 #   A2A_PYTHON       the Python with a2a-bus's dependencies (default <repo>/.venv/bin/python,
 #                    else python3)
@@ -30,8 +32,8 @@ CACHE=${A2A_CACHE_DIR:-$HOME/.cache/a2a-bus}
 KIT=${A2A_TCK_DIR:-$CACHE/a2a-tck}
 REPO=${A2A_TCK_REPO:-https://github.com/a2aproject/a2a-tck}
 VENV=${A2A_TCK_VENV:-$KIT/.venv}
-TARGETS=${A2A_TCK_TARGETS:-a2a_bus.examples.echo:Echo}
-AGENT=${A2A_TCK_ROOT:-echo}
+TARGETS=${A2A_TCK_TARGETS:-a2a_bus.examples.scribe:Scribe}
+AGENT=${A2A_TCK_ROOT:-scribe}
 LOGS=${A2A_TCK_LOGS:-$(mktemp -d -t a2a-tck.XXXXXX)}
 if [[ -n ${A2A_PYTHON:-} ]]; then
   PYTHON=$A2A_PYTHON
@@ -93,8 +95,13 @@ start_gateway() {
   local port=$1 tries=0
   # No model keys: an LLM example agent answers from its script, the same every run.
   # shellcheck disable=SC2086  # TARGETS is a list of words
+  # A blocking send answers after 0.2 s with the task as it is (the kit expects it
+  # still working); the kit's webhook URLs name localhost and example.com.
   env -u OPENAI_API_KEY -u OPENAI_BASE_URL PYTHONPATH="$ROOT" \
-    "$PYTHON" -m a2a_bus serve $TARGETS --http "127.0.0.1:$port" --a2a-root "$AGENT" \
+    A2A_GATEWAY_A2A_BLOCKING_WAIT=${A2A_GATEWAY_A2A_BLOCKING_WAIT:-0.2} \
+    A2A_GATEWAY_A2A_TASK_INACTIVITY=${A2A_GATEWAY_A2A_TASK_INACTIVITY:-120} \
+    A2A_GATEWAY_PUSH_ALLOW=${A2A_GATEWAY_PUSH_ALLOW:-localhost,example.com} \
+    "$PYTHON" -m a2a_bus serve $TARGETS --replicas 8 --http "127.0.0.1:$port" --a2a-root "$AGENT" \
     >"$LOGS/gateway.log" 2>&1 &
   GATEWAY_PID=$!
   until grep -q "at the root" "$LOGS/gateway.log" 2>/dev/null; do

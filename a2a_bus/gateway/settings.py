@@ -34,6 +34,8 @@ _COUNTS = (
 )
 #: The settings that are a positive, finite number of seconds.
 _SECONDS = ("request_timeout", "push_timeout", "push_backoff", "push_backoff_max")
+#: The durations that may be left unset (None: another setting's value).
+_OPTIONAL_SECONDS = ("a2a_task_inactivity", "a2a_blocking_wait")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class GatewaySettings:
     #: Seconds an A2A task's agent may stay silent (no start, progress, chunk or
     #: answer) before the task fails; None: ``request_timeout``.
     a2a_task_inactivity: float | None = None
+    #: Seconds a blocking A2A send waits for its task to end or ask for input; a task
+    #: still working then is answered as it is (the caller polls, subscribes or is
+    #: pushed the rest). None: ``request_timeout``.
+    a2a_blocking_wait: float | None = None
     #: Where A2A tasks' latest states are kept beyond the task log: ``memory`` (not
     #: kept: the view holds what the log retains), ``sqlite:///path/to/tasks.db``
     #: (a SQLite file; ``sqlite://tasks.db`` is relative to the working directory) or
@@ -89,7 +95,7 @@ class GatewaySettings:
     ) -> GatewaySettings:
         """Read ``A2A_GATEWAY_MAX_BODY_BYTES``, ``_MAX_BATCH``, ``_REQUEST_TIMEOUT``,
         ``_SOURCE``, ``_A2A_ROOT``, ``_A2A_MAX_TASKS``, ``_A2A_MAX_TASKS_PER_OWNER``,
-        ``_A2A_TASK_INACTIVITY``, ``_A2A_TASK_STORE``, ``_PUSH_ALLOW``
+        ``_A2A_TASK_INACTIVITY``, ``_A2A_BLOCKING_WAIT``, ``_A2A_TASK_STORE``, ``_PUSH_ALLOW``
         (comma-separated hosts and CIDRs), ``_PUSH_MAX_ATTEMPTS``, ``_PUSH_TIMEOUT``,
         ``_PUSH_BACKOFF``, ``_PUSH_BACKOFF_MAX``, ``_TOKEN`` (one token with full
         access) and ``_TOKENS_FILE`` (YAML or JSON:
@@ -107,9 +113,10 @@ class GatewaySettings:
         allow = split_entries(env.get(ENV_PREFIX + "PUSH_ALLOW", ""))
         if allow:
             values["push_allow"] = allow
-        inactivity = seconds(env, ENV_PREFIX + "A2A_TASK_INACTIVITY")
-        if inactivity is not None:
-            values["a2a_task_inactivity"] = inactivity
+        for name in _OPTIONAL_SECONDS:
+            value = seconds(env, ENV_PREFIX + name.upper())
+            if value is not None:
+                values[name] = value
         store = env.get(ENV_PREFIX + "A2A_TASK_STORE")
         if store:
             values["a2a_task_store"] = store
@@ -147,11 +154,10 @@ class GatewaySettings:
             # One string would be taken letter by letter: split it as the variable is.
             object.__setattr__(self, "push_allow", split_entries(self.push_allow))
         AllowList.parse(self.push_allow)  # a bad entry fails here, at start-up
-        inactivity = self.a2a_task_inactivity
-        if inactivity is not None and not (inactivity > 0 and math.isfinite(inactivity)):
-            raise ValueError(
-                f"a2a_task_inactivity must be a positive number of seconds, not {inactivity}"
-            )
+        for name in _OPTIONAL_SECONDS:
+            value = getattr(self, name)
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value}")
         parse_task_store(self.a2a_task_store)  # a bad value fails here, at start-up
 
 

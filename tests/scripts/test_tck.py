@@ -54,6 +54,8 @@ def test_the_kit_runs_per_category_against_the_root_agent(tmp_path: Path) -> Non
         "A2A_TCK_VENV": str(venv),
         "A2A_TCK_LOGS": str(logs),
         "A2A_PYTHON": sys.executable,
+        "A2A_TCK_TARGETS": "a2a_bus.examples.echo:Echo",  # answers at once
+        "A2A_TCK_ROOT": "echo",
     }
     done = subprocess.run(
         [str(SCRIPTS / "tck.sh"), "mandatory", "failing"],

@@ -46,6 +46,7 @@ from a2a_bus.gateway.a2a.wire import (
     Op,
     Version,
     artifact_update,
+    camel_params,
     check_version,
     method_of,
     parse_list,
@@ -210,6 +211,8 @@ class A2ABinding:
         try:
             check_version(request.headers.get("a2a-version"))
             params = message.get("params")
+            if not legacy:
+                params = camel_params(params)
             await self.start()
             push = PUSH_METHODS.get(method)
             if push is not None:
@@ -250,7 +253,7 @@ class A2ABinding:
                     for f in found.tasks
                 ],
                 "nextPageToken": found.next_token,
-                "pageSize": query.page_size,
+                "pageSize": len(found.tasks),
                 "totalSize": found.total,
             }
             return JSONResponse(result_response(body, id))
@@ -275,7 +278,7 @@ class A2ABinding:
             return SSEResponse(self._events(fold, version, id, after=start, first=first))
         if request.blocking:
             # A client that leaves stops waiting; the task goes on (GetTask finds it).
-            fold = await watch.run(tasks.settled(fold.task.id))
+            fold = await watch.run(tasks.settled(fold.task.id, tasks.blocking_wait))
         body = task_result(fold.task, version, request.history_length)
         return JSONResponse(result_response(body, id))
 

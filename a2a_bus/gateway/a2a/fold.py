@@ -17,6 +17,9 @@ a client resuming a stream names (SSE ``id``, ``Last-Event-ID``).
 * A ``started`` mark that is a redelivery, after another start of the same turn,
   begins the turn's answer again: the artifact so far is dropped (the next chunk
   replaces it: ``append`` false) and the task's metadata says ``redelivered``.
+* The caller's next message (a ``turn``) is the next call, whether the task waits
+  for input or its agent still works on the turn before (which it supersedes: the
+  earlier turn's answers no longer count).
 * Once the task is terminal, nothing but push-notification configs changes it:
   a late answer, a second ``failed`` from another replica's watchdog, a cancel
   that came too late.
@@ -271,9 +274,12 @@ class TaskFold:
             self._status(TaskState.WORKING, None, entry.time, out)
 
     def _turn(self, entry: Entry, now: float, out: list[Update]) -> None:
+        """The caller's next message: the next call. One that comes while the agent
+        still works on the turn before supersedes it (its late answers are ignored)."""
         task = self.task
-        if task.state is not TaskState.INPUT_REQUIRED:
-            return
+        held, self._held = self._held, None
+        if held is not None:  # the superseded turn's artifact ends here
+            out.append(replace(held, last_chunk=True))
         data = entry.data
         message = Message.from_record(data["message"])
         task.history.append(message)

@@ -12,6 +12,7 @@ any replica) finds the task it started and starts no second run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -27,7 +28,7 @@ from a2a_bus.gateway.a2a.errors import (
     too_many_tasks,
 )
 from a2a_bus.gateway.a2a.fold import TaskFold
-from a2a_bus.gateway.a2a.model import Message, TaskState
+from a2a_bus.gateway.a2a.model import Message
 from a2a_bus.gateway.a2a.push import MAX_CONFIGS_PER_TASK, PushConfig, check_push_url
 from a2a_bus.gateway.a2a.task_log import EntryKind
 from a2a_bus.gateway.a2a.view import TaskView
@@ -71,13 +72,28 @@ class TaskService:
             raise task_not_found(task_id)
         return fold
 
-    async def settled(self, task_id: str) -> TaskFold:
-        """The task once it is terminal or waits for input."""
+    @property
+    def blocking_wait(self) -> float:
+        """How long a blocking send waits for its task to settle."""
+        settings = self.gateway.settings
+        return settings.a2a_blocking_wait or settings.request_timeout
+
+    async def settled(self, task_id: str, wait: float) -> TaskFold:
+        """The task once it is terminal or waits for input, or as it is after
+        ``wait`` seconds."""
+        deadline = asyncio.get_running_loop().time() + wait
         while True:
             fold = self.view.get(task_id)
-            if fold is not None and not fold.active:
+            left = deadline - asyncio.get_running_loop().time()
+            if fold is not None and (not fold.active or left <= 0):
                 return fold
-            await self.view.changed(task_id)
+            if fold is None and left <= 0:  # forgotten meanwhile (the view is full)
+                raise task_not_found(task_id)
+            # asyncio.timeout, not wait_for: the wait is registered before this task
+            # yields, so no change can come in between and be missed.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(left, 0.001)):
+                    await self.view.changed(task_id)
 
     async def known(self, task_id: str, version: int = 0) -> TaskFold:
         """The task once the view has folded it up to ``version``; an internal
@@ -151,12 +167,14 @@ class TaskService:
     async def _continue(
         self, message: Message, access: Access, endpoint: str | None, *, stream: bool
     ) -> tuple[TaskFold, int | None]:
-        """The caller's next message to a task that waits for input."""
+        """The caller's next message to a task that has not ended: the next call
+        to its agent. A task still working has its running handler told to stop
+        (as by a cancel): the new message supersedes the turn before."""
         task_id = message.task_id
         assert task_id is not None
         fold = await self.find(task_id, endpoint, access.identity)
         task = fold.task
-        if task.state is not TaskState.INPUT_REQUIRED:
+        if task.state.terminal:
             raise A2AError(
                 A2ACode.UNSUPPORTED_OPERATION,
                 f"task {task_id!r} is {task.state.value} and takes no more messages; "
@@ -174,6 +192,8 @@ class TaskService:
         request_id = f"{task_id}.{len(task.history)}"
         call, event = self._planned(card, message, access, task_id, request_id, stream=stream)
         version = fold.version
+        if fold.active and fold.control is not None:
+            self.gateway.dispatcher.cancel(fold.request_id, fold.control)
         turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
         await self.view.write(EntryKind.TURN, task_id, turn)
         await self._request(task_id, event)

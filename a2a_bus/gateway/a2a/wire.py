@@ -352,3 +352,27 @@ def parse_list(params: Any) -> ListQuery:
         updated_after=parse_timestamp(body.get("statusTimestampAfter"), "statusTimestampAfter"),
         include_artifacts=include,
     )
+
+
+#: The objects of 1.0 params whose member names ProtoJSON may spell as in the
+#: .proto file (``task_id``) rather than in lowerCamelCase (``taskId``): parsers
+#: accept both. User data (parts, metadata) is never renamed.
+_PROTO_OBJECTS = ("message", "configuration", "authentication", "taskPushNotificationConfig")
+
+
+def camel_params(params: Any) -> Any:
+    """1.0 params with the .proto field names of its envelope objects in
+    lowerCamelCase, as ProtoJSON parsers take either."""
+    if not isinstance(params, dict):
+        return params
+    out = {_camel(k): v for k, v in params.items()}
+    for key in _PROTO_OBJECTS:
+        value = out.get(key)
+        if isinstance(value, dict):
+            out[key] = camel_params(value)
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest) if rest else name

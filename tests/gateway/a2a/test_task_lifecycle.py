@@ -314,3 +314,46 @@ async def test_a_webhook_on_a_loopback_address_is_refused_unless_allowed(
         refused = await rpc(strict, "CreateTaskPushNotificationConfig", params)
         assert refused["error"]["code"] == -32602
         assert "loopback" in refused["error"]["message"]
+
+
+async def test_a_blocking_send_answers_a_long_task_as_it_is_after_its_wait(
+    desk_bus: tuple[Bus, Desk],
+) -> None:
+    app = create_app(desk_bus[0], settings(a2a_blocking_wait=0.2))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, timeout=WAIT
+    ) as short:
+        params = {"message": call_message("work", beats=40, beat=0.05)}
+        task = (await rpc(short, "SendMessage", params))["result"]["task"]
+        assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+        done = await within(settled(short, task["id"]))
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_message_to_a_working_task_supersedes_its_turn(
+    http: httpx.AsyncClient, desk_bus: tuple[Bus, Desk]
+) -> None:
+    desk = desk_bus[1]
+    task = await start(http, call_message("work", beats=400, beat=0.02))
+    while (await rpc(http, "GetTask", {"id": task["id"]}))["result"]["status"]["state"] != (
+        "TASK_STATE_WORKING"
+    ):
+        await asyncio.sleep(0.02)
+    follow = text_message("hello", taskId=task["id"], contextId=task["contextId"])
+    result = (await rpc(http, "SendMessage", {"message": follow}))["result"]["task"]
+    assert result["id"] == task["id"] and result["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert result["artifacts"][-1]["parts"] == [{"text": "noted hello"}]
+    assert len(result["history"]) == 2
+    await until(desk.stopped.is_set, "the superseded handler to be told to stop")
+
+
+async def test_params_may_name_fields_as_the_proto_file_does(http: httpx.AsyncClient) -> None:
+    """ProtoJSON parsers take ``task_id`` as well as ``taskId``: so does the endpoint
+    (for the envelope's fields, never for the caller's data)."""
+    message = {"message_id": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "x"}]}
+    task = (await rpc(http, "SendMessage", {"message": message}))["result"]["task"]
+    listed = await rpc(http, "ListTasks", {"page_size": 1, "include_artifacts": True})
+    assert [t["id"] for t in listed["result"]["tasks"]] == [task["id"]]
+    assert listed["result"]["pageSize"] == 1 and "artifacts" in listed["result"]["tasks"][0]
+    got = await rpc(http, "GetTask", {"id": task["id"], "history_length": 0})
+    assert "history" not in got["result"]
