@@ -82,6 +82,30 @@ def test_a_chunk_is_held_until_the_next_update_tells_whether_it_was_last() -> No
     assert fold.task.artifacts[0].parts == [Part.text("ab")]
 
 
+def test_the_task_at_a_version_holds_exactly_the_updates_up_to_it() -> None:
+    """A subscriber gets the task as it is, then the updates after its version: the
+    chunk held back (not sent yet) is not on the task yet, so none comes twice."""
+    fold = TaskFold(submitted(), 1 << 20, now=0.0)
+    entries = [
+        agent(EntryKind.STARTED),
+        *(chunk(seq, word) for seq, word in enumerate(["a", "b", "c"])),
+        agent(EntryKind.END, {"result": {"chunks": 3}}),
+    ]
+    seen: list[tuple[int, list[str]]] = []
+    updates = []
+    for entry in entries:
+        updates += fold.apply(entry, now=1.0)
+        seen.append((fold.version, [str(p.value) for a in fold.task.artifacts for p in a.parts]))
+    for version, parts in seen:
+        answer = "".join(parts)
+        for later in updates:
+            update = later.update
+            if later.version > version and isinstance(update, ArtifactChunk):
+                text = "".join(str(p.value) for p in update.artifact.parts)
+                answer = answer + text if update.append else text
+        assert answer == "abc", (version, parts)
+
+
 def test_after_the_end_nothing_changes_the_task() -> None:
     fold = TaskFold(submitted(streaming=False), 1 << 20, now=0.0)
     run(fold, agent(EntryKind.ANSWER, {"result": "done"}))
