@@ -180,7 +180,9 @@ class A2ABinding:
             detail = "a valid bearer token is required"
             return rpc_error(401, A2ACode.INVALID_REQUEST, "Unauthorized", detail, CHALLENGE)
         agent_id: str | None = request.path_params.get("agent_id")
-        if agent_id is not None and self._card(access, agent_id) is None:
+        # An agent that went away keeps its tasks readable (GetTask says how they
+        # ended); only a send needs it live (the task service checks).
+        if agent_id is not None and not access.may_see_agent(agent_id):
             detail = f"no live agent {agent_id!r} on this bus"
             return rpc_error(404, A2ACode.METHOD_NOT_FOUND, "Agent not found", detail)
         try:
