@@ -112,6 +112,8 @@ class TaskFold:
         self.call = CallPlan.of(data["call"])
         #: The bus request of the current turn: only its answers count.
         self.request_id = str(data["requestId"])
+        #: The request ids of every ``turn`` record read, taken or not.
+        self.turns: set[str] = set()
         #: Seconds the agent may stay silent while the task is submitted or working.
         self.inactivity = float(data["inactivity"])
         self.max_bytes = max_bytes
@@ -227,6 +229,8 @@ class TaskFold:
         if kind is EntryKind.PUSH_DELETED:
             self.push.pop(str(entry.data.get("id")), None)
             return []
+        if kind is EntryKind.TURN:
+            self.turns.add(str(entry.data.get("requestId")))
         task = self.task
         if task.state.terminal or kind is EntryKind.SUBMITTED:
             return []

@@ -159,6 +159,21 @@ def test_input_required_waits_for_the_next_turn_and_ignores_the_earlier_one() ->
     assert [m.parts for m in fold.task.history] == [[Part.text("hi")], [Part.text("Paris")]]
 
 
+def test_of_two_turns_at_once_the_first_is_taken_and_both_are_read() -> None:
+    """Two replicas given the same next message both write a turn; the replica
+    whose turn the fold took (its request id) sends the request, the other none."""
+    fold = TaskFold(submitted(streaming=False), 1 << 20, now=0.0)
+    asked = {"error": {"code": ErrorCode.INPUT_REQUIRED, "message": "Input required"}}
+    run(fold, agent(EntryKind.STARTED), agent(EntryKind.ANSWER, asked))
+    message = {"role": "user", "parts": [["text", "Paris"]], "messageId": "m-2"}
+    call = {"method": "count", "streaming": False, "conversational": False}
+    turns = [{"message": message, "call": call, "requestId": f"{TASK}.{r}"} for r in "ab"]
+    updates = run(fold, *(gateway(EntryKind.TURN, t) for t in turns))
+    assert shown(updates) == [TaskState.WORKING]
+    assert fold.request_id == f"{TASK}.a" and fold.turns == {f"{TASK}.a", f"{TASK}.b"}
+    assert len(fold.task.history) == 2
+
+
 def test_a_failure_and_a_progress_note_become_status_messages() -> None:
     fold = TaskFold(submitted(streaming=False), 1 << 20, now=0.0)
     updates = run(
