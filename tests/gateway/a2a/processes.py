@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,19 +19,14 @@ from pathlib import Path
 
 import httpx
 
+from tests.cli.test_serve_call import free_port
+
 from .task_agents import LOG_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENTS = Path(__file__).with_name("task_agents.py")
 #: Seconds a process gets to start or stop; a guard against hangs, not a limit.
 START = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Served:
@@ -155,14 +149,16 @@ class Cluster:
         running = self.gateways.get(name)
         port = self.ports.setdefault(name, free_port())
         base = f"http://127.0.0.1:{port}"
-        if running is not None and running.alive:
-            return base
-        if running is not None:
-            running.stop()
-        args = [*self._common(), "--http", f"127.0.0.1:{port}", "--tokens", str(self._tokens)]
-        served = Served(f"gateway-{name}", args, self._env(), self._errors(f"gateway-{name}"))
-        self.gateways[name] = served
-        served.wait_for("listening on")
+        if running is None or not running.alive:
+            if running is not None:
+                running.stop()
+            args = [*self._common(), "--http", f"127.0.0.1:{port}", "--tokens", str(self._tokens)]
+            # A source of its own: the agent's (source, id) de-duplication does not
+            # hide a request two replicas both sent.
+            env = {**self._env(), "A2A_GATEWAY_SOURCE": f"a2a-bus-gateway-{name}"}
+            served = Served(f"gateway-{name}", args, env, self._errors(f"gateway-{name}"))
+            self.gateways[name] = served
+            served.wait_for("listening on")
         self.wait_for_agents(base, agents)
         return base
 

@@ -62,6 +62,12 @@ class Streamer(Agent):
             raise
 
 
+class Narrator(Streamer):
+    """The same stream under another id (its own inbox: a stream of each runs at once)."""
+
+    agent_id = "narrator"
+
+
 class Plodder(Agent):
     """A long plain handler that reports progress and stops when canceled."""
 
