@@ -112,7 +112,8 @@ class TaskFold:
         self.call = CallPlan.of(data["call"])
         #: The bus request of the current turn: only its answers count.
         self.request_id = str(data["requestId"])
-        #: The request ids of every ``turn`` record read, taken or not.
+        #: The request ids of every ``turn`` record read, taken or not (for the sends
+        #: of this process waiting for theirs: not part of the record).
         self.turns: set[str] = set()
         #: Seconds the agent may stay silent while the task is submitted or working.
         self.inactivity = float(data["inactivity"])
@@ -205,6 +206,8 @@ class TaskFold:
         if held is not None:
             chunk = Artifact.from_record(held["artifact"])
             fold._held = ArtifactChunk(chunk, bool(held["append"]), bool(held["lastChunk"]))
+            if fold._artifact is None:  # the turn's first chunk: not on the task yet
+                fold._artifact = Artifact([], chunk.name, chunk.artifact_id)
         fold._kept = int(record["kept"])
         omitted = record["omitted"]
         if omitted is not None:
