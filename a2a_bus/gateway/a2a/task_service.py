@@ -188,7 +188,7 @@ class TaskService:
         version = fold.version
         turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
         await self.view.write(EntryKind.TURN, task_id, turn)
-        await self.known(task_id, turn=request_id)
+        fold = await self.known(task_id, turn=request_id)
         if fold.request_id == request_id:  # it was taken (not another's, nor too late)
             await self._request(task_id, event)
         return await self.known(task_id, version + 1), version + 1
