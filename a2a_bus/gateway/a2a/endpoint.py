@@ -257,6 +257,8 @@ class A2ABinding:
         tasks, owner = self.tasks, access.identity
         if op is Op.LIST:
             query = parse_list(params)
+            # Also the tasks written a moment ago (on another replica, before a restart).
+            await self.view.sync()
             mine = (f for f in self.view.tasks() if f.owner == owner and f.endpoint == agent_id)
             found = page(mine, query)
             body = {
