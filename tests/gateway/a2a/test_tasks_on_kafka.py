@@ -245,10 +245,11 @@ async def test_a_stream_outlives_the_gateway_that_accepted_it(
     on_b = await a2a(http, b, "streamer")
     task_id = stock[0].task.id
     rest = await collect(on_b.subscribe(pb.SubscribeToTaskRequest(id=task_id)))
+    lost, repeated = words_of(assembled(rest))
+    print(f"\nkilled gateway mid-stream, resubscribed: lost {lost}, repeated {repeated} words")
     assert rest[0].HasField("task") and rest[0].task.id == task_id
     assert final_state(rest) == pb.TASK_STATE_COMPLETED
     assert assembled(rest) == FULL
-    lost, repeated = words_of(assembled(rest))
 
     # The raw stream resumes on B after the last update it saw: nothing twice.
     raw_task = raw[0][1]["task"]["id"]
@@ -259,6 +260,8 @@ async def test_a_stream_outlives_the_gateway_that_accepted_it(
         narrator.subscribe(pb.SubscribeToTaskRequest(id=raw_task), context=resume)
     )
     assert not any(e.HasField("task") for e in after)  # only the updates after `last`
+    lost, repeated = words_of("".join(raw_texts(raw)) + "".join(chunk_texts(after)))
+    print(f"resumed from Last-Event-ID {last}: lost {lost}, repeated {repeated} words")
     assert "".join(raw_texts(raw)) + "".join(chunk_texts(after)) == FULL
     assert final_state(after) == pb.TASK_STATE_COMPLETED
     # Read raw once the task ended: the versions after `last`, each once, in order.
@@ -274,7 +277,6 @@ async def test_a_stream_outlives_the_gateway_that_accepted_it(
             "start",
             "done",
         ]
-    print(f"\nkilled gateway mid-stream: lost {lost}, repeated {repeated}, re-run 0 words")
 
 
 # -- the only gateway restarted ----------------------------------------------------------
