@@ -1,7 +1,8 @@
 """Two gateway replicas over one bus (in memory; ``test_tasks_on_kafka`` runs them as
 processes on Kafka): the same send, or the same next turn, given to both at once
-runs the agent once, whatever ``source`` each replica stamps on its events; a task
-stays readable after its agent went away."""
+runs the agent once, whatever ``source`` each replica stamps on its events (here the
+replicas rarely race: the processes of ``test_tasks_on_kafka`` do); a task stays
+readable after its agent went away."""
 
 from __future__ import annotations
 
