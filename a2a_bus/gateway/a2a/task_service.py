@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -83,19 +84,19 @@ class TaskService:
                 return fold
             await self.view.changed(task_id)
 
-    async def known(self, task_id: str, version: int = 0, turn: str | None = None) -> TaskFold:
-        """The task once the view has folded it up to ``version`` (and read the
-        ``turn`` record of that request id); an internal error when the log does not
-        bring it back within the request timeout."""
+    async def known(self, task_id: str, version: int = 0) -> TaskFold:
+        """The task once the view has folded it up to ``version``."""
+        return await self.until(task_id, lambda fold: fold.version >= version)
+
+    async def until(self, task_id: str, ready: Callable[[TaskFold], bool]) -> TaskFold:
+        """The task once ``ready`` says so of it (after what this gateway wrote came
+        back from the log); an internal error when it does not within the request
+        timeout."""
 
         async def folded() -> TaskFold:
             while True:
                 fold = self.view.get(task_id)
-                if (
-                    fold is not None
-                    and fold.version >= version
-                    and (turn is None or turn in fold.turns)
-                ):
+                if fold is not None and ready(fold):
                     return fold
                 await self.view.changed(task_id)
 
@@ -188,7 +189,7 @@ class TaskService:
         version = fold.version
         turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
         await self.view.write(EntryKind.TURN, task_id, turn)
-        fold = await self.known(task_id, turn=request_id)
+        fold = await self.until(task_id, lambda fold: request_id in fold.turns)
         if fold.request_id == request_id:  # it was taken (not another's, nor too late)
             await self._request(task_id, event)
         return await self.known(task_id, version + 1), version + 1
@@ -305,11 +306,12 @@ class TaskService:
                 f"task {task.id!r} is {task.state.value}",
                 {"taskId": task.id, "state": task.state.value},
             )
-        version = fold.version
         await self.view.write(EntryKind.CANCELED, task.id, {"reason": "canceled by the caller"})
         if fold.control is not None:
             self.gateway.dispatcher.cancel(fold.request_id, fold.control)
-        return await self.known(task.id, version + 1)
+        # Ended: canceled, or how the agent's answer ended it first. (Not just its next
+        # version: a streaming task's next chunk may come before the cancel.)
+        return await self.until(task.id, lambda fold: fold.task.state.terminal)
 
 
 def _request_id(task_id: str) -> str:
