@@ -143,6 +143,23 @@ class A2ABinding:
         """The discovery card of a live agent this caller may see."""
         return self.gateway.directory.card(agent_id) if access.may_see_agent(agent_id) else None
 
+    async def _reachable(self, access: Access, agent_id: str) -> bool:
+        """Whether the endpoint of ``agent_id`` answers this caller: the agent is live,
+        or it went away leaving tasks of the caller's (GetTask says how they ended; a
+        send to it is still refused by the task service)."""
+        if self._card(access, agent_id) is not None:
+            return True
+        if not access.may_see_agent(agent_id):
+            return False
+
+        def left() -> bool:
+            return any(f.endpoint == agent_id for f in self.view.owned(access.identity))
+
+        await self.start()
+        if not left():
+            await self.view.sync()  # a replica that has not read them yet
+        return left()
+
     async def agent_card(self, request: Request) -> Response:
         access = require_access(request)
         agent_id = request.path_params["agent_id"]
@@ -181,7 +198,7 @@ class A2ABinding:
             detail = "a valid bearer token is required"
             return rpc_error(401, A2ACode.INVALID_REQUEST, "Unauthorized", detail, CHALLENGE)
         agent_id: str | None = request.path_params.get("agent_id")
-        if agent_id is not None and self._card(access, agent_id) is None:
+        if agent_id is not None and not await self._reachable(access, agent_id):
             detail = f"no live agent {agent_id!r} on this bus"
             return rpc_error(404, A2ACode.METHOD_NOT_FOUND, "Agent not found", detail)
         try:
@@ -243,6 +260,8 @@ class A2ABinding:
         tasks, owner = self.tasks, access.identity
         if op is Op.LIST:
             query = parse_list(params)
+            # Also the tasks written a moment ago (on another replica, before a restart).
+            await self.view.sync()
             mine = (f for f in self.view.tasks() if f.owner == owner and f.endpoint == agent_id)
             found = page(mine, query)
             body = {

@@ -9,7 +9,9 @@ a client resuming a stream names (SSE ``id``, ``Last-Event-ID``).
   its artifact's last is only known when the next update comes or the answer
   ends, so the newest chunk is held back until then (one chunk, not the stream).
   A status update releases the held chunk as not last, so progress is neither
-  delayed nor reordered.
+  delayed nor reordered. A held chunk goes onto the stored artifact when it is
+  released: the task as it is at a version holds exactly the updates up to it,
+  so a subscriber given the task and then the updates after it gets no chunk twice.
 * What the task keeps of an answer is bounded: at most ``max_bytes`` of JSON
   (the parts' values as one list); from the first chunk that does not fit on,
   the stored artifact stops growing and its metadata says so. A subscriber still
@@ -113,6 +115,9 @@ class TaskFold:
         self.call = CallPlan.of(data["call"])
         #: The bus request of the current turn: only its answers count.
         self.request_id = str(data["requestId"])
+        #: The request ids of every ``turn`` record read, taken or not (for the sends
+        #: of this process waiting for theirs: not part of the record).
+        self.turns: set[str] = set()
         #: Seconds the agent may stay silent while the task is submitted or working.
         self.inactivity = float(data["inactivity"])
         self.max_bytes = max_bytes
@@ -204,6 +209,8 @@ class TaskFold:
         if held is not None:
             chunk = Artifact.from_record(held["artifact"])
             fold._held = ArtifactChunk(chunk, bool(held["append"]), bool(held["lastChunk"]))
+            if fold._artifact is None:  # the turn's first chunk: not on the task yet
+                fold._artifact = Artifact([], chunk.name, chunk.artifact_id)
         fold._kept = int(record["kept"])
         omitted = record["omitted"]
         if omitted is not None:
@@ -228,6 +235,8 @@ class TaskFold:
         if kind is EntryKind.PUSH_DELETED:
             self.push.pop(str(entry.data.get("id")), None)
             return []
+        if kind is EntryKind.TURN:
+            self.turns.add(str(entry.data.get("requestId")))
         task = self.task
         if task.state.terminal or kind is EntryKind.SUBMITTED:
             return []
@@ -304,10 +313,8 @@ class TaskFold:
         if not parts:
             return
         artifact = self._artifact
-        if artifact is None:
+        if artifact is None:  # onto the task with its first chunk's release
             artifact = self._artifact = Artifact([])
-            task.artifacts.append(artifact)
-        self._keep(artifact, parts)
         delta = Artifact(parts, artifact.name, artifact.artifact_id)
         self._push(ArtifactChunk(delta, append=started, last_chunk=False), out)
 
@@ -354,7 +361,7 @@ class TaskFold:
         """The held chunk goes out marked last, then the status."""
         held, self._held = self._held, None
         if held is not None:
-            out.append(replace(held, last_chunk=True))
+            self._release(replace(held, last_chunk=True), out)
         self._status(state, message, time, out)
 
     def _push(self, update: Update, out: list[Update]) -> None:
@@ -364,11 +371,20 @@ class TaskFold:
             self._held = update
             if held is not None:
                 ended = held.artifact.artifact_id != update.artifact.artifact_id
-                out.append(replace(held, last_chunk=ended))
+                self._release(replace(held, last_chunk=ended), out)
             return
         if held is not None:
-            out.append(held)
+            self._release(held, out)
         out.append(update)
+
+    def _release(self, held: ArtifactChunk, out: list[Update]) -> None:
+        """A held chunk goes out, and onto the stored artifact (the current turn's)."""
+        artifact = self._artifact
+        if artifact is not None:
+            if artifact not in self.task.artifacts:
+                self.task.artifacts.append(artifact)
+            self._keep(artifact, held.artifact.parts)
+        out.append(held)
 
     def _numbered(self, updates: list[Update]) -> list[Versioned]:
         numbered = []

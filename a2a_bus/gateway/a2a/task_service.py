@@ -7,6 +7,10 @@ the task. The run is the agent's: no gateway holds it, so a gateway may go away
 (or restart) and the task goes on. A task's id is made from the endpoint, the
 caller and the message id, so a send repeated with the same ``messageId`` (to
 any replica) finds the task it started and starts no second run.
+
+Two replicas given the same send (or the same next turn) at once both write
+their record, each naming a bus request of its own; the fold keeps the first, and
+only the replica whose record it kept sends the agent its request.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
@@ -96,13 +101,18 @@ class TaskService:
                     await self.view.changed(task_id)
 
     async def known(self, task_id: str, version: int = 0) -> TaskFold:
-        """The task once the view has folded it up to ``version``; an internal
-        error when the log does not bring it back within the request timeout."""
+        """The task once the view has folded it up to ``version``."""
+        return await self.until(task_id, lambda fold: fold.version >= version)
+
+    async def until(self, task_id: str, ready: Callable[[TaskFold], bool]) -> TaskFold:
+        """The task once ``ready`` says so of it (after what this gateway wrote came
+        back from the log); an internal error when it does not within the request
+        timeout."""
 
         async def folded() -> TaskFold:
             while True:
                 fold = self.view.get(task_id)
-                if fold is not None and fold.version >= version:
+                if fold is not None and ready(fold):
                     return fold
                 await self.view.changed(task_id)
 
@@ -146,7 +156,8 @@ class TaskService:
             await check_push_url(push, AllowList.parse(self.gateway.settings.push_allow))
         context_id = message.context_id or new_id()
         message.context_id, message.task_id = context_id, task_id
-        call, event = self._planned(card, message, access, task_id, task_id, stream=stream)
+        request_id = _request_id(task_id)
+        call, event = self._planned(card, message, access, task_id, request_id, stream=stream)
         submitted = {
             "owner": owner,
             "endpoint": endpoint,
@@ -154,15 +165,17 @@ class TaskService:
             "contextId": context_id,
             "message": message.record(),
             "call": _call_record(call),
-            "requestId": task_id,
+            "requestId": request_id,
             "inactivity": self.inactivity,
         }
         await self.view.write(EntryKind.SUBMITTED, task_id, submitted)
         if push is not None:
             pushed = push.for_task(task_id)
             await self.view.write(EntryKind.PUSH_SET, task_id, pushed.to_dict())
-        await self._request(task_id, event)
-        return await self.known(task_id), 0
+        fold = await self.known(task_id)
+        if fold.request_id == request_id:  # the first send of this task: its request runs
+            await self._request(task_id, event)
+        return fold, 0
 
     async def _continue(
         self, message: Message, access: Access, endpoint: str | None, *, stream: bool
@@ -189,14 +202,16 @@ class TaskService:
             )
         message.context_id = task.context_id
         card = self._card(access, fold.agent)
-        request_id = f"{task_id}.{len(task.history)}"
+        request_id = _request_id(task_id)
         call, event = self._planned(card, message, access, task_id, request_id, stream=stream)
         version = fold.version
         if fold.active and fold.control is not None:
             self.gateway.dispatcher.cancel(fold.request_id, fold.control)
         turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
         await self.view.write(EntryKind.TURN, task_id, turn)
-        await self._request(task_id, event)
+        fold = await self.until(task_id, lambda fold: request_id in fold.turns)
+        if fold.request_id == request_id:  # it was taken (not another's, nor too late)
+            await self._request(task_id, event)
         return await self.known(task_id, version + 1), version + 1
 
     def _owner(self, message: Message, access: Access) -> str:
@@ -311,11 +326,18 @@ class TaskService:
                 f"task {task.id!r} is {task.state.value}",
                 {"taskId": task.id, "state": task.state.value},
             )
-        version = fold.version
         await self.view.write(EntryKind.CANCELED, task.id, {"reason": "canceled by the caller"})
         if fold.control is not None:
             self.gateway.dispatcher.cancel(fold.request_id, fold.control)
-        return await self.known(task.id, version + 1)
+        # Ended: canceled, or how the agent's answer ended it first. (Not just its next
+        # version: a streaming task's next chunk may come before the cancel.)
+        return await self.until(task.id, lambda fold: fold.task.state.terminal)
+
+
+def _request_id(task_id: str) -> str:
+    """The id of one send's bus request for ``task_id`` (of this send alone: which
+    send's request runs is the task log's to say)."""
+    return f"{task_id}.{new_id()}"
 
 
 def _call_record(call: Call) -> dict[str, Any]:

@@ -82,6 +82,30 @@ def test_a_chunk_is_held_until_the_next_update_tells_whether_it_was_last() -> No
     assert fold.task.artifacts[0].parts == [Part.text("ab")]
 
 
+def test_the_task_at_a_version_holds_exactly_the_updates_up_to_it() -> None:
+    """A subscriber gets the task as it is, then the updates after its version: the
+    chunk held back (not sent yet) is not on the task yet, so none comes twice."""
+    fold = TaskFold(submitted(), 1 << 20, now=0.0)
+    entries = [
+        agent(EntryKind.STARTED),
+        *(chunk(seq, word) for seq, word in enumerate(["a", "b", "c"])),
+        agent(EntryKind.END, {"result": {"chunks": 3}}),
+    ]
+    seen: list[tuple[int, list[str]]] = []
+    updates = []
+    for entry in entries:
+        updates += fold.apply(entry, now=1.0)
+        seen.append((fold.version, [str(p.value) for a in fold.task.artifacts for p in a.parts]))
+    for version, parts in seen:
+        answer = "".join(parts)
+        for later in updates:
+            update = later.update
+            if later.version > version and isinstance(update, ArtifactChunk):
+                text = "".join(str(p.value) for p in update.artifact.parts)
+                answer = answer + text if update.append else text
+        assert answer == "abc", (version, parts)
+
+
 def test_after_the_end_nothing_changes_the_task() -> None:
     fold = TaskFold(submitted(streaming=False), 1 << 20, now=0.0)
     run(fold, agent(EntryKind.ANSWER, {"result": "done"}))
@@ -133,6 +157,21 @@ def test_input_required_waits_for_the_next_turn_and_ignores_the_earlier_one() ->
     )
     assert shown(updates) == [TaskState.WORKING, ([Part.text("sunny")], True), TaskState.COMPLETED]
     assert [m.parts for m in fold.task.history] == [[Part.text("hi")], [Part.text("Paris")]]
+
+
+def test_of_two_turns_at_once_the_first_is_taken_and_both_are_read() -> None:
+    """Two replicas given the same next message both write a turn; the replica
+    whose turn the fold took (its request id) sends the request, the other none."""
+    fold = TaskFold(submitted(streaming=False), 1 << 20, now=0.0)
+    asked = {"error": {"code": ErrorCode.INPUT_REQUIRED, "message": "Input required"}}
+    run(fold, agent(EntryKind.STARTED), agent(EntryKind.ANSWER, asked))
+    message = {"role": "user", "parts": [["text", "Paris"]], "messageId": "m-2"}
+    call = {"method": "count", "streaming": False, "conversational": False}
+    turns = [{"message": message, "call": call, "requestId": f"{TASK}.{r}"} for r in "ab"]
+    updates = run(fold, *(gateway(EntryKind.TURN, t) for t in turns))
+    assert shown(updates) == [TaskState.WORKING]
+    assert fold.request_id == f"{TASK}.a" and fold.turns == {f"{TASK}.a", f"{TASK}.b"}
+    assert len(fold.task.history) == 2
 
 
 def test_a_failure_and_a_progress_note_become_status_messages() -> None:
