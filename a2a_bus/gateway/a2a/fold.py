@@ -21,7 +21,8 @@ a client resuming a stream names (SSE ``id``, ``Last-Event-ID``).
   replaces it: ``append`` false) and the task's metadata says ``redelivered``.
 * The caller's next message (a ``turn``) is the next call, whether the task waits
   for input or its agent still works on the turn before (which it supersedes: the
-  earlier turn's answers no longer count).
+  earlier turn's answers no longer count). The same message twice (by its id) is
+  one turn: the first record of it is taken.
 * Once the task is terminal, nothing but push-notification configs changes it:
   a late answer, a second ``failed`` from another replica's watchdog, a cancel
   that came too late.
@@ -284,8 +285,13 @@ class TaskFold:
 
     def _turn(self, entry: Entry, now: float, out: list[Update]) -> None:
         """The caller's next message: the next call. One that comes while the agent
-        still works on the turn before supersedes it (its late answers are ignored)."""
+        still works on the turn before supersedes it (its late answers are ignored);
+        the same message again (its id is in the history: sent to two replicas at
+        once) is not a new turn."""
         task = self.task
+        message_id = entry.data["message"].get("messageId")
+        if any(m.message_id == message_id for m in task.history):
+            return
         held, self._held = self._held, None
         if held is not None:  # the superseded turn's artifact ends here
             out.append(replace(held, last_chunk=True))

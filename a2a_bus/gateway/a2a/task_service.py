@@ -200,6 +200,8 @@ class TaskService:
                 f"{message.context_id!r}",
                 taskId=task_id,
             )
+        if any(m.message_id == message.message_id for m in task.history):
+            return fold, None  # this message again (another replica took it): its task
         message.context_id = task.context_id
         card = self._card(access, fold.agent)
         request_id = _request_id(task_id)
