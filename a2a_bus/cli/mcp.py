@@ -29,6 +29,7 @@ from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.gateway.auth import Authenticator
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.runtime import loops
+from a2a_bus.runtime.loops import stop_task
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -109,9 +110,7 @@ async def _run(
                 await _serve_http(server, sock, stop, out)
         finally:
             server.close()
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await stop_task(watcher)
     out.print("a2a-bus: stopped")
 
 

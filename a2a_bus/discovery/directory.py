@@ -17,7 +17,6 @@ card, is :mod:`a2a_bus.discovery.registry`'s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -27,6 +26,7 @@ from typing import Any
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Adaptor, ErrorCode, error_response, ext, new_event, result_response
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Delivery, Transport, Undecodable
 
 log = logging.getLogger(__name__)
@@ -127,10 +127,7 @@ class Announcer:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         if self._sending:  # said before the goodbye that follows the stop
             await asyncio.gather(*self._sending, return_exceptions=True)
 

@@ -10,12 +10,12 @@ no junk.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
 
 from a2a_bus.discovery.directory import Announcer, Directory
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import DeadLetter, Delivery, Subscription, Transport, Undecodable
 from a2a_bus.transport.records import failure_reason
 
@@ -193,10 +193,7 @@ class RegistryReader(Subscription):
 
     async def stop(self) -> None:
         task, self._catching_up = self._catching_up, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         if self._subscription is not None:
             await self._subscription.stop()
 

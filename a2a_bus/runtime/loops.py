@@ -9,6 +9,7 @@ loop's, which is most of a round trip between the loop and an actor thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -57,3 +58,13 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         raise
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(main)
+
+
+async def stop_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` (None: nothing to stop) and wait until it has ended, so its
+    cleanup has run before the caller goes on."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

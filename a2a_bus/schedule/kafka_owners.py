@@ -10,13 +10,13 @@ there for Kafka's assignment: one owner per partition, handed over on a rebalanc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.schedule.scheduler import Names
 from a2a_bus.transport.kafka.batches import pick_partition
 from a2a_bus.transport.kafka.transport import KafkaTransport
@@ -97,10 +97,7 @@ class KafkaOwners(ConsumerRebalanceListener):
     async def stop(self) -> None:
         """Give the schedules up, then leave the group (the others take them at once)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         held, self._held = self._held, set()
         if held and self._consumer is not None:
             await self._lose(self._names_in(held))

@@ -11,11 +11,11 @@ tasks, their next change saves them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Container
 
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
+from a2a_bus.runtime.loops import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,7 @@ class Saver:
     async def stop(self) -> None:
         """Save what is left (once more if that fails)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         try:
             await self.save()
         except Exception as exc:

@@ -41,6 +41,7 @@ from a2a_bus.gateway.a2a.saver import Saver
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
 from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
 from a2a_bus.protocol import ErrorCode
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Delivery, Subscription, Transport
 
 log = logging.getLogger(__name__)
@@ -139,10 +140,7 @@ class TaskView:
 
     async def stop(self) -> None:
         watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None:
-            watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watchdog
+        await stop_task(watchdog)
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
             await subscription.stop()

@@ -12,13 +12,13 @@ or a stop. One lock keeps commits of the member in order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker, encode_lease
 
@@ -66,11 +66,8 @@ class Committer:
 
     async def stop(self) -> None:
         """Stop committing in the background (commit once more with :meth:`commit`)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stop_task(task)
 
     async def _run(self) -> None:
         while True:

@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 
 from a2a_bus.protocol import Adaptor
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
@@ -109,10 +110,7 @@ class Dispatch:
         """Hand out nothing more from ``target``'s backlog (dropped: the next
         owner fetches those records from the commit)."""
         task = target.draining
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         target.drop_backlog()
         self.sync_fetching(target)
 

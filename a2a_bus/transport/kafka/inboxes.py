@@ -20,12 +20,12 @@ members, so the per-key order holds across them too).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable
 
 from aiokafka.errors import KafkaError
 
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Handler, Inboxes, Subscription
 from a2a_bus.transport.kafka.broker import Broker, check_topic_name
 from a2a_bus.transport.kafka.config import KafkaSettings
@@ -228,10 +228,7 @@ class KafkaInboxes(Inboxes):
             return
         self._closed = True
         composer = self._composer
-        if composer is not None:
-            composer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await composer
+        await stop_task(composer)
         self._fail(RuntimeError("the inboxes stopped"))
         if self._retiring is not None:
             await self._retiring

@@ -16,13 +16,13 @@ process are one member (per composition) with a target per inbox.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 from collections.abc import Collection, Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
+from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import TopicPattern
 from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.commits import PartitionTracker
@@ -200,10 +200,7 @@ class GroupMember:
         self._stopped = True
         self._dispatch.close()
         for task in (self._run_task, self._relearning):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await stop_task(task)
         for target in list(self._routing.targets()):
             await self._dispatch.withdraw(target)
         timeout = self._settings.drain_timeout if drain_timeout is None else drain_timeout

@@ -14,9 +14,10 @@ is back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+
+from a2a_bus.runtime.loops import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,7 @@ class BrokerWatch:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         delay = self.interval
