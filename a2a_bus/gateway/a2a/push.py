@@ -319,49 +319,6 @@ def delivery_id(task_id: str, task_version: int, config_id: str) -> str:
     return str(uuid.uuid5(_DELIVERY_NAMESPACE, f"{task_id}\n{task_version}\n{config_id}"))
 
 
-# -- the configs of the tasks ----------------------------------------------------------
-
-#: Webhooks one task may have: each status change is POSTed to each of them.
+#: Webhooks one task may have: each status change is POSTed to each of them (the
+#: configs themselves are records of the task log, kept by the task's fold).
 MAX_CONFIGS_PER_TASK = 10
-
-
-class PushConfigs:
-    """The push configs of tasks by task and config id (no I/O: a view to apply
-    registrations to, wherever they come from). Setting an id again replaces it."""
-
-    def __init__(self, max_per_task: int = MAX_CONFIGS_PER_TASK) -> None:
-        self.max_per_task = max_per_task
-        self._tasks: dict[str, dict[str, PushConfig]] = {}
-
-    def set(self, config: PushConfig) -> PushConfig:
-        configs = self._tasks.setdefault(config.task_id, {})
-        if config.config_id not in configs and len(configs) >= self.max_per_task:
-            raise invalid_params(
-                f"task {config.task_id!r} has {len(configs)} push notification configs, "
-                "the most it may have; delete one first",
-                taskId=config.task_id,
-            )
-        configs[config.config_id] = config
-        return config
-
-    def get(self, query: PushQuery) -> PushConfig:
-        found = self._tasks.get(query.task_id, {}).get(query.config_id or query.task_id)
-        if found is None:
-            raise config_not_found(query)
-        return found
-
-    def of(self, task_id: str) -> list[PushConfig]:
-        """The task's configs, in the order they were first set."""
-        return list(self._tasks.get(task_id, {}).values())
-
-    def delete(self, query: PushQuery) -> None:
-        """Forget one config (absent: nothing to do, as the SDK does)."""
-        configs = self._tasks.get(query.task_id)
-        if configs is not None:
-            configs.pop(query.config_id or query.task_id, None)
-            if not configs:
-                del self._tasks[query.task_id]
-
-    def forget(self, task_id: str) -> None:
-        """Forget all configs of a task (the task was forgotten)."""
-        self._tasks.pop(task_id, None)

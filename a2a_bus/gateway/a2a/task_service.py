@@ -57,6 +57,8 @@ class TaskService:
         self.gateway = gateway
         self.view = view
         self.max_tasks_per_owner = max_tasks_per_owner
+        #: Checked once here (the settings refused a bad entry already).
+        self.push_allow = AllowList.parse(gateway.settings.push_allow)
 
     @property
     def inactivity(self) -> float:
@@ -153,7 +155,7 @@ class TaskService:
             raise too_many_tasks(bound)
         card = self._card(access, target)
         if push is not None:  # refused before any task exists
-            await check_push_url(push, AllowList.parse(self.gateway.settings.push_allow))
+            await check_push_url(push, self.push_allow)
         context_id = message.context_id or new_id()
         message.context_id, message.task_id = context_id, task_id
         request_id = _request_id(task_id)
@@ -303,7 +305,7 @@ class TaskService:
                 "the most it may have; delete one first",
                 taskId=fold.task.id,
             )
-        await check_push_url(config, AllowList.parse(self.gateway.settings.push_allow))
+        await check_push_url(config, self.push_allow)
         await self.view.write(EntryKind.PUSH_SET, fold.task.id, config.to_dict())
         await self._pushed(fold, config.config_id, present=True)
         return config

@@ -16,7 +16,6 @@ from a2a_bus.gateway.a2a.push import (
     PUSH_METHODS,
     PushAuth,
     PushConfig,
-    PushConfigs,
     PushOp,
     PushQuery,
     check_push_url,
@@ -200,24 +199,6 @@ def test_headers_carry_token_delivery_and_authorization() -> None:
 def test_a_config_survives_the_trip_through_json() -> None:
     config = PushConfig("t1", "c1", "https://h/", "tok", PushAuth(("Basic",), None), V03)
     assert PushConfig.from_dict(orjson.loads(orjson.dumps(config.to_dict()))) == config
-
-
-def test_the_registry_keeps_configs_per_task() -> None:
-    configs = PushConfigs(max_per_task=2)
-    a = configs.set(PushConfig("t1", "a", "https://h.example/a"))
-    configs.set(PushConfig("t1", "b", "https://h.example/b"))
-    replaced = configs.set(PushConfig("t1", "a", "https://h.example/a2"))
-    assert configs.of("t1") == [replaced, PushConfig("t1", "b", "https://h.example/b")]
-    assert configs.get(PushQuery("t1", "a")).url != a.url
-    with pytest.raises(A2AError, match=r"has 2 push notification configs, the most"):
-        configs.set(PushConfig("t1", "c", "https://h.example/c"))
-    configs.delete(PushQuery("t1", "a"))
-    configs.delete(PushQuery("t1", "nothing"))
-    with pytest.raises(A2AError, match=r"has no push notification config 'a'") as missing:
-        configs.get(PushQuery("t1", "a"))
-    assert missing.value.code is A2ACode.TASK_NOT_FOUND
-    configs.forget("t1")
-    assert configs.of("t1") == []
 
 
 @pytest.mark.parametrize(

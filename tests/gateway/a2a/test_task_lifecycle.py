@@ -357,3 +357,28 @@ async def test_params_may_name_fields_as_the_proto_file_does(http: httpx.AsyncCl
     assert listed["result"]["pageSize"] == 1 and "artifacts" in listed["result"]["tasks"][0]
     got = await rpc(http, "GetTask", {"id": task["id"], "history_length": 0})
     assert "history" not in got["result"]
+
+
+async def test_a_task_keeps_at_most_ten_webhooks_and_an_id_set_again_replaces_one(
+    http: httpx.AsyncClient,
+    receiver: Receiver,  # noqa: F811
+) -> None:
+    task = await start(http, text_message("hooks"))
+
+    async def create(config_id: str, path: str) -> Any:
+        params = {"taskId": task["id"], "id": config_id, "url": f"{receiver.url}/{path}"}
+        return await rpc(http, "CreateTaskPushNotificationConfig", params)
+
+    for i in range(10):
+        assert (await create(f"c{i}", "first"))["result"]["id"] == f"c{i}"
+    replaced = await create("c0", "again")  # the same id: replaced, not an eleventh
+    assert replaced["result"]["url"].endswith("/again")
+    refused = await create("c10", "one-too-many")
+    assert (
+        refused["error"]["code"] == -32602 and "the most it may have" in refused["error"]["message"]
+    )
+    listed = await rpc(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    assert [c["id"] for c in listed["result"]["configs"]] == [f"c{i}" for i in range(10)]
+    gone = {"taskId": task["id"], "id": "never-set"}
+    assert (await rpc(http, "DeleteTaskPushNotificationConfig", gone))["result"] is None
+    assert (await rpc(http, "GetTaskPushNotificationConfig", gone))["error"]["code"] == -32001
