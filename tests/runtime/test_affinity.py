@@ -20,9 +20,17 @@ class Where(Agent):
     def cpus(self) -> list[int]:
         return sorted(os.sched_getaffinity(0))  # this actor thread's CPUs
 
+    @method
+    def policy(self) -> int:
+        return os.sched_getscheduler(0)  # this actor thread's scheduling policy
+
 
 async def _loop_cpus() -> set[int]:
     return os.sched_getaffinity(0)  # the thread running the loop
+
+
+async def _loop_policy() -> int:
+    return os.sched_getscheduler(0)
 
 
 def test_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,19 +62,32 @@ def test_pinned_bus_keeps_its_loop_and_actors_on_one_cpu() -> None:
     assert os.sched_getaffinity(0) == before  # the caller's thread is left alone
 
 
+def test_pinned_bus_threads_do_not_preempt_each_other_on_waking() -> None:
+    with Bus.memory(pin_cpu=ALLOWED[-1]) as bus:
+        bus.spawn(Where)
+        assert bus.client().request("where", "policy") == os.SCHED_BATCH
+        assert asyncio.run_coroutine_threadsafe(_loop_policy(), bus.loop).result() == (
+            os.SCHED_BATCH
+        )
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller's thread is left alone
+
+
 def test_unpinned_bus_threads_keep_the_process_cpus() -> None:
     with Bus.memory(pin_cpu="off") as bus:
         bus.spawn(Where)
         assert bus.client().request("where", "cpus") == ALLOWED
+        assert bus.client().request("where", "policy") == os.SCHED_OTHER
 
 
 async def test_async_bus_pins_the_loop_thread_it_starts_on() -> None:
     cpu = ALLOWED[0]
     before = os.sched_getaffinity(0)
+    policy = os.sched_getscheduler(0), os.sched_getparam(0)
     try:
         async with Bus.memory(pin_cpu=cpu) as bus:
             await bus.aspawn(Where)
             assert os.sched_getaffinity(0) == {cpu}
             assert await bus.async_client().request("where", "cpus") == [cpu]
-    finally:
-        os.sched_setaffinity(0, before)  # this test's thread runs the others too
+    finally:  # this test's thread runs the others too
+        os.sched_setaffinity(0, before)
+        os.sched_setscheduler(0, *policy)
