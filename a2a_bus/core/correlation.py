@@ -277,8 +277,14 @@ class Correlator:
         if when < self._timer_at:
             self._arm(loop, when)
         elif len(heap) > self._compact_at:
-            # Entries of settled requests are dropped when they are over half the heap.
-            self._deadlines = heap = [entry for entry in heap if self._current(entry)]
+            # Entries of settled requests are dropped when they are over half the heap
+            # (_current, spelled out: it runs for each entry).
+            pendings = self._pending
+            self._deadlines = heap = [
+                entry
+                for entry in heap
+                if (pending := pendings.get(entry[1])) is not None and pending.deadline == entry[0]
+            ]
             heapq.heapify(heap)
             self._compact_at = 2 * len(heap) + 1024
 

@@ -36,6 +36,8 @@ from a2a_bus.runtime.tracing import ORIGIN, Origin, attach, detach, parent_of
 
 log = logging.getLogger(__name__)
 
+_new_origin: Callable[[type[Origin], tuple[Any, ...]], Origin] = tuple.__new__
+
 
 @dataclass(slots=True)
 class Outcome:
@@ -149,6 +151,13 @@ class AgentActor(pykka.ThreadingActor):
     def on_failure(self, *exc_info: Any) -> None:
         self._abort_fibers()
 
+    def _handle_receive(self, message: Any) -> Any:
+        # pykka's hook: a job goes straight to on_receive, before pykka tests the
+        # message against each of its own kinds (this runs for every message).
+        if type(message) is Job:
+            return self.on_receive(message)
+        return super()._handle_receive(message)
+
     def on_receive(self, message: Any) -> Any:
         if type(message) is not Job:
             if type(message) is _Resume and self._fibers.get(message.fiber) is message.job:
@@ -198,7 +207,8 @@ class AgentActor(pykka.ThreadingActor):
         event = job.event
         if event is None:
             return None
-        return Origin(event.get_attributes(), self.agent.agent_id, job.label, self._tracer)
+        fields = (event.get_attributes(), self.agent.agent_id, job.label, self._tracer)
+        return _new_origin(Origin, fields)  # one per job: the named tuple's C constructor
 
     def _run_slice(self, job: Job, fiber: Fiber) -> None:
         """Run ``job``'s fiber until it parks (other messages go on) or ends."""

@@ -68,6 +68,9 @@ class Binder:
         self._position_types = tuple(self.checks.get(name) for name in self._names)
         # Plain parameters with defaults can only follow those without.
         self._required = sum(1 for p in parameters if p.default is p.empty)
+        #: Every accepted row of value types of an array of params, when few: one
+        #: lookup checks an array (None: checked value by value).
+        self._type_rows = _type_rows(self._position_types, self._required)
 
     def bind(self, params: Any, stream: Iterable[Any] | None = None) -> Bound:
         """Bind JSON-RPC ``params`` (``stream``: the caller's stream, if one is open).
@@ -128,6 +131,9 @@ class Binder:
         return Bound(tuple(params), {}, dict(zip(self._names, params, strict=False)))
 
     def _check_positional(self, params: list[Any]) -> None:
+        rows = self._type_rows
+        if rows is not None and tuple(map(type, params)) in rows:
+            return
         count = len(params)
         if count > self._count:
             raise invalid("too many positional arguments")
@@ -174,6 +180,29 @@ class Binder:
                     expected = schema_for(self.hints[name])
                     raise invalid(f"{label}: expected {expected}, got {type(item).__name__}")
         return bound
+
+
+#: Most rows of value types :func:`_type_rows` lists for one handler.
+_MAX_TYPE_ROWS = 256
+
+
+def _type_rows(
+    position_types: tuple[frozenset[type] | None, ...], required: int
+) -> frozenset[tuple[type, ...]] | None:
+    """The rows of value types an array of ``required`` to ``len(position_types)``
+    params may have, or None when a parameter takes any type or there are too many."""
+    if any(types is None for types in position_types):
+        return None
+    rows: set[tuple[type, ...]] = set()
+    for count in range(required, len(position_types) + 1):
+        prefixes: list[tuple[type, ...]] = [()]
+        for types in position_types[:count]:
+            assert types is not None
+            prefixes = [(*prefix, kind) for prefix in prefixes for kind in types]
+            if len(prefixes) + len(rows) > _MAX_TYPE_ROWS:
+                return None
+        rows.update(prefixes)
+    return frozenset(rows)
 
 
 def _call_with_stream(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -80,6 +81,35 @@ def test_optional_union_param() -> None:
     assert spec.bind(["x", ["a"]]).args == ("x", ["a"])
     with pytest.raises(JsonRpcError):
         spec.bind(["x", "not-a-list"])
+
+
+class Typed(Agent):
+    agent_id = "typed"
+
+    @method
+    def mix(self, count: int, label: str | None, ratio: float = 1.0, flag: bool = False) -> int:
+        return count
+
+
+_ACCEPTS = ({int}, {str, type(None)}, {int, float}, {bool})
+
+
+@pytest.mark.parametrize("length", range(6))
+def test_every_array_of_params_is_checked_position_by_position(length: int) -> None:
+    samples: list[Any] = [1, 2.5, True, "s", None, [1], {"a": 1}]
+    spec = Typed.methods["mix"]
+    for params in itertools.product(samples, repeat=length):
+        fits = 2 <= length <= 4 and all(
+            type(value) in accepts for value, accepts in zip(params, _ACCEPTS, strict=False)
+        )
+        try:
+            assert spec.bind(list(params)).args == params
+            spec.binder.caller("mix", list(params))
+        except JsonRpcError as error:
+            assert not fits, params
+            assert error.code == -32602
+        else:
+            assert fits, params
 
 
 class Variadic(Agent):

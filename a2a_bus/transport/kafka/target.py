@@ -26,6 +26,7 @@ from a2a_bus.transport.base import (
     Delivery,
     Handler,
     UndecodableHandler,
+    new_delivery,
     report_undecodable,
 )
 from a2a_bus.transport.dead_letters import DLQ_EVENT_ID
@@ -151,7 +152,7 @@ class Target:
                     metrics.duplicates += 1
                     await asyncio.shield(original)
                     continue
-                delivery = Delivery(
+                fields = (
                     event,
                     tp.topic,
                     tp.partition,
@@ -161,6 +162,7 @@ class Target:
                     raw,
                     tuple(record.headers),
                 )
+                delivery = new_delivery(Delivery, fields)
                 try:
                     await self._handler(delivery)
                 except asyncio.CancelledError:

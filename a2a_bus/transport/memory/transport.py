@@ -40,6 +40,7 @@ from a2a_bus.transport.base import (
     Transport,
     UndecodableHandler,
     checked_topics,
+    new_delivery,
     report_undecodable,
 )
 from a2a_bus.transport.dead_letters import dead_letter_headers, delivered_letter, read_from
@@ -228,7 +229,8 @@ class MemorySubscription(Subscription):
             original = self._dedup.claim(dedup_key)
             if original is None:
                 topic, partition = handling.progress.tp
-                delivery = Delivery(event, topic, partition, record.offset, record.key)
+                fields = (event, topic, partition, record.offset, record.key, False, False, ())
+                delivery = new_delivery(Delivery, fields)
                 handling.dedup_key, handling.delivery = dedup_key, delivery
                 try:
                     awaitable = self._handler(delivery)
