@@ -101,6 +101,10 @@ class Adaptor:
         self.response_type = prefix + RESPONSE_TYPE_SUFFIX
         self._request_types: dict[str, str] = {}
         self._notification_types: dict[str, str] = {}
+        #: The attributes every event of a method shares, by method: an event's are
+        #: a copy with its id filled in (copying costs less than building them).
+        self._request_heads: dict[str, dict[str, Any]] = {}
+        self._notification_heads: dict[str, dict[str, Any]] = {}
 
     # -- detection ------------------------------------------------------------------
 
@@ -209,26 +213,17 @@ class Adaptor:
             return self._response_from_message(message)
         method: str = message["method"]
         request = kind is _REQUEST
-        # The type's cache is read here first: every message sent is mapped.
-        type_ = (self._request_types if request else self._notification_types).get(method)
-        if type_ is None:
-            type_ = self.event_type(method, kind)
+        # The cache is read here first: every message sent is mapped.
+        head = (self._request_heads if request else self._notification_heads).get(method)
+        if head is None:
+            head = self._head(method, kind)
+        attributes = head.copy()
         if request:
             id = message["id"]
             # An event id must be a non-empty string; null and "" ids get a fresh one.
-            event_id = str(id) if id is not None and id != "" else new_id()
+            attributes["id"] = str(id) if id is not None and id != "" else new_id()
         else:
-            event_id = new_id()
-        attributes: dict[str, Any] = {
-            "specversion": SPECVERSION,
-            "id": event_id,
-            "source": self.source,
-            "type": type_,
-            "datacontenttype": media_types.JSON,
-            ext.PROTOCOL: PROTOCOL_NAME,
-            ext.METHOD: method,
-            ext.MCPTYPE: mcptype.REQUEST if request else mcptype.NOTIFICATION,
-        }
+            attributes["id"] = new_id()
         params = message.get("params")
         if type(params) is dict and not _ROUTING_MEMBERS.isdisjoint(params):
             for member, attribute in _ROUTING:
@@ -241,6 +236,25 @@ class Adaptor:
                         return _routing_failure(member, message.get("id"))
                     attributes[attribute] = value
         return adopt_event(attributes, message)
+
+    def _head(self, method: str, kind: Kind) -> dict[str, Any]:
+        """The attributes the events of ``method`` share (the id a placeholder, kept
+        in its place), cached like the event type."""
+        request = kind is _REQUEST
+        head: dict[str, Any] = {
+            "specversion": SPECVERSION,
+            "id": "",
+            "source": self.source,
+            "type": self.event_type(method, kind),
+            "datacontenttype": media_types.JSON,
+            ext.PROTOCOL: PROTOCOL_NAME,
+            ext.METHOD: method,
+            ext.MCPTYPE: mcptype.REQUEST if request else mcptype.NOTIFICATION,
+        }
+        cache = self._request_heads if request else self._notification_heads
+        if len(cache) < 4096:  # bounded: method names come from the outside
+            cache[method] = head
+        return head
 
     def _response_from_message(self, message: dict[str, Any]) -> CloudEvent:
         attributes: dict[str, Any] = {

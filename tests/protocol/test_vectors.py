@@ -61,3 +61,19 @@ def test_vector(case: dict[str, Any]) -> None:
         messages = [adaptor.to_jsonrpc(event) for event in results]  # type: ignore[arg-type]
         original = spec["body"]
         assert messages == (original if isinstance(original, list) else [original])
+
+
+def test_events_of_one_method_each_have_attributes_of_their_own() -> None:
+    adaptor = Adaptor()
+    first, second = (
+        adaptor.from_json({"jsonrpc": "2.0", "method": "add", "params": [n], "id": n})[0]
+        for n in (1, 2)
+    )
+    assert not isinstance(first, Failure) and not isinstance(second, Failure)
+    first.get_attributes()["targetagent"] = "calc"
+    third = adaptor.from_json({"jsonrpc": "2.0", "method": "add", "params": [3], "id": 3})[0]
+    assert not isinstance(third, Failure)
+    assert [e.get_id() for e in (first, second, third)] == ["1", "2", "3"]
+    assert "targetagent" not in second.get_attributes()
+    assert "targetagent" not in third.get_attributes()
+    assert list(third.get_attributes())[:2] == ["specversion", "id"]
