@@ -10,7 +10,6 @@ ignored, never an error: the trace starts afresh. See protocol/PROTOCOL.md.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 from collections.abc import MutableMapping
@@ -28,12 +27,6 @@ _ZERO_SPAN = "0" * 16
 #: The specification's bound on a ``tracestate`` value (32 members of at most 256 chars).
 MAX_TRACESTATE = 512
 _random_bits = random.getrandbits
-#: ``traceparent`` values made ahead, in one draw of random bits each batch: a
-#: request takes one (a list pop) instead of drawing, converting and formatting.
-_fresh: list[str] = []
-_BATCH = 256
-# A forked child draws its own (the random module reseeds there too).
-os.register_at_fork(after_in_child=_fresh.clear)
 
 
 class TraceParent(NamedTuple):
@@ -70,19 +63,9 @@ def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
 
 def new_traceparent() -> str:
     """A ``traceparent`` starting a new trace: fresh random ids, sampled."""
-    while True:
-        try:
-            return _fresh.pop()  # atomic: any thread may take one
-        except IndexError:
-            _make_batch()
-
-
-def _make_batch() -> None:
-    # One draw, as bytes: formatting big integers as hex costs more than this.
-    ids = _random_bits(192 * _BATCH).to_bytes(24 * _BATCH).hex()
-    _fresh.extend(
-        f"00-{ids[i : i + 32]}-{ids[i + 32 : i + 48]}-01" for i in range(0, 48 * _BATCH, 48)
-    )
+    # One draw, as bytes: formatting a big integer as hex costs more than this.
+    ids = _random_bits(192).to_bytes(24).hex()
+    return f"00-{ids[:32]}-{ids[32:]}-01"
 
 
 def valid_tracestate(value: Any) -> bool:

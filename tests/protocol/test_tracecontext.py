@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -57,21 +56,6 @@ def test_new_traceparents_are_valid_sampled_and_distinct() -> None:
     for value in made:
         parsed = parse_traceparent(value)
         assert parsed is not None and parsed.sampled
-
-
-def test_a_forked_child_starts_traces_of_its_own() -> None:
-    new_traceparent()  # some made ahead in this process
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # the child: its next trace, to the parent
-        os.write(write, new_traceparent().encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(child, 0)
-    from_child = os.read(read, 100).decode()
-    os.close(read)
-    assert parse_traceparent(from_child) is not None
-    assert from_child != new_traceparent()
 
 
 def test_format_traceparent_round_trips() -> None:
