@@ -18,12 +18,10 @@ sees, and everything continuing it, carries that span's context.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
-import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any
@@ -33,13 +31,11 @@ import orjson
 from a2a_bus.client import Client
 from a2a_bus.core.context import BusContext
 from a2a_bus.core.dispatch import Dispatcher
-from a2a_bus.core.errors import transport_refusal
-from a2a_bus.core.payload import error_message, refusal
-from a2a_bus.core.streams import chunk_event, end_event
 from a2a_bus.discovery.directory import DEGRADED, FAILED, RUNNING
 from a2a_bus.hosting.actor import Job, Outcome
 from a2a_bus.hosting.agent import Agent, SubscriptionSpec
 from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
+from a2a_bus.hosting.outbound import OutboundStreams, carried
 from a2a_bus.hosting.supervisor import Replica, RestartPolicy
 from a2a_bus.hosting.task_runs import TaskMarks
 from a2a_bus.protocol import (
@@ -59,17 +55,13 @@ from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.transport.base import Delivery, Handler, Inboxes, Subscription
 from a2a_bus.transport.dead_letters import delivered_letter
-from a2a_bus.transport.errors import RecordTooLarge, TransportError
+from a2a_bus.transport.errors import RecordTooLarge
 
 log = logging.getLogger(__name__)
 
 _SESSION = ext.SESSION
 _TASK_ID = ext.TASK_ID
 
-#: Chunks an agent may emit ahead of the loop publishing them.
-STREAM_CREDITS = 256
-#: Why a generator that crashed after its first chunk is not tried again.
-STREAM_PARTLY_SENT = "its output stream was partly sent, and sent chunks cannot be taken back"
 AGENT_HEADER = "a2a-dlq-agent"
 ATTEMPTS_HEADER = "a2a-dlq-attempts"
 
@@ -122,6 +114,9 @@ class AgentHost:
         self._serving: list[Replica] = []
         self._subscriptions: list[Subscription] = []
         self.inbound = InboundStreams(agent_cls, self._answer)
+        self.outbound = OutboundStreams(
+            hosting.context, hosting.dispatcher, self.agent_id, self.dead_letter
+        )
         #: Replicas whose mailbox is full: the inbox pauses once all of them are.
         self._full: set[Replica] = set()
         self._scheduler: Scheduler | None = None
@@ -331,7 +326,7 @@ class AgentHost:
                 await self._run_task(replica, delivery, message, job, spec.streams_out, reply_to)
                 return
             if spec.streams_out:
-                await self._stream_out(replica, delivery, message, job)
+                await self.outbound.run(replica, delivery, message, job)
                 return
             if self._dispatcher.is_local_caller(delivery):
                 job.answer = self._answer_local_caller
@@ -364,7 +359,7 @@ class AgentHost:
         request_id = delivery.event.get_id()
         try:
             if streams:
-                await self._stream_out(replica, delivery, message, job, before_end=marks.close)
+                await self.outbound.run(replica, delivery, message, job, before_end=marks.close)
                 return
             self._dispatcher.stream_started(request_id, marks.control.cancel)
             try:
@@ -380,7 +375,7 @@ class AgentHost:
         """Resolve the caller's request at once, on the loop, as the outcome lands."""
         if outcome.crash is not None:
             return False  # dead-lettered first, then answered by _answer
-        outcome = _carried(outcome)
+        outcome = carried(outcome)
         error = outcome.error
         response = {"result": outcome.result} if error is None else {"error": error.to_dict()}
         self._dispatcher.answer_local(job.event.get_id(), response)
@@ -406,7 +401,7 @@ class AgentHost:
         self._context.metrics.handled += 1
         id = message.get("id")
         if "id" in message:
-            outcome = _carried(outcome)
+            outcome = carried(outcome)
         if outcome.crash is not None:
             await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
             # The traceback is in the log; the caller learns only that it failed.
@@ -459,110 +454,6 @@ class AgentHost:
         answer.get_attributes()[ext.REPLY_TO] = reply_to
         await transport.publish(reply_to, answer, key=record_key(answer), answering=delivery)
 
-    # -- streams --------------------------------------------------------------------
-
-    async def _stream_out(
-        self,
-        replica: Replica,
-        delivery: Delivery,
-        message: dict[str, Any],
-        job: Job,
-        before_end: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        """Run a generator handler; publish each item as a chunk, in order, then the end."""
-        event = delivery.event
-        request_id = event.get_id()
-        reply_to = event.get_extension(ext.REPLY_TO)
-        control = self._context.reply_topic
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
-        credits = threading.Semaphore(STREAM_CREDITS)
-        cancelled = threading.Event()
-        #: Set once a chunk is on its way: a crash after it is final (see unretryable).
-        sent = threading.Event()
-        #: An item no transport carries: the stream ends with this error there.
-        refused: list[tuple[int, JsonRpcError]] = []
-
-        def emit(seq: int, item: Any) -> bool:  # runs in the actor thread
-            if cancelled.is_set():
-                return False
-            if not credits.acquire(timeout=60):
-                raise TimeoutError("the stream's reader stopped taking chunks")
-            if cancelled.is_set():
-                return False
-            if seq == 0:  # before the crash report that may follow, from this thread
-                sent.set()
-            loop.call_soon_threadsafe(queue.put_nowait, (seq, item))
-            return True
-
-        def unretryable() -> str | None:  # on the loop, after a crash
-            # A retry's chunks would carry on from the first run's: two runs stitched.
-            return STREAM_PARTLY_SENT if sent.is_set() else None
-
-        def cancel() -> None:  # on the loop, when the caller sent stream/cancel
-            cancelled.set()
-            job.control.cancel()
-            credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
-
-        async def pump() -> None:
-            adaptor, transport = self._context.adaptor, self._context.transport
-            while (entry := await queue.get()) is not None:
-                if isinstance(reply_to, str) and not cancelled.is_set():
-                    seq, item = entry
-                    error = refusal(item, f"chunk {seq}", result=True)
-                    if error is None:
-                        chunk = chunk_event(adaptor, event, seq, item, reply_to, control)
-                        try:
-                            await transport.publish(reply_to, chunk, key=record_key(chunk))
-                        except Exception as exc:  # the broker refused it, or is gone
-                            error = _unsent(seq, exc)
-                    if error is not None:
-                        refused.append((seq, error))
-                        cancel()  # the generator is closed at its next item
-                credits.release()
-
-        job.emit = emit
-        job.unretryable = unretryable
-        self._dispatcher.stream_started(request_id, cancel)
-        pumping = loop.create_task(pump())
-        try:
-            outcome = await replica.submit(job)
-        finally:
-            queue.put_nowait(None)
-            try:
-                await pumping
-            finally:
-                self._dispatcher.stream_ended(request_id)
-        if refused:  # ended where an item could not be sent
-            error = refused[0][1]
-            log.warning("stream %s of %s ended: %s", request_id, self.agent_id, error.data)
-            outcome = Outcome(error=error)
-        elif cancelled.is_set():  # the caller is gone: nothing more to send
-            self._context.metrics.handled += 1
-            await self._answer_stream_failure(delivery, outcome)
-            return
-        id = message.get("id")
-        if outcome.result is not None and outcome.error is None and outcome.crash is None:
-            count = outcome.result
-            response = result_response({"chunks": count}, id)
-        else:
-            count = refused[0][0] if refused else 0
-            await self._answer_stream_failure(delivery, outcome)
-            error = _carried(outcome).error or JsonRpcError(
-                ErrorCode.INTERNAL_ERROR, "Internal error"
-            )
-            response = error_response(error.code, error.message, id, error.data)
-        self._context.metrics.handled += 1
-        if before_end is not None:
-            await before_end()
-        if isinstance(reply_to, str):
-            end = end_event(self._context.adaptor, event, count, response, reply_to)
-            await self._context.transport.publish(reply_to, end, key=record_key(end))
-
-    async def _answer_stream_failure(self, delivery: Delivery, outcome: Outcome) -> None:
-        if outcome.crash is not None:
-            await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
-
     # -- pub/sub --------------------------------------------------------------------
 
     async def _on_event(self, spec: SubscriptionSpec, delivery: Delivery) -> None:
@@ -603,40 +494,6 @@ def handler_error(error: JsonRpcError) -> str:
     # A header of the dead letter: its detail is kept short.
     detail = f": {error.data[:500]}" if isinstance(error.data, str) else ""
     return f"handler-error: {error.code} {error.message}{detail}"
-
-
-def _unsent(seq: int, exc: Exception) -> JsonRpcError:
-    """The error a stream ends with when its chunk ``seq`` could not be published."""
-    if isinstance(exc, TransportError):  # a record too large: -32005
-        return transport_refusal(exc)
-    if isinstance(exc, JsonRpcError):
-        return exc
-    detail = f"chunk {seq} could not be sent: {type(exc).__name__}: {exc}"
-    return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", detail)
-
-
-def _carried(outcome: Outcome) -> Outcome:
-    """``outcome`` as it can travel (see :mod:`a2a_bus.core.payload`): a result no
-    transport carries becomes the error the caller gets; an error's ``data`` that
-    none carries is replaced by why (its code is kept, its message made one that
-    travels: :func:`~a2a_bus.core.payload.error_message`)."""
-    if outcome.crash is not None:
-        return outcome
-    if outcome.error is None:
-        error = refusal(outcome.result, "the result", result=True)
-        if error is not None:
-            log.warning("a result was not sent: %s", error.data)
-            return Outcome(error=error, attempts=outcome.attempts)
-        return outcome
-    error = outcome.error
-    message = error_message(error.message)
-    data = error.data
-    if data is not None and (left_out := refusal(data, "the error's data")):
-        log.warning("an error's data was not sent: %s", left_out.data)
-        data = f"left out: {left_out.data}"
-    if message is error.message and data is error.data:
-        return outcome
-    return Outcome(error=JsonRpcError(error.code, message, data), attempts=outcome.attempts)
 
 
 __all__ = ["AgentHost"]

@@ -1,21 +1,21 @@
-"""Agent -> caller streams: a reader that falls behind (the generator has sent every
-chunk, and the caller's node holds them back until the reader makes room: at most
-1,024 wait in the stream), and a generator that crashes. Both transports.
+"""Agent -> caller streams at the caller: a reader that falls behind (the generator
+has sent every chunk, and the caller's node holds them back until the reader makes
+room: at most 1,024 wait in the stream). Both transports. The generator's side is
+tested in tests/hosting/test_outbound.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
-from typing import Any, ClassVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
-from a2a_bus import Agent, Bus, JsonRpcError, method
+from a2a_bus import Bus, JsonRpcError
 from a2a_bus.protocol import ErrorCode
 from tests.agents import Ticker
-from tests.buses import WAIT, assert_dead_not_retried, eventually, make_bus
+from tests.buses import WAIT, eventually, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
@@ -64,111 +64,3 @@ async def test_stop_with_a_reader_behind_ends_its_stream(make_bus: MakeBus) -> N
     assert error.value.code == ErrorCode.AGENT_UNAVAILABLE
     assert items == list(range(len(items)))  # what came before the end, in order
     assert len(bus.dispatcher.correlator) == 0
-
-
-class Teller(Agent):
-    """Tells a story in words; each run tells it differently (an LLM, a live feed)."""
-
-    agent_id = "teller"
-    #: The runs started, per test token.
-    runs: ClassVar[dict[str, int]] = {}
-
-    @method
-    def story(self, token: str, crash_at: int) -> Iterator[str]:
-        """Four words; the first run crashes before word ``crash_at``."""
-        run = self.runs[token] = self.runs.get(token, 0) + 1
-        for n in range(4):
-            if run == 1 and n == crash_at:
-                raise RuntimeError("the backend went away")
-            yield f"run {run} word {n}"
-
-
-async def _told(bus: Bus, token: str, crash_at: int) -> tuple[list[str], JsonRpcError | None]:
-    """The words of a story streamed, and the error that ended it (None: it completed)."""
-    words: list[str] = []
-
-    async def read() -> JsonRpcError | None:
-        try:
-            async for word in bus.async_client().stream("teller", "story", [token, crash_at]):
-                words.append(word)
-        except JsonRpcError as exc:
-            return exc
-        return None
-
-    return words, await asyncio.wait_for(read(), WAIT)
-
-
-async def test_a_generator_that_crashes_after_sending_chunks_is_not_retried(
-    make_bus: MakeBus,
-) -> None:
-    """A retry would carry on from another run's chunks: the stream ends with -32603."""
-    bus = await make_bus(Teller)
-    token = uuid.uuid4().hex
-    words, error = await _told(bus, token, 2)
-    assert words == ["run 1 word 0", "run 1 word 1"]
-    assert error is not None and error.code == ErrorCode.INTERNAL_ERROR
-    assert Teller.runs[token] == 1
-    crash = "RuntimeError: the backend went away"
-    await assert_dead_not_retried(bus, crash, "output stream was partly sent")
-    # Gathered by a plain request, the same: an error, not a list stitched from two runs.
-    again = uuid.uuid4().hex
-    with pytest.raises(JsonRpcError) as gathered:
-        await asyncio.wait_for(bus.async_client().request("teller", "story", [again, 2]), WAIT)
-    assert gathered.value.code == ErrorCode.INTERNAL_ERROR
-    assert Teller.runs[again] == 1
-
-
-async def test_a_generator_that_crashes_before_its_first_chunk_is_retried(
-    make_bus: MakeBus,
-) -> None:
-    bus = await make_bus(Teller)
-    words, error = await _told(bus, uuid.uuid4().hex, 0)
-    assert (words, error) == ([f"run 2 word {n}" for n in range(4)], None)
-    assert bus.metrics.redeliveries == 1
-    assert bus.metrics.stream_duplicates == 0
-
-
-class Oversized(Agent):
-    """Streams two small items, one the caller's reply topic refuses, then more."""
-
-    agent_id = "oversized"
-
-    @method
-    def items(self) -> Iterator[str]:
-        for n in range(6):
-            yield "x" * 5000 if n == 2 else f"item {n}"
-
-
-@pytest.mark.kafka
-async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
-    kafka_bootstrap: str,
-) -> None:
-    """The caller's reply topic takes records of at most 2,000 bytes (a cluster's
-    max.message.bytes below the bus's bounds): the stream ends at that chunk with
-    -32005, no later chunk reaches the caller, and nothing is left running."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    uid = uuid.uuid4().hex[:10]
-    options = {"prefix": f"t{uid}", "node": f"n{uid}", "heartbeat": 60.0, "request_timeout": WAIT}
-    bus = Bus.kafka(kafka_bootstrap, bus_options=options, metadata_max_age_ms=1000)
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    await asyncio.wait_for(admin.start(), WAIT)
-    try:
-        small = NewTopic(bus.reply_topic, 3, 1, topic_configs={"max.message.bytes": "2000"})
-        await asyncio.wait_for(admin.create_topics([small]), WAIT)
-    finally:
-        await admin.close()
-    bus.spawn(Oversized)
-    await asyncio.wait_for(bus.astart(), WAIT)
-    try:
-        received: list[Any] = []
-        with pytest.raises(JsonRpcError) as failed:
-            async with asyncio.timeout(WAIT):
-                async for item in bus.async_client().stream("oversized", "items"):
-                    received.append(item)
-        assert failed.value.code == ErrorCode.TOO_LARGE
-        assert received == ["item 0", "item 1"]
-        await eventually(lambda: not bus.dispatcher.running_streams)
-        await eventually(lambda: len(bus.dispatcher.correlator) == 0)
-    finally:
-        await asyncio.wait_for(bus.astop(), WAIT)

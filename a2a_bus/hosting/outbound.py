@@ -1,0 +1,194 @@
+"""What leaves an agent host for its callers: outcomes in a form every transport
+carries, and a generator handler's items streamed as chunks.
+
+A stream's items are published in order, each as a chunk on the caller's reply
+topic, then the end with the count (or the error). The actor may run
+:data:`STREAM_CREDITS` items ahead of the loop publishing them; a caller's
+``stream/cancel`` closes the generator at its next item; an item no transport
+carries ends the stream with that error; a generator that crashed after its
+first chunk is not run again (its chunks cannot be taken back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a_bus.core.context import BusContext
+from a2a_bus.core.dispatch import Dispatcher
+from a2a_bus.core.errors import transport_refusal
+from a2a_bus.core.payload import error_message, refusal
+from a2a_bus.core.streams import chunk_event, end_event
+from a2a_bus.hosting.actor import Job, Outcome
+from a2a_bus.hosting.supervisor import Replica
+from a2a_bus.protocol import (
+    ErrorCode,
+    JsonRpcError,
+    error_response,
+    ext,
+    record_key,
+    result_response,
+)
+from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.errors import TransportError
+
+log = logging.getLogger(__name__)
+
+#: Chunks an agent may emit ahead of the loop publishing them.
+STREAM_CREDITS = 256
+#: Why a generator that crashed after its first chunk is not tried again.
+STREAM_PARTLY_SENT = "its output stream was partly sent, and sent chunks cannot be taken back"
+
+#: Writes a delivery to the dead-letter topic: (delivery, reason, attempts).
+DeadLetter = Callable[[Delivery, str, int], Awaitable[None]]
+
+
+class OutboundStreams:
+    """Runs the generator handlers of one agent host, streaming to their callers."""
+
+    def __init__(
+        self, context: BusContext, dispatcher: Dispatcher, agent_id: str, dead_letter: DeadLetter
+    ) -> None:
+        self._context = context
+        self._dispatcher = dispatcher
+        self._agent_id = agent_id
+        self._dead_letter = dead_letter
+
+    async def run(
+        self,
+        replica: Replica,
+        delivery: Delivery,
+        message: dict[str, Any],
+        job: Job,
+        before_end: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run a generator handler; publish each item as a chunk, in order, then the end."""
+        event = delivery.event
+        request_id = event.get_id()
+        reply_to = event.get_extension(ext.REPLY_TO)
+        control = self._context.reply_topic
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
+        credits = threading.Semaphore(STREAM_CREDITS)
+        cancelled = threading.Event()
+        #: Set once a chunk is on its way: a crash after it is final (see unretryable).
+        sent = threading.Event()
+        #: An item no transport carries: the stream ends with this error there.
+        refused: list[tuple[int, JsonRpcError]] = []
+
+        def emit(seq: int, item: Any) -> bool:  # runs in the actor thread
+            if cancelled.is_set():
+                return False
+            if not credits.acquire(timeout=60):
+                raise TimeoutError("the stream's reader stopped taking chunks")
+            if cancelled.is_set():
+                return False
+            if seq == 0:  # before the crash report that may follow, from this thread
+                sent.set()
+            loop.call_soon_threadsafe(queue.put_nowait, (seq, item))
+            return True
+
+        def unretryable() -> str | None:  # on the loop, after a crash
+            # A retry's chunks would carry on from the first run's: two runs stitched.
+            return STREAM_PARTLY_SENT if sent.is_set() else None
+
+        def cancel() -> None:  # on the loop, when the caller sent stream/cancel
+            cancelled.set()
+            job.control.cancel()
+            credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
+
+        async def pump() -> None:
+            adaptor, transport = self._context.adaptor, self._context.transport
+            while (entry := await queue.get()) is not None:
+                if isinstance(reply_to, str) and not cancelled.is_set():
+                    seq, item = entry
+                    error = refusal(item, f"chunk {seq}", result=True)
+                    if error is None:
+                        chunk = chunk_event(adaptor, event, seq, item, reply_to, control)
+                        try:
+                            await transport.publish(reply_to, chunk, key=record_key(chunk))
+                        except Exception as exc:  # the broker refused it, or is gone
+                            error = _unsent(seq, exc)
+                    if error is not None:
+                        refused.append((seq, error))
+                        cancel()  # the generator is closed at its next item
+                credits.release()
+
+        job.emit = emit
+        job.unretryable = unretryable
+        self._dispatcher.stream_started(request_id, cancel)
+        pumping = loop.create_task(pump())
+        try:
+            outcome = await replica.submit(job)
+        finally:
+            queue.put_nowait(None)
+            try:
+                await pumping
+            finally:
+                self._dispatcher.stream_ended(request_id)
+        if refused:  # ended where an item could not be sent
+            error = refused[0][1]
+            log.warning("stream %s of %s ended: %s", request_id, self._agent_id, error.data)
+            outcome = Outcome(error=error)
+        elif cancelled.is_set():  # the caller is gone: nothing more to send
+            self._context.metrics.handled += 1
+            await self._failed(delivery, outcome)
+            return
+        id = message.get("id")
+        if outcome.result is not None and outcome.error is None and outcome.crash is None:
+            count = outcome.result
+            response = result_response({"chunks": count}, id)
+        else:
+            count = refused[0][0] if refused else 0
+            await self._failed(delivery, outcome)
+            error = carried(outcome).error or JsonRpcError(
+                ErrorCode.INTERNAL_ERROR, "Internal error"
+            )
+            response = error_response(error.code, error.message, id, error.data)
+        self._context.metrics.handled += 1
+        if before_end is not None:
+            await before_end()
+        if isinstance(reply_to, str):
+            end = end_event(self._context.adaptor, event, count, response, reply_to)
+            await self._context.transport.publish(reply_to, end, key=record_key(end))
+
+    async def _failed(self, delivery: Delivery, outcome: Outcome) -> None:
+        if outcome.crash is not None:
+            await self._dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
+
+
+def _unsent(seq: int, exc: Exception) -> JsonRpcError:
+    """The error a stream ends with when its chunk ``seq`` could not be published."""
+    if isinstance(exc, TransportError):  # a record too large: -32005
+        return transport_refusal(exc)
+    if isinstance(exc, JsonRpcError):
+        return exc
+    detail = f"chunk {seq} could not be sent: {type(exc).__name__}: {exc}"
+    return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", detail)
+
+
+def carried(outcome: Outcome) -> Outcome:
+    """``outcome`` as it can travel (see :mod:`a2a_bus.core.payload`): a result no
+    transport carries becomes the error the caller gets; an error's ``data`` that
+    none carries is replaced by why (its code is kept, its message made one that
+    travels: :func:`~a2a_bus.core.payload.error_message`)."""
+    if outcome.crash is not None:
+        return outcome
+    if outcome.error is None:
+        error = refusal(outcome.result, "the result", result=True)
+        if error is not None:
+            log.warning("a result was not sent: %s", error.data)
+            return Outcome(error=error, attempts=outcome.attempts)
+        return outcome
+    error = outcome.error
+    message = error_message(error.message)
+    data = error.data
+    if data is not None and (left_out := refusal(data, "the error's data")):
+        log.warning("an error's data was not sent: %s", left_out.data)
+        data = f"left out: {left_out.data}"
+    if message is error.message and data is error.data:
+        return outcome
+    return Outcome(error=JsonRpcError(error.code, message, data), attempts=outcome.attempts)
