@@ -10,7 +10,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -19,6 +19,8 @@ from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dead_letters import DLQ_REASON
 
 WAIT = 30.0  # upper bound on any single await; never a performance assertion
+
+T = TypeVar("T")
 FAST_RESTARTS = RestartPolicy(max_retries=2, backoff_initial=0.001, backoff_max=0.01)
 
 
@@ -74,13 +76,17 @@ async def make_bus(request: pytest.FixtureRequest) -> AsyncIterator[Callable[...
         await asyncio.wait_for(bus.astop(), WAIT)
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = WAIT) -> None:
-    """Wait until ``predicate()`` holds (fails the test if it never does)."""
+async def eventually(
+    predicate: Callable[[], T | None], what: str = "the condition", timeout: float = WAIT
+) -> T:
+    """Poll ``predicate()`` until it returns something true, and return that; fail
+    the test, naming ``what``, after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not (found := predicate()):
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+    return found
 
 
 async def read_dlq(bus: Bus, count: int) -> list[Delivery]:

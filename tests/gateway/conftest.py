@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -17,6 +17,7 @@ from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.transport.base import Delivery
+from tests.buses import eventually
 
 from .agents import Echo, Secret, Spec
 
@@ -50,26 +51,13 @@ async def client(bus: Bus, settings: GatewaySettings) -> AsyncIterator[httpx.Asy
         yield http
 
 
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    """Wait until ``predicate()`` holds; fail the test after ``WAIT`` seconds."""
-
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), WAIT)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 async def served_port(bus: Bus) -> AsyncIterator[int]:
     """The port of a real uvicorn server running the gateway with default settings."""
     app = create_app(bus, GatewaySettings(request_timeout=WAIT))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     serving = asyncio.create_task(server.serve())
-    await until(lambda: server.started or serving.done(), "uvicorn to start")
+    await eventually(lambda: server.started or serving.done(), "uvicorn to start")
     yield server.servers[0].sockets[0].getsockname()[1]
     server.should_exit = True
     await asyncio.wait_for(serving, WAIT)

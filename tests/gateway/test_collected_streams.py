@@ -12,9 +12,10 @@ import pytest
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings
+from tests.buses import eventually
 
 from . import agents
-from .conftest import WAIT, until
+from .conftest import WAIT
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +47,7 @@ async def test_a_list_over_the_limit_is_an_error_and_the_stream_is_closed(
     assert error["code"] == -32005
     assert "limit of 300 bytes" in error["data"]
     assert "text/event-stream" in error["data"]
-    await until(lambda: bus.metrics.in_flight == 0, "the bus stream to be closed")
+    await eventually(lambda: bus.metrics.in_flight == 0, "the bus stream to be closed")
     assert agents.COUNTED["last"] < 999, "the generator ran to its end"
     # The same call as Server-Sent Events is not limited.
     streamed = await client.post(
@@ -73,11 +74,11 @@ async def test_a_client_that_leaves_cancels_the_collection_upstream(
     head = f"POST {path} HTTP/1.1\r\nhost: gateway\r\ncontent-length: {len(body)}\r\n\r\n"
     writer.write(head.encode() + body)
     await writer.drain()
-    await until(lambda: agents.COUNTED["last"] >= 10, "the stream to start")
+    await eventually(lambda: agents.COUNTED["last"] >= 10, "the stream to start")
     assert bus.metrics.in_flight == 1
     writer.close()  # the client goes away without an answer
     await writer.wait_closed()
-    await until(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
+    await eventually(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
     stopped_at = agents.COUNTED["last"]
     assert stopped_at < 99_999
     # Echo handles one message at a time: this answer comes after the generator ended.
@@ -98,11 +99,11 @@ async def test_an_a2a_client_that_leaves_leaves_its_task_running_until_canceled(
     head = f"POST /a2a/echo HTTP/1.1\r\nhost: gateway\r\ncontent-length: {len(body)}\r\n\r\n"
     writer.write(head.encode() + body)
     await writer.drain()
-    await until(lambda: agents.COUNTED["last"] >= 10, "the stream to start")
+    await eventually(lambda: agents.COUNTED["last"] >= 10, "the stream to start")
     writer.close()  # the client goes away without an answer
     await writer.wait_closed()
     left_at = agents.COUNTED["last"]
-    await until(lambda: agents.COUNTED["last"] > left_at + 20, "the task to go on")
+    await eventually(lambda: agents.COUNTED["last"] > left_at + 20, "the task to go on")
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{served_port}", timeout=WAIT) as http:
         listed = await http.post(
             "/a2a/echo", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
@@ -114,5 +115,5 @@ async def test_an_a2a_client_that_leaves_leaves_its_task_running_until_canceled(
             json={"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task["id"]}},
         )
         assert canceled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-    await until(lambda: bus.service.dispatcher.running_streams == 0, "the generator to stop")
+    await eventually(lambda: bus.service.dispatcher.running_streams == 0, "the generator to stop")
     assert agents.COUNTED["last"] < 99_999

@@ -17,6 +17,7 @@ from starlette.types import Message
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from tests.buses import eventually
 
 from .conftest import WAIT
 
@@ -58,17 +59,6 @@ async def call_and_vanish(app: Starlette, method: str, path: str, body: bytes = 
     await asyncio.wait_for(app(scope, receive, send), WAIT)
 
 
-async def until(predicate: Any, what: str) -> None:
-    async def wait() -> None:
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(wait(), WAIT)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 def tail_groups(bus: Bus) -> list[str]:
     return [group for group in bus.transport.lag() if ".tail." in group]
 
@@ -83,7 +73,7 @@ async def test_a_tail_whose_client_left_before_the_first_byte_unsubscribes(
 ) -> None:
     for _ in range(3):
         await call_and_vanish(app, "GET", "/topics/news.sport/events")
-    await until(lambda: not tail_groups(bus), "the live views to unsubscribe")
+    await eventually(lambda: not tail_groups(bus), "the live views to unsubscribe")
 
 
 async def test_an_a2a_stream_whose_client_left_before_the_first_byte_is_canceled(
@@ -104,4 +94,4 @@ async def test_an_a2a_stream_whose_client_left_before_the_first_byte_is_canceled
     }
     await call_and_vanish(app, "POST", "/a2a/echo", orjson.dumps(request))
     # The run stops and its bus stream is closed (the agent is told to stop).
-    await until(lambda: bus.metrics.in_flight == 0, "the task's bus stream to be closed")
+    await eventually(lambda: bus.metrics.in_flight == 0, "the task's bus stream to be closed")

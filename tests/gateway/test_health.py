@@ -20,8 +20,7 @@ import pytest
 
 from a2a_bus import Agent, Bus, RestartPolicy, method
 from a2a_bus.gateway import GatewaySettings, create_app
-
-from .conftest import until
+from tests.buses import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 20.0  # seconds; a guard against hangs, never a performance limit
@@ -65,7 +64,7 @@ def http_of(bus: Bus) -> httpx.AsyncClient:
 
 async def test_readyz_names_an_agent_that_failed_to_start(failing_bus: Bus) -> None:
     async with http_of(failing_bus) as http:
-        await until(lambda: bool(failing_bus.directory.failed_here()), "the agent to fail")
+        await eventually(lambda: bool(failing_bus.directory.failed_here()), "the agent to fail")
         ready = await http.get("/readyz")
         assert ready.status_code == 503
         failure = (

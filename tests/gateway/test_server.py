@@ -14,9 +14,9 @@ import uvicorn
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from tests.buses import eventually
 
 from . import agents
-from .conftest import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,7 +30,7 @@ async def url(bus: Bus, settings: GatewaySettings) -> AsyncIterator[str]:
     )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
-    await until(lambda: server.started or serving.done(), "uvicorn to start")
+    await eventually(lambda: server.started or serving.done(), "uvicorn to start")
     port = server.servers[0].sockets[0].getsockname()[1]
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
@@ -108,7 +108,7 @@ async def test_client_disconnect_cancels_the_stream_upstream(url: str, bus: Bus)
         assert bus.metrics.in_flight == 1
     # The connection is gone: the gateway closes the bus stream, which forgets the
     # request and tells the agent to stop.
-    await until(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
+    await eventually(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
     # Echo handles one message at a time: this answer comes after the generator ended.
     async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
         answer = await http.post("/rpc", json=request("echo", ["after"]))

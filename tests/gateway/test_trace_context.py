@@ -21,8 +21,9 @@ from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import parse_traceparent
 from a2a_bus.transport.base import Delivery
+from tests.buses import eventually
 
-from .conftest import WAIT, until
+from .conftest import WAIT
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -122,7 +123,7 @@ async def test_post_events_keeps_an_events_own_trace_else_gives_it_the_requests(
         },
     )
     assert reply.status_code == 202
-    await until(lambda: len(heard) == 3, "the three events")
+    await eventually(lambda: len(heard) == 3, "the three events")
     assert sorted(heard) == [("e-1", TRACEPARENT), ("e-2", OWN), ("e-3", TRACEPARENT)]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from a2a_bus.protocol import new_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.memory.transport import MemoryTransport
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
+from tests.buses import eventually
 
 WAIT = 30.0  # upper bound on any single await; never a performance assertion
 PARTITIONS = 3
@@ -46,14 +47,6 @@ async def publish(bus: Bus, subject: str, numbers: range) -> None:
 
 def numbers(events: list[Any]) -> list[int]:
     return [event.get_data()["n"] for event in events]
-
-
-async def eventually(predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 async def test_pages_oldest_first_without_gap_or_repeat(bus: Bus) -> None:

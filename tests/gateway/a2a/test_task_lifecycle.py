@@ -22,8 +22,9 @@ from a2a.types import a2a_pb2 as pb
 from a2a_bus import Agent, InputRequired, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
+from tests.buses import eventually
 
-from ..conftest import WAIT, until
+from ..conftest import WAIT
 from .test_a2a import BASE, a2a_client, send, user_message, within
 from .test_webhooks import Receiver, receiver  # noqa: F401 (a fixture)
 
@@ -250,7 +251,7 @@ async def test_progress_keeps_a_long_task_alive_and_cancel_reaches_a_plain_handl
     assert running["status"]["message"]["parts"][0]["text"].startswith("beat ")
     canceled = (await rpc(http, "CancelTask", {"id": task["id"]}))["result"]
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
-    await until(desk_bus[1].stopped.is_set, "the handler to see self.cancelled")
+    await eventually(desk_bus[1].stopped.is_set, "the handler to see self.cancelled")
     again = await rpc(http, "CancelTask", {"id": task["id"]})
     assert again["error"]["code"] == -32002  # not cancelable: it has ended
 
@@ -278,7 +279,7 @@ async def test_status_changes_are_pushed_with_retries_and_one_delivery_id(
         http, call_message("work", beats=3, beat=0.05), taskPushNotificationConfig=push
     )
     await within(settled(http, task["id"]))
-    await until(
+    await eventually(
         lambda: any(
             p.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
             for p in receiver.handled.values()
@@ -344,7 +345,7 @@ async def test_a_message_to_a_working_task_supersedes_its_turn(
     assert result["id"] == task["id"] and result["status"]["state"] == "TASK_STATE_COMPLETED"
     assert result["artifacts"][-1]["parts"] == [{"text": "noted hello"}]
     assert len(result["history"]) == 2
-    await until(desk.stopped.is_set, "the superseded handler to be told to stop")
+    await eventually(desk.stopped.is_set, "the superseded handler to be told to stop")
 
 
 async def test_params_may_name_fields_as_the_proto_file_does(http: httpx.AsyncClient) -> None:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
 import httpx
@@ -36,6 +36,8 @@ from a2a.helpers.proto_helpers import (
 )
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import UnsupportedOperationError
+
+from tests.buses import eventually
 
 from .processes import Cluster
 
@@ -92,15 +94,6 @@ async def http(cluster: Cluster) -> AsyncIterator[httpx.AsyncClient]:
 
 async def within(awaitable: Awaitable[T]) -> T:
     return await asyncio.wait_for(awaitable, WAIT)
-
-
-async def eventually(check: Callable[[], T | None], what: str, wait: float = WAIT) -> T:
-    """Poll ``check`` until it returns something other than None (or False)."""
-    deadline = time.monotonic() + wait
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.05)
-    return found
 
 
 async def collect(stream: AsyncIterator[T], into: list[T] | None = None) -> list[T]:
@@ -232,7 +225,9 @@ async def test_a_stream_outlives_the_gateway_that_accepted_it(
         asyncio.create_task(within(sse(http, f"{a}/a2a/narrator", body, raw))),
     ]
     await eventually(
-        lambda: len(chunk_texts(stock)) >= 5 and len(raw_texts(raw)) >= 5, "5 chunks on A"
+        lambda: len(chunk_texts(stock)) >= 5 and len(raw_texts(raw)) >= 5,
+        "5 chunks on A",
+        timeout=WAIT,
     )
     await asyncio.to_thread(cluster.kill_gateway, "a")
     for reader in readers:
@@ -315,12 +310,14 @@ async def test_cancel_on_the_other_gateway_stops_the_handler(
     # A plain handler: it sees self.cancelled.
     plodder = await a2a(http, a, "plodder")
     task = await send(plodder, call("plod", steps=400, pause=0.05), at_once=True)
-    await eventually(lambda: len(handled(cluster, task.id, "step")) >= 3, "3 steps")
+    await eventually(lambda: len(handled(cluster, task.id, "step")) >= 3, "3 steps", timeout=WAIT)
     on_b = await a2a(http, b, "plodder")
     canceled = await within(on_b.cancel_task(pb.CancelTaskRequest(id=task.id)))
     ran_at_cancel = len(handled(cluster, task.id, "step"))
     assert canceled.status.state == pb.TASK_STATE_CANCELED
-    stop = await eventually(lambda: handled(cluster, task.id, "cancelled"), "the handler stops")
+    stop = await eventually(
+        lambda: handled(cluster, task.id, "cancelled"), "the handler stops", timeout=WAIT
+    )
     steps = len(handled(cluster, task.id, "step"))
     assert stop[0]["i"] == steps < 400
     assert not handled(cluster, task.id, "done")
@@ -330,7 +327,7 @@ async def test_cancel_on_the_other_gateway_stops_the_handler(
     stream: list[pb.StreamResponse] = []
     request = pb.SendMessageRequest(message=call("words", n=400, pause=0.05))
     reader = asyncio.create_task(collect(on_a.send_message(request), stream))
-    await eventually(lambda: len(chunk_texts(stream)) >= 3, "3 chunks")
+    await eventually(lambda: len(chunk_texts(stream)) >= 3, "3 chunks", timeout=WAIT)
     words_task = stream[0].task.id
     canceled = await within(
         (await a2a(http, b, "streamer")).cancel_task(pb.CancelTaskRequest(id=words_task))
@@ -340,7 +337,7 @@ async def test_cancel_on_the_other_gateway_stops_the_handler(
     await within(reader)
     assert final_state(stream) == pb.TASK_STATE_CANCELED
     closed = await eventually(
-        lambda: handled(cluster, words_task, "closed"), "the generator closes"
+        lambda: handled(cluster, words_task, "closed"), "the generator closes", timeout=WAIT
     )
     items = len(handled(cluster, words_task, "item"))
     assert closed[0]["i"] + 1 >= items and items < 400
@@ -366,7 +363,7 @@ async def test_a_killed_agent_replica_hands_its_task_over(
     on_a, on_b = await a2a(http, a, "relay"), await a2a(http, b, "relay")
     steps = 20
     task = await send(on_a, call("plod", steps=steps, pause=0.1), at_once=True)
-    await eventually(lambda: len(handled(cluster, task.id, "step")) >= 3, "3 steps")
+    await eventually(lambda: len(handled(cluster, task.id, "step")) >= 3, "3 steps", timeout=WAIT)
     victim = next(r for r in relays if r.pid == handled(cluster, task.id, "start")[0]["pid"])
     killed_at = time.monotonic()
     await asyncio.to_thread(victim.kill)
@@ -390,7 +387,7 @@ async def test_a_killed_agent_replica_hands_its_task_over(
     # No replica left: the task fails with its reason once the inactivity limit passes.
     survivor = next(r for r in relays if r.alive)
     task = await send(on_b, call("plod", steps=steps, pause=0.1), at_once=True)
-    await eventually(lambda: handled(cluster, task.id, "step"), "a step")
+    await eventually(lambda: handled(cluster, task.id, "step"), "a step", timeout=WAIT)
     await asyncio.to_thread(survivor.kill)
     final = await poll_until_settled(on_a, task.id)
     assert final.status.state == pb.TASK_STATE_FAILED

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +26,15 @@ from a2a_bus.transport import Delivery
 from a2a_bus.transport.base import Inboxes
 from a2a_bus.transport.kafka import InboxConflict, KafkaTransport
 from a2a_bus.transport.kafka.groups import composition_group
+from tests.buses import eventually
+from tests.transport.kafka.support import (
+    Recorder,
+    Worker,
+    event,
+    kill_all,
+    wait_until_committed,
+)
+from tests.transport.kafka.support import start_worker as start_worker_process
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -50,35 +57,6 @@ async def transport(kafka_bootstrap: str, uid: str) -> AsyncIterator[KafkaTransp
     async with KafkaTransport(kafka_bootstrap, dlq_topic=f"test.dlq.{uid}") as kafka:
         assert isinstance(kafka, KafkaTransport)
         yield kafka
-
-
-async def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    try:
-        await asyncio.wait_for(poll(), WAIT)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
-
-
-def event(n: int, key: str | None = None) -> Any:
-    attributes: dict[str, Any] = {"type": "test.event", "source": "tests"}
-    if key is not None:
-        attributes["partitionkey"] = key
-    return new_event(attributes, {"n": n})
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.deliveries: list[Delivery] = []
-
-    async def __call__(self, delivery: Delivery) -> None:
-        self.deliveries.append(delivery)
-
-    def numbers(self) -> list[int]:
-        return [d.event.get_data()["n"] for d in self.deliveries]  # type: ignore[index]
 
 
 async def members_of(bootstrap: str, group: str) -> list[set[str]]:
@@ -126,9 +104,11 @@ async def test_one_consumer_in_one_group_serves_every_inbox(
     assert await members_of(kafka_bootstrap, group) == [set(topics)]  # one consumer
     for n, topic in enumerate(topics):
         await transport.publish(topic, event(n))
-    await wait_until(lambda: all(r.deliveries for r in recorders.values()), "one event each")
+    await eventually(
+        lambda: all(r.deliveries for r in recorders.values()), "one event each", timeout=WAIT
+    )
     assert [recorders[t].numbers() for t in topics] == [[n] for n in range(5)]
-    await wait_until(lambda: transport.lag() == {group: 0}, "no lag")
+    await eventually(lambda: transport.lag() == {group: 0}, "no lag", timeout=WAIT)
 
 
 async def test_records_of_a_key_come_in_order_while_keys_and_inboxes_run_concurrently(
@@ -158,7 +138,7 @@ async def test_records_of_a_key_come_in_order_while_keys_and_inboxes_run_concurr
             for key in keys:
                 attributes = {"type": "t", "source": "tests", "partitionkey": key}
                 await transport.publish(topic, new_event(attributes, {"n": n, "key": key}))
-    await wait_until(lambda: sum(map(len, seen.values())) == 200, "200 deliveries")
+    await eventually(lambda: sum(map(len, seen.values())) == 200, "200 deliveries", timeout=WAIT)
 
     assert all(numbers == list(range(20)) for numbers in seen.values()), seen
     assert len(seen) == 10
@@ -191,7 +171,7 @@ async def test_the_commit_never_passes_an_unfinished_record(
         await inboxes.subscribe(topic, handler)
         for n in range(5):  # distinct keys: offsets 2..4 finish while 1 waits
             await kafka.publish(topic, event(n, key=f"k{n}"))
-        await wait_until(lambda: len(finished) == 4, "4 of 5 handlers")
+        await eventually(lambda: len(finished) == 4, "4 of 5 handlers", timeout=WAIT)
         group = inboxes.group
         assert group is not None
         tp = TopicPartition(topic, 0)
@@ -199,7 +179,7 @@ async def test_the_commit_never_passes_an_unfinished_record(
         assert await committed(kafka, group, tp) == 1  # offset 1 is unfinished
 
         release.set()
-        await wait_until(lambda: len(finished) == 5, "the last handler")
+        await eventually(lambda: len(finished) == 5, "the last handler", timeout=WAIT)
         for _ in range(int(WAIT / 0.05)):
             if await committed(kafka, group, tp) == 5:
                 break
@@ -218,7 +198,7 @@ async def test_a_reproduced_event_is_handled_once(
     await transport.publish(topic, original)
     await transport.publish(topic, original)  # a producer-side retry of the same event
     await transport.publish(topic, event(2, key="same"))
-    await wait_until(lambda: 2 in recorder.numbers(), "the event after the copy")
+    await eventually(lambda: 2 in recorder.numbers(), "the event after the copy", timeout=WAIT)
     assert recorder.numbers() == [1, 2]
 
 
@@ -245,19 +225,23 @@ async def test_a_paused_or_full_inbox_holds_only_its_own_records(
         await transport.publish(names["paused"], event(n))
     for n in range(10):
         await transport.publish(names["slow"], event(n))
-    await wait_until(lambda: len(started) == 2, "the slow inbox full")
+    await eventually(lambda: len(started) == 2, "the slow inbox full", timeout=WAIT)
     for n in range(10):
         await transport.publish(names["flowing"], event(n))
 
-    await wait_until(lambda: len(flowing.deliveries) == 10, "the other inbox's records")
+    await eventually(
+        lambda: len(flowing.deliveries) == 10, "the other inbox's records", timeout=WAIT
+    )
     await asyncio.sleep(0.5)  # several fetches
     assert paused.deliveries == []
     assert len(started) == 2  # never more than max_in_flight
 
     subscriptions[0].resume()
-    await wait_until(lambda: len(paused.deliveries) == 3, "the paused inbox's records")
+    await eventually(
+        lambda: len(paused.deliveries) == 3, "the paused inbox's records", timeout=WAIT
+    )
     release.set()
-    await wait_until(lambda: len(started) == 10, "the slow inbox's records")
+    await eventually(lambda: len(started) == 10, "the slow inbox's records", timeout=WAIT)
     assert sorted(paused.numbers()) == [0, 1, 2]
 
 
@@ -292,7 +276,9 @@ async def test_another_composition_consuming_an_inbox_is_refused(
         assert not isinstance(served, BaseException)
         assert second.group == composition_group(prefix, [other])
         await elsewhere.publish(other, event(7))
-        await wait_until(lambda: recorder.numbers() == [7], "the event of the other inbox")
+        await eventually(
+            lambda: recorder.numbers() == [7], "the event of the other inbox", timeout=WAIT
+        )
 
 
 async def test_inboxes_subscribed_one_after_another_on_a_running_consumer_join_together(
@@ -310,7 +296,9 @@ async def test_inboxes_subscribed_one_after_another_on_a_running_consumer_join_t
         await inboxes.subscribe(topic, recorders[topic])
     for n, topic in enumerate(topics):
         await transport.publish(topic, event(n))
-    await wait_until(lambda: all(r.deliveries for r in recorders.values()), "one event each")
+    await eventually(
+        lambda: all(r.deliveries for r in recorders.values()), "one event each", timeout=WAIT
+    )
     assert [recorders[t].numbers() for t in topics] == [[n] for n in range(10)]
     # The first composition, then one with all ten.
     assert await groups_named(kafka_bootstrap, prefix) == {
@@ -336,7 +324,9 @@ async def test_an_inbox_subscribed_without_waiting_that_another_composition_cons
         await inboxes.subscribe(more, recorder)
         await elsewhere.publish(own, event(1))
         await elsewhere.publish(more, event(2))
-        await wait_until(lambda: sorted(recorder.numbers()) == [1, 2], "the other inboxes")
+        await eventually(
+            lambda: sorted(recorder.numbers()) == [1, 2], "the other inboxes", timeout=WAIT
+        )
         assert inboxes.group == composition_group(prefix, [own, more])
 
 
@@ -390,7 +380,7 @@ async def change_compositions(transport: KafkaTransport, inboxes: Inboxes, uid: 
 
     async def flowing(more: int) -> None:
         target = len(handled[a]) + more
-        await wait_until(lambda: len(handled[a]) >= target, f"{more} more records")
+        await eventually(lambda: len(handled[a]) >= target, f"{more} more records", timeout=WAIT)
 
     await flowing(100)
     subscriptions[c] = await inboxes.subscribe(c, handler)  # added
@@ -402,8 +392,10 @@ async def change_compositions(transport: KafkaTransport, inboxes: Inboxes, uid: 
     publishing = False
     await publisher
 
-    await wait_until(
-        lambda: all(len(numbers) >= published for numbers in handled.values()), "every record"
+    await eventually(
+        lambda: all(len(numbers) >= published for numbers in handled.values()),
+        "every record",
+        timeout=WAIT,
     )
     await asyncio.sleep(0.5)  # a repeat would arrive right behind
     for topic, numbers in handled.items():
@@ -439,7 +431,7 @@ async def test_a_process_with_another_set_of_agents_takes_over_where_the_last_st
         )
         for n in range(5):
             await before.publish(inbox, event(n, key=f"k{n}"))
-        await wait_until(lambda: sorted(first) == [0, 1, 2, 4], "4 handled before")
+        await eventually(lambda: sorted(first) == [0, 1, 2, 4], "4 handled before", timeout=WAIT)
     # stopped with record 3 unfinished: not committed, and 4 handed out after it
 
     async with KafkaTransport(kafka_bootstrap, **options) as after:
@@ -449,7 +441,9 @@ async def test_a_process_with_another_set_of_agents_takes_over_where_the_last_st
         inboxes = after.inboxes(prefix)
         await asyncio.gather(inboxes.subscribe(inbox, second), inboxes.subscribe(new, Recorder()))
         assert inboxes.group != composition_group(prefix, [inbox, gone])
-        await wait_until(lambda: 5 in second.numbers(), "the record after the handover")
+        await eventually(
+            lambda: 5 in second.numbers(), "the record after the handover", timeout=WAIT
+        )
         await asyncio.sleep(0.3)  # a (wrong) replay would arrive right behind
 
     flags = {d.event.get_data()["n"]: d.redelivered for d in second.deliveries}  # type: ignore[index]
@@ -473,14 +467,16 @@ async def test_an_inbox_consumed_by_a_group_of_its_own_before_is_taken_over_at_i
         subscription = await before.subscribe([inbox], inbox, earlier, from_beginning=True)
         for n in range(3):
             await before.publish(inbox, event(n))
-        await wait_until(lambda: earlier.numbers() == [0, 1, 2], "the old group's records")
+        await eventually(
+            lambda: earlier.numbers() == [0, 1, 2], "the old group's records", timeout=WAIT
+        )
         await subscription.stop()  # commits what it handled
     async with KafkaTransport(kafka_bootstrap, **options) as after:
         assert isinstance(after, KafkaTransport)
         await after.publish(inbox, event(3))
         later = Recorder()
         await after.inboxes(prefix).subscribe(inbox, later)
-        await wait_until(lambda: 3 in later.numbers(), "the record after the upgrade")
+        await eventually(lambda: 3 in later.numbers(), "the record after the upgrade", timeout=WAIT)
         await asyncio.sleep(0.3)  # a (wrong) replay would arrive right behind
     assert later.numbers() == [3]
 
@@ -511,7 +507,7 @@ async def test_an_undecodable_record_goes_to_the_dlq_and_is_committed(
     await inboxes.subscribe(topic, recorder)
     await transport.publish_raw(topic, b"\x00\xffnot json", key=b"k")
     await transport.publish_raw(topic, b'{"jsonrpc": "2.0", "method": "ok"}', key=b"k")
-    await wait_until(lambda: len(recorder.deliveries) == 1, "the good record")
+    await eventually(lambda: len(recorder.deliveries) == 1, "the good record", timeout=WAIT)
 
     reader = AIOKafkaConsumer(
         transport.settings.dlq_topic,
@@ -545,25 +541,6 @@ async def test_an_undecodable_record_goes_to_the_dlq_and_is_committed(
 # -- processes -----------------------------------------------------------------------
 
 
-class Worker:
-    """One inbox worker process."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def kill(self) -> None:
-        self.process.kill()  # SIGKILL: no drain, no commit, no goodbye
-
-    async def terminate(self) -> int:
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-        return await asyncio.wait_for(self.process.wait(), WAIT)
-
-
 StartWorker = Callable[[list[str], float], Awaitable[Worker]]
 
 
@@ -576,37 +553,28 @@ async def start_worker(
 
     async def start(topics: list[str], delay: float) -> Worker:
         errors = tmp_path / f"worker-{len(started)}.err"
-        with errors.open("wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(WORKER),
+        worker = await start_worker_process(
+            WORKER,
+            [
                 kafka_bootstrap,
                 prefix,
                 str(tmp_path / "handled.jsonl"),
                 *topics,
                 "--delay",
                 str(delay),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-            )
-        worker = Worker(process)
+            ],
+            errors,
+        )
         started.append(worker)
-        assert process.stdout is not None
-        try:
-            line = await asyncio.wait_for(process.stdout.readline(), WAIT)
-        except TimeoutError:
-            line = b""
-        if line.strip() != b"ready":
-            worker.kill()
-            await process.wait()
-            pytest.fail(f"worker did not start:\n{errors.read_text()[-3000:]}")
         return worker
 
     yield start
-    for worker in started:
-        if worker.process.returncode is None:
-            worker.kill()
-            await worker.process.wait()
+    await kill_all(started)
+
+
+async def wait_until_committed_topics(kafka: KafkaTransport, group: str, topics: list[str]) -> None:
+    """Wait until ``group`` committed the end of every partition of ``topics``."""
+    await wait_until_committed(kafka, group, await kafka.partitions(topics))
 
 
 def read_log(tmp_path: Path) -> list[dict[str, Any]]:
@@ -617,23 +585,6 @@ def read_log(tmp_path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in log.read_bytes().splitlines()]
 
 
-async def wait_until_committed(kafka: KafkaTransport, group: str, topics: list[str]) -> None:
-    """Wait until ``group`` committed the end of every partition of ``topics``."""
-    partitions = await kafka.partitions(topics)
-    reader = AIOKafkaConsumer(bootstrap_servers=kafka.settings.bootstrap_servers)
-    await reader.start()
-    try:
-        ends = await reader.end_offsets(partitions)
-        async with asyncio.timeout(WAIT):
-            while True:
-                found = await kafka.committed_offsets(group, partitions)
-                if all(found.get(tp, (-1, ""))[0] == ends[tp] for tp in partitions):
-                    return
-                await asyncio.sleep(0.2)
-    finally:
-        await reader.stop()
-
-
 async def test_two_processes_of_one_composition_share_the_records_and_handle_each_once(
     transport: KafkaTransport, start_worker: StartWorker, prefix: str, uid: str, tmp_path: Path
 ) -> None:
@@ -641,8 +592,8 @@ async def test_two_processes_of_one_composition_share_the_records_and_handle_eac
     workers = [await start_worker(topics, 0.0) for _ in range(2)]
     for n in range(300):
         await transport.publish(topics[n % 3], event(n, key=f"k{n}"))
-    await wait_until(lambda: len(read_log(tmp_path)) >= 300, "300 records handled")
-    await wait_until_committed(transport, composition_group(prefix, topics), topics)
+    await eventually(lambda: len(read_log(tmp_path)) >= 300, "300 records handled", timeout=WAIT)
+    await wait_until_committed_topics(transport, composition_group(prefix, topics), topics)
     for worker in workers:
         assert await worker.terminate() == 0
 
@@ -661,17 +612,20 @@ async def test_a_killed_process_records_come_back_flagged_and_no_others(
     survivor = await start_worker(topics, 0.02)
     for n in range(total):
         await transport.publish(topics[n % 3], event(n, key=f"k{n}"))
-    await wait_until(
+    await eventually(
         lambda: sum(e["pid"] == victim.pid for e in read_log(tmp_path)) >= 100,
         "the victim at work",
+        timeout=WAIT,
     )
     victim.kill()
     await victim.process.wait()
 
-    await wait_until(
-        lambda: {e["n"] for e in read_log(tmp_path)} == set(range(total)), "every record"
+    await eventually(
+        lambda: {e["n"] for e in read_log(tmp_path)} == set(range(total)),
+        "every record",
+        timeout=WAIT,
     )
-    await wait_until_committed(transport, composition_group(prefix, topics), topics)
+    await wait_until_committed_topics(transport, composition_group(prefix, topics), topics)
     assert await survivor.terminate() == 0
 
     handled = read_log(tmp_path)
@@ -724,8 +678,10 @@ async def test_an_inbox_topic_this_transport_created_is_read_from_its_first_reta
             await admin.close()
         recorder = Recorder()
         await creator.inboxes(prefix).subscribe(inbox, recorder)
-        await wait_until(lambda: len(recorder.deliveries) >= 4, "the retained records")
+        await eventually(
+            lambda: len(recorder.deliveries) >= 4, "the retained records", timeout=WAIT
+        )
         group = composition_group(prefix, [inbox])
-        await wait_until_committed(creator, group, [inbox])
+        await wait_until_committed_topics(creator, group, [inbox])
     assert recorder.numbers() == [2, 3, 4, 5]
     assert not any(delivery.redelivered for delivery in recorder.deliveries)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,11 +18,13 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from a2a_bus import Bus
 from a2a_bus.transport.kafka.groups import composition_group
 from a2a_bus.transport.kafka.transport import KafkaTransport
+from tests.transport.kafka.support import Worker, kill_all, wait_until_committed
+from tests.transport.kafka.support import start_worker as start_worker_process
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
@@ -39,31 +40,6 @@ def bootstrap(kafka_bootstrap: str) -> str:
     return kafka_bootstrap
 
 
-class Worker:
-    """One worker process."""
-
-    def __init__(self, process: asyncio.subprocess.Process, errors: Path) -> None:
-        self.process = process
-        self.errors = errors
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def kill(self) -> None:
-        self.process.kill()  # SIGKILL: no drain, no commit, no goodbye
-
-    async def terminate(self) -> int:
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return await asyncio.wait_for(self.process.wait(), WAIT)
-        except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
-            raise
-
-
 @pytest.fixture
 async def start_worker(
     bootstrap: str, tmp_path: Path
@@ -73,34 +49,12 @@ async def start_worker(
 
     async def start(prefix: str, log: Path) -> Worker:
         errors = tmp_path / f"worker-{len(started)}.err"
-        with errors.open("wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(WORKER),
-                bootstrap,
-                prefix,
-                str(log),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-            )
-        worker = Worker(process, errors)
+        worker = await start_worker_process(WORKER, [bootstrap, prefix, str(log)], errors)
         started.append(worker)
-        assert process.stdout is not None
-        try:
-            line = await asyncio.wait_for(process.stdout.readline(), WAIT)
-        except TimeoutError:
-            line = b""
-        if line.strip() != b"ready":
-            worker.kill()
-            await process.wait()
-            pytest.fail(f"worker did not start:\n{errors.read_text()[-3000:]}")
         return worker
 
     yield start
-    for worker in started:
-        if worker.process.returncode is None:
-            worker.kill()
-            await worker.process.wait()
+    await kill_all(started)
 
 
 @pytest.fixture
@@ -143,7 +97,7 @@ async def send_all(
     return await asyncio.gather(*(one(n) for n in range(count)))
 
 
-async def wait_until_committed(bus: Bus, bootstrap: str) -> None:
+async def wait_until_committed_inbox(bus: Bus) -> None:
     """Wait until the workers' inbox group committed the end of every inbox partition,
     so every redelivery has happened (bounded by ``WAIT``)."""
     transport = bus.transport
@@ -151,18 +105,7 @@ async def wait_until_committed(bus: Bus, bootstrap: str) -> None:
     topic = bus.topics.agent("worker")
     group = composition_group(f"{bus.topics.prefix}.inbox", [topic])
     partitions = [TopicPartition(topic, p) for p in range(transport.settings.partitions)]
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await reader.start()
-    try:
-        ends = await reader.end_offsets(partitions)
-        async with asyncio.timeout(WAIT):
-            while True:
-                found = await transport.committed_offsets(group, partitions)
-                if all(found.get(tp, (-1, ""))[0] == ends[tp] for tp in partitions):
-                    return
-                await asyncio.sleep(0.2)
-    finally:
-        await reader.stop()
+    await wait_until_committed(transport, group, partitions)
 
 
 async def test_two_worker_processes_share_the_load_and_answer_once(
@@ -178,7 +121,7 @@ async def test_two_worker_processes_share_the_load_and_answer_once(
     results = await send_all(caller, 300)
 
     assert results == list(range(300))  # every caller got its own answer
-    await wait_until_committed(caller, bootstrap)
+    await wait_until_committed_inbox(caller)
     for worker in workers:
         assert await worker.terminate() == 0
     handled = read_log(log)
@@ -220,7 +163,7 @@ async def test_kill_9_of_a_worker_loses_nothing_and_flags_every_repeat(
     # None lost and none answered twice: every request got exactly its own answer.
     assert results == list(range(total))
     assert victim.process.returncode == -signal.SIGKILL
-    await wait_until_committed(caller, bootstrap)
+    await wait_until_committed_inbox(caller)
     for worker in (survivor, *replacement):
         assert await worker.terminate() == 0
 

@@ -25,7 +25,9 @@ from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
 from a2a_bus.transport.errors import NotDelivered
 from a2a_bus.transport.kafka.transport import KafkaTransport
+from tests.buses import eventually
 from tests.transport.kafka.own_kafka import OwnKafka
+from tests.transport.kafka.support import Recorder, event
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -46,35 +48,6 @@ async def transport(kafka_bootstrap: str, uid: str) -> AsyncIterator[KafkaTransp
         yield kafka
 
 
-async def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    try:
-        await asyncio.wait_for(poll(), WAIT)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
-
-
-def event(n: int, key: str | None = None, **extra: Any) -> Any:
-    attributes: dict[str, Any] = {"type": "test.event", "source": "tests", **extra}
-    if key is not None:
-        attributes["partitionkey"] = key
-    return new_event(attributes, {"n": n})
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.deliveries: list[Delivery] = []
-
-    async def __call__(self, delivery: Delivery) -> None:
-        self.deliveries.append(delivery)
-
-    def numbers(self) -> list[int]:
-        return [d.event.get_data()["n"] for d in self.deliveries]  # type: ignore[index]
-
-
 async def committed(kafka: KafkaTransport, group: str, tp: TopicPartition) -> int:
     found = await kafka.committed_offsets(group, [tp])
     return found.get(tp, (-1, ""))[0]
@@ -90,7 +63,7 @@ async def test_one_publish_fans_out_to_three_groups(
     produced_before = transport.metrics.produced
 
     await transport.publish(topic, event(1))
-    await wait_until(lambda: all(r.deliveries for r in recorders), "three deliveries")
+    await eventually(lambda: all(r.deliveries for r in recorders), "three deliveries")
 
     assert transport.metrics.produced - produced_before == 1
     # The broker holds exactly one record, whatever the number of groups.
@@ -137,7 +110,7 @@ async def test_same_key_in_order_while_keys_run_concurrently(
                 {"type": "t", "source": "tests", "partitionkey": key}, {"n": n, "key": key}
             )
             await transport.publish(topic, ev)
-    await wait_until(lambda: sum(map(len, seen.values())) == 180, "180 deliveries")
+    await eventually(lambda: sum(map(len, seen.values())) == 180, "180 deliveries")
 
     assert all(seen[key] == list(range(30)) for key in keys), seen
     assert most_running > 1  # different keys really ran side by side
@@ -167,7 +140,7 @@ async def test_concurrent_publishes_keep_key_order_and_partitions(
         )
         assert results[:-1] == [None] * len(events)
         assert isinstance(results[-1], MessageSizeTooLargeError)
-        await wait_until(lambda: len(recorder.deliveries) == len(events), "every event")
+        await eventually(lambda: len(recorder.deliveries) == len(events), "every event")
         every = list(range(kafka.settings.partitions))  # the topic was created with these
     for key in keys:
         mine = [d for d in recorder.deliveries if d.key == key.encode()]
@@ -195,14 +168,14 @@ async def test_commit_never_passes_an_unfinished_offset(kafka_bootstrap: str, ui
         await kafka.subscribe([topic], group, handler)
         for n in range(5):  # distinct keys: offsets 2..4 finish while 1 waits
             await kafka.publish(topic, event(n, key=f"k{n}"))
-        await wait_until(lambda: len(finished) == 4, "4 of 5 handlers")
+        await eventually(lambda: len(finished) == 4, "4 of 5 handlers")
         tp = TopicPartition(topic, 0)
-        await wait_until(lambda: kafka.metrics.commits > 0, "a commit")
+        await eventually(lambda: kafka.metrics.commits > 0, "a commit")
         await asyncio.sleep(0.2)  # give any (wrong) further commit time to land
         assert await committed(kafka, group, tp) == 1  # offset 1 is unfinished
 
         release.set()
-        await wait_until(lambda: len(finished) == 5, "the last handler")
+        await eventually(lambda: len(finished) == 5, "the last handler")
         deadline = asyncio.get_running_loop().time() + WAIT
         while await committed(kafka, group, tp) != 5:
             assert asyncio.get_running_loop().time() < deadline, "commit did not reach 5"
@@ -219,7 +192,7 @@ async def test_reproduced_identical_event_is_handled_once(
     await transport.publish(topic, original)
     await transport.publish(topic, original)  # a producer-side retry of the same event
     await transport.publish(topic, event(2, key="same"))  # same partition, behind the copy
-    await wait_until(lambda: 2 in recorder.numbers(), "the event after the copy")
+    await eventually(lambda: 2 in recorder.numbers(), "the event after the copy")
 
     assert recorder.numbers() == [1, 2]
     assert transport.metrics.duplicates == 1
@@ -242,14 +215,14 @@ async def test_records_of_a_stopped_owner_come_back_flagged(kafka_bootstrap: str
         owner = await kafka.subscribe([topic], group, stuck_on_three)
         for n in range(5):
             await kafka.publish(topic, event(n, key=f"k{n}"))
-        await wait_until(lambda: sorted(first) == [0, 1, 2, 4], "4 handled by the first owner")
+        await eventually(lambda: sorted(first) == [0, 1, 2, 4], "4 handled by the first owner")
         await owner.stop(drain_timeout=0.1)  # record 3 never finished: not committed
 
         second = Recorder()
         await kafka.subscribe([topic], group, second)
-        await wait_until(lambda: len(second.deliveries) >= 2, "records 3 and 4 again")
+        await eventually(lambda: len(second.deliveries) >= 2, "records 3 and 4 again")
         await kafka.publish(topic, event(5, key="k5"))
-        await wait_until(lambda: 5 in second.numbers(), "a fresh record")
+        await eventually(lambda: 5 in second.numbers(), "a fresh record")
 
         flags = {d.event.get_data()["n"]: d.redelivered for d in second.deliveries}  # type: ignore[index]
         assert flags == {3: True, 4: True, 5: False}
@@ -264,14 +237,14 @@ async def test_clean_handover_flags_nothing(kafka_bootstrap: str, uid: str) -> N
         owner = await kafka.subscribe([topic], group, first)
         for n in range(3):
             await kafka.publish(topic, event(n))
-        await wait_until(lambda: len(first.deliveries) == 3, "3 deliveries")
+        await eventually(lambda: len(first.deliveries) == 3, "3 deliveries")
         await owner.stop()
 
         for n in range(3, 6):  # produced while nobody owns the partition
             await kafka.publish(topic, event(n))
         second = Recorder()
         await kafka.subscribe([topic], group, second)
-        await wait_until(lambda: len(second.deliveries) == 3, "3 more deliveries")
+        await eventually(lambda: len(second.deliveries) == 3, "3 more deliveries")
         assert second.numbers() == [3, 4, 5]
         assert not any(d.redelivered for d in second.deliveries)
 
@@ -296,7 +269,7 @@ async def test_a_new_group_commits_its_start_so_the_next_owner_skips_nothing(
 
         second = Recorder()
         await kafka.subscribe([topic], group, second)  # "latest" would start at the end
-        await wait_until(lambda: len(second.deliveries) == 6, "the records the first skipped")
+        await eventually(lambda: len(second.deliveries) == 6, "the records the first skipped")
         assert sorted(second.numbers()) == list(range(6))
         assert first.deliveries == []
         assert not any(d.redelivered for d in second.deliveries)
@@ -316,11 +289,11 @@ async def test_lag_counts_records_not_handled_yet(transport: KafkaTransport, uid
     assert transport.lag() == {group: 0}
     for n in range(5):
         await transport.publish(topic, event(n, key="one"))  # one partition, in order
-    await wait_until(lambda: transport.lag().get(group) == 5, "a lag of 5")
+    await eventually(lambda: transport.lag().get(group) == 5, "a lag of 5")
 
     release.set()
-    await wait_until(lambda: len(handled) == 5, "5 handled")
-    await wait_until(lambda: transport.lag().get(group) == 0, "no lag")
+    await eventually(lambda: len(handled) == 5, "5 handled")
+    await eventually(lambda: transport.lag().get(group) == 0, "no lag")
     assert transport.lag() == {group: 0}
 
 
@@ -348,7 +321,7 @@ async def test_garbage_goes_to_the_dlq_with_reason_and_is_committed(
     await transport.subscribe([topic], group, recorder)
     await transport.publish_raw(topic, b"\x00\xffnot json", key=b"k")
     await transport.publish_raw(topic, b'{"jsonrpc": "2.0", "method": "ok"}', key=b"k")
-    await wait_until(lambda: len(recorder.deliveries) == 1, "the good record")
+    await eventually(lambda: len(recorder.deliveries) == 1, "the good record")
 
     [letter] = await read_all(kafka_bootstrap, transport.settings.dlq_topic, 1)
     headers = dict(letter.headers)
@@ -360,7 +333,7 @@ async def test_garbage_goes_to_the_dlq_with_reason_and_is_committed(
     assert headers["a2a-dlq-source-offset"] == b"0"
     assert orjson.loads(headers["a2a-dlq-error"])[0]["error"]["code"] == -32700
     tp = TopicPartition(topic, partition)
-    await wait_until(lambda: transport.metrics.commits > 0, "a commit")
+    await eventually(lambda: transport.metrics.commits > 0, "a commit")
     deadline = asyncio.get_running_loop().time() + WAIT
     while await committed(transport, group, tp) != 2:  # past the garbage and the good one
         assert asyncio.get_running_loop().time() < deadline
@@ -383,7 +356,7 @@ async def test_handler_error_goes_to_the_dlq(
     await transport.subscribe([topic], f"g-{uid}", handler)
     for n in range(3):
         await transport.publish(topic, event(n, key="k"))
-    await wait_until(lambda: len(calls) == 3, "three calls")
+    await eventually(lambda: len(calls) == 3, "three calls")
     [letter] = await read_all(kafka_bootstrap, transport.settings.dlq_topic, 1)
     headers = dict(letter.headers)
     assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
@@ -406,7 +379,7 @@ async def test_content_mode_setting_picks_how_events_are_written(
         await kafka.subscribe([topic], f"g-{uid}", received)
         sent = event(7, key="k", seq=3)
         await kafka.publish(topic, sent)
-        await wait_until(lambda: len(received.deliveries) == 1, "the event")
+        await eventually(lambda: len(received.deliveries) == 1, "the event")
     [record] = await read_all(kafka_bootstrap, topic, 1)
     names = {name for name, _ in record.headers}
     if mode == "binary":
@@ -434,7 +407,7 @@ async def test_raw_jsonrpc_records_are_decoded(transport: KafkaTransport, uid: s
     ]
     for message in (request, note, batch):
         await transport.publish_raw(topic, orjson.dumps(message), key=b"one")
-    await wait_until(lambda: len(recorder.deliveries) == 4, "4 deliveries")
+    await eventually(lambda: len(recorder.deliveries) == 4, "4 deliveries")
 
     first, second, *from_batch = recorder.deliveries
     assert all(d.raw for d in recorder.deliveries)
@@ -444,7 +417,7 @@ async def test_raw_jsonrpc_records_are_decoded(transport: KafkaTransport, uid: s
     assert second.event.get_id() == f"{topic}/{second.partition}/{second.offset}"
     assert [d.event.get_extension("a2amethod") for d in from_batch] == ["a", "b"]
     assert {d.offset for d in from_batch} == {second.offset + 1}  # one record, one offset
-    await wait_until(lambda: transport.metrics.dead_lettered == 1, "the invalid element")
+    await eventually(lambda: transport.metrics.dead_lettered == 1, "the invalid element")
 
 
 async def test_pause_holds_records_until_resume(transport: KafkaTransport, uid: str) -> None:
@@ -452,7 +425,7 @@ async def test_pause_holds_records_until_resume(transport: KafkaTransport, uid: 
     recorder = Recorder()
     subscription = await transport.subscribe([topic], f"g-{uid}", recorder)
     await transport.publish(topic, event(0))
-    await wait_until(lambda: len(recorder.deliveries) == 1, "the first delivery")
+    await eventually(lambda: len(recorder.deliveries) == 1, "the first delivery")
 
     subscription.pause()
     for n in range(1, 4):
@@ -461,7 +434,7 @@ async def test_pause_holds_records_until_resume(transport: KafkaTransport, uid: 
     assert recorder.numbers() == [0]
 
     subscription.resume()
-    await wait_until(lambda: len(recorder.deliveries) == 4, "the held records")
+    await eventually(lambda: len(recorder.deliveries) == 4, "the held records")
     assert sorted(recorder.numbers()) == [0, 1, 2, 3]
 
 
@@ -472,10 +445,10 @@ async def test_pattern_subscription_picks_up_new_topics(
     await transport.subscribe(TopicPattern(rf"test\.wild\.{uid}\..*"), f"g-{uid}", recorder)
     await transport.publish(f"test.wild.{uid}.a", event(1))  # created after subscribing
     await transport.publish(f"test.other.{uid}", event(2))  # not matched
-    await wait_until(lambda: len(recorder.deliveries) == 1, "the matching topic")
+    await eventually(lambda: len(recorder.deliveries) == 1, "the matching topic")
     assert recorder.deliveries[0].topic == f"test.wild.{uid}.a"
     await transport.publish(f"test.wild.{uid}.b", event(3))
-    await wait_until(lambda: len(recorder.deliveries) == 2, "the second new topic")
+    await eventually(lambda: len(recorder.deliveries) == 2, "the second new topic")
     assert recorder.numbers() == [1, 3]
 
 
@@ -489,8 +462,8 @@ async def test_from_beginning_replays_history(transport: KafkaTransport, uid: st
     current = Recorder()
     await transport.subscribe([topic], f"now-{uid}", current)
     await transport.publish(topic, event(3, key="k"))
-    await wait_until(lambda: len(late.deliveries) == 4, "history and the new event")
-    await wait_until(lambda: len(current.deliveries) == 1, "the new event")
+    await eventually(lambda: len(late.deliveries) == 4, "history and the new event")
+    await eventually(lambda: len(current.deliveries) == 1, "the new event")
     assert late.numbers() == [0, 1, 2, 3]
     assert current.numbers() == [3]
 
@@ -525,11 +498,11 @@ async def test_records_queued_behind_a_slow_key_are_left_to_the_next_owner(
         for n in range(3):
             await kafka.publish(topic, event(n, key="k"))
         await asyncio.wait_for(started.wait(), WAIT)
-        await wait_until(lambda: first.in_flight == 3, "records 1 and 2 queued behind 0")
+        await eventually(lambda: first.in_flight == 3, "records 1 and 2 queued behind 0")
         second = await kafka.subscribe([topic], group, member("second"))  # a rebalance
         release.set()
-        await wait_until(lambda: {1, 2} <= {n for _, n in handled}, "records 1 and 2")
-        await wait_until(lambda: first.in_flight <= 0 and second.in_flight <= 0, "idle members")
+        await eventually(lambda: {1, 2} <= {n for _, n in handled}, "records 1 and 2")
+        await eventually(lambda: first.in_flight <= 0 and second.in_flight <= 0, "idle members")
         await asyncio.sleep(0.2)  # give a (wrong) late run of the old queue time to show
         assert (first.in_flight, second.in_flight) == (0, 0)
         late = [n for name, n in handled if name == "first" and n > 0]
@@ -560,9 +533,9 @@ async def test_handlers_start_eagerly_and_may_publish_to_new_topics(
     answers = Recorder()
     await transport.subscribe([topic], f"g-{uid}", handler, max_in_flight=500)
     await asyncio.gather(*(transport.publish(topic, event(n, key="one")) for n in range(300)))
-    await wait_until(lambda: len(seen) == 300, "every record")
+    await eventually(lambda: len(seen) == 300, "every record")
     await transport.subscribe([replies], f"r-{uid}", answers, from_beginning=True)
-    await wait_until(lambda: len(answers.deliveries) == 1, "the reply on the new topic")
+    await eventually(lambda: len(answers.deliveries) == 1, "the reply on the new topic")
     assert seen == list(range(300))
     assert all(task is None or not task.get_name().startswith("Task-") for task in tasks)
 
@@ -678,7 +651,7 @@ async def test_a_non_durable_subscription_commits_nothing(
     ]
     for n in range(5):
         await transport.publish(topic, event(n))
-    await wait_until(lambda: len(durable.deliveries) == len(live.deliveries) == 5, "both")
+    await eventually(lambda: len(durable.deliveries) == len(live.deliveries) == 5, "both")
     for subscription in subscriptions:
         await subscription.stop()
     partitions = [TopicPartition(topic, p) for p in range(transport.settings.partitions)]
@@ -713,7 +686,7 @@ async def test_a_non_durable_subscription_that_rejoins_skips_nothing_written_mea
         recorder = Recorder()
         subscription = await kafka.subscribe([topic], group, recorder, durable=False)
         await kafka.publish(topic, event(0))
-        await wait_until(lambda: recorder.numbers() == [0], "the first record")
+        await eventually(lambda: recorder.numbers() == [0], "the first record")
         before = await member_ids(admin, group)
         assert len(before) == 1
         subscription.pause()
@@ -729,8 +702,8 @@ async def test_a_non_durable_subscription_that_rejoins_skips_nothing_written_mea
             await admin.close()
         subscription.resume()
         await kafka.publish(topic, event(11))
-        await wait_until(lambda: 11 in recorder.numbers(), "the record written after the rejoin")
-        await wait_until(lambda: len(recorder.numbers()) >= 12, "every record")
+        await eventually(lambda: 11 in recorder.numbers(), "the record written after the rejoin")
+        await eventually(lambda: len(recorder.numbers()) >= 12, "every record")
         assert sorted(recorder.numbers()) == list(range(12))  # none skipped, none twice
         await subscription.stop()
 
