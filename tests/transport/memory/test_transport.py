@@ -70,31 +70,6 @@ async def test_dead_lettered_counts_undecodable_records() -> None:
     await transport.stop()
 
 
-async def test_a_handler_that_raises_before_it_awaits_anything_is_dead_lettered() -> None:
-    # A plain function as handler: it raises when called, before returning an awaitable.
-    transport: Transport = MemoryTransport(dlq_topic="t.dlq")
-    await transport.start()
-    dead: list[Delivery] = []
-
-    def broken(delivery: Delivery) -> Awaitable[None]:
-        raise ValueError("bad number")
-
-    async def on_dead_letter(delivery: Delivery) -> None:
-        dead.append(delivery)
-
-    await transport.subscribe(["t.broken"], "g", broken)
-    await transport.subscribe(["t.dlq"], "dlq-reader", on_dead_letter)
-    await transport.publish("t.broken", _event(1))  # the publisher is not the one to fail
-    async with asyncio.timeout(WAIT):
-        while not dead:
-            await asyncio.sleep(0.001)
-    headers = dict(dead[0].headers)
-    assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
-    assert dead[0].event.get_data() == {"n": 1}
-    assert transport.dead_lettered == 1 and transport.lag()["g"] == 0
-    await transport.stop()
-
-
 async def test_declared_compacted_topics_keep_the_latest_record_per_key() -> None:
     from a2a_bus.bus import Bus
 
