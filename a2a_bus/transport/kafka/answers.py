@@ -64,6 +64,8 @@ class AnswerRoutes:
     def __init__(self) -> None:
         #: None: a transactional member owned the partition and handed it over.
         self._outboxes: dict[TopicPartition, Outbox | None] = {}
+        #: Records whose answer was dropped: handed over while their handler ran.
+        self._dropped: set[tuple[str, int, int]] = set()
 
     def claim(self, partitions: Iterable[TopicPartition], outbox: Outbox) -> None:
         for tp in partitions:
@@ -79,3 +81,16 @@ class AnswerRoutes:
         not committed here are the next owner's to answer); False if no
         transactional member of this process ever owned it."""
         return self._outboxes.get(tp, False)
+
+    def dropped(self, topic: str, partition: int, offset: int) -> None:
+        """The answer to this record was dropped (its partition was handed over):
+        whoever fetches it again, this process included, must handle it again."""
+        self._dropped.add((topic, partition, offset))
+
+    def was_dropped(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether the answer to this record was dropped (until :meth:`settled`)."""
+        return (topic, partition, offset) in self._dropped
+
+    def settled(self, topic: str, partition: int, offset: int) -> None:
+        """The handling of this record ended: forget that its answer was dropped."""
+        self._dropped.discard((topic, partition, offset))

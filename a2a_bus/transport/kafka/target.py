@@ -64,6 +64,8 @@ class Target:
         self._on_undecodable = on_undecodable
         self._dead_letter = dead_letter
         self._dedup = DedupWindow(transport.settings.dedup_window)
+        #: exactly_once: answers go out with the commit, and one may be dropped.
+        self._transactional = transport.settings.exactly_once
         #: Records handed out and not finished (queued behind their key or running).
         self.in_flight = 0
         self._slot_freed: asyncio.Future[None] | None = None
@@ -129,6 +131,8 @@ class Target:
         transport = self._transport
         metrics = transport.metrics
         dedup = self._dedup
+        routes = transport.answer_routes
+        transactional = self._transactional
         finished = False
         try:
             if decoded.failures:
@@ -149,9 +153,12 @@ class Target:
             for event, dedup_key, raw in decoded.events:
                 original = dedup.claim(dedup_key)
                 if original is not None:
-                    metrics.duplicates += 1
                     await asyncio.shield(original)
-                    continue
+                    if dedup_key in dedup:  # the original counts: this is a copy
+                        metrics.duplicates += 1
+                        continue
+                    # Forgotten: the original was cancelled, or its answer dropped.
+                    dedup.claim(dedup_key)
                 fields = (
                     event,
                     tp.topic,
@@ -178,10 +185,16 @@ class Target:
                     metrics.delivered += 1
                     if redelivered:
                         metrics.redelivered += 1
+                    if transactional and routes.was_dropped(tp.topic, tp.partition, record.offset):
+                        # Handled, but its answer went nowhere: a copy fetched again
+                        # is handled again, not skipped.
+                        dedup.forget(dedup_key)
                 finally:
                     dedup.done(dedup_key)
             finished = True
         finally:
+            if transactional:
+                routes.settled(tp.topic, tp.partition, record.offset)
             self.release(1)
             if finished:
                 tracker.finish(record.offset)

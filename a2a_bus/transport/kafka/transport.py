@@ -481,7 +481,9 @@ class KafkaTransport(Transport):
             outbox.add(tp, Answer(consumed.offset, topic, value, key, headers))
         else:
             # Handed over while its handler ran: the record was not committed here,
-            # so the partition's next owner handles it again and answers it.
+            # so the partition's next owner handles it again and answers it (this
+            # process too, should the partition come back: not as a duplicate).
+            self.answer_routes.dropped(consumed.topic, consumed.partition, consumed.offset)
             log.info(
                 "answer to %s/%d/%d left to the partition's next owner",
                 consumed.topic,

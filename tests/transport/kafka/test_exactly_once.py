@@ -11,6 +11,7 @@ also sees how often handlers ran (at least once: more after the kill).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -22,6 +23,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from a2a_bus.core.routing import Topics
+from a2a_bus.protocol import from_kafka, new_event
+from a2a_bus.transport import Delivery
+from a2a_bus.transport.kafka import KafkaTransport
+from tests.buses import eventually
 from tests.transport.kafka.test_broker_faults import ServeWorker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -130,3 +135,90 @@ async def test_kill_9_of_a_replica_leaves_one_committed_answer_per_raw_request(
     # Handlers ran at least once each, some twice (their side effects are not undone).
     print(f"handler runs: {sum(runs.values())} for {TOTAL} requests")
     assert sum(runs.values()) >= TOTAL
+
+
+async def test_an_answer_dropped_at_a_handover_is_given_when_the_record_comes_back(
+    kafka_bootstrap: str,
+) -> None:
+    """The partition is handed over while its handler runs, so the answer is dropped
+    (the record was not committed here). When the partition comes back to the same
+    member, the record is handled and answered again, not skipped as a copy of the
+    run whose answer was dropped: one committed answer, none lost."""
+    uid = uuid.uuid4().hex[:10]
+    topic, replies, group = f"eo.in.{uid}", f"eo.out.{uid}", f"eo.group.{uid}"
+    tp = TopicPartition(topic, 0)
+    transport = KafkaTransport(
+        kafka_bootstrap,
+        dlq_topic=f"eo.dlq.{uid}",
+        delivery="exactly_once",
+        drain_timeout=0.2,  # the handover does not wait for the handler
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    await transport.start()
+    other = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        client_id="a",  # sorts before the transport's member: it takes the one partition
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    runs: list[int] = []
+    let_go = asyncio.Event()
+
+    async def handler(delivery: Delivery) -> None:
+        runs.append(delivery.offset)
+        if len(runs) == 1:
+            await let_go.wait()
+        answer = new_event({"type": "answer", "source": "tests"}, {"run": len(runs)})
+        await transport.publish(replies, answer, answering=delivery)
+        if len(runs) == 1:
+            answered.set()
+
+    answered = asyncio.Event()
+    try:
+        await transport.ensure_topics([topic, replies], partitions=1)
+        subscription = await transport.subscribe([topic], group, handler)
+        await transport.publish(topic, new_event({"type": "ask", "source": "tests"}, {}))
+        await eventually(lambda: runs == [0], "the first run", timeout=WAIT)
+        await asyncio.wait_for(other.start(), WAIT)
+        await eventually(lambda: other.assignment() == {tp}, "the handover", timeout=WAIT)
+        let_go.set()  # the first run answers after its partition was handed over
+        await asyncio.wait_for(answered.wait(), WAIT)
+        await asyncio.wait_for(other.stop(), WAIT)  # the partition comes back
+        await eventually(lambda: subscription.assignment == {tp}, "the way back", timeout=WAIT)
+        async with asyncio.timeout(WAIT):
+            while (await transport.committed_offsets(group, [tp])).get(tp, (0, ""))[0] < 1:
+                await asyncio.sleep(0.1)
+        answers = await committed_answers(kafka_bootstrap, replies)
+    finally:
+        with contextlib.suppress(Exception):
+            await other.stop()
+        await transport.stop()
+    assert runs == [0, 0]  # handled again where it came back
+    assert answers == [{"run": 2}]
+
+
+async def committed_answers(bootstrap: str, topic: str) -> list[Any]:
+    """The data of every committed record of ``topic`` (one partition)."""
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    await reader.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        reader.assign([tp])
+        await reader.seek_to_beginning(tp)
+        end = (await reader.end_offsets([tp]))[tp]
+        found: list[Any] = []
+        async with asyncio.timeout(WAIT):
+            while await reader.position(tp) < end:
+                for records in (await reader.getmany(tp, timeout_ms=500)).values():
+                    found.extend(from_kafka(r.value or b"", r.headers, r.key) for r in records)
+        return [event.get_data() for event in found]
+    finally:
+        await reader.stop()
