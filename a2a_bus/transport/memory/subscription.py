@@ -343,8 +343,15 @@ class MemorySubscription(Subscription):
                     record.value,
                 )
         for item in decoded.events:
-            fields = (item.event, topic, partition, record.offset, record.key, False, item.raw)
-            delivery = new_delivery(Delivery, (*fields, record.headers))
+            delivery = Delivery(
+                item.event,
+                topic,
+                partition,
+                record.offset,
+                record.key,
+                raw=item.raw,
+                headers=record.headers,
+            )
             await self._handle(delivery, item.dedup_key, record.value)
 
     async def _handle(self, delivery: Delivery, dedup_key: Any, value: bytes | None) -> None:
