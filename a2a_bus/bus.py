@@ -38,6 +38,7 @@ from a2a_bus.hosting.host import AgentHost, Hosting
 from a2a_bus.hosting.supervisor import RestartPolicy
 from a2a_bus.protocol import DEFAULT_MAX_CALL_DEPTH, Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
+from a2a_bus.runtime.collector import choose_threshold, young_threshold
 from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
 from a2a_bus.runtime.tracing import Tracing
 from a2a_bus.schedule.kafka_owners import KafkaOwners
@@ -66,6 +67,7 @@ class Bus:
         card_ttl: float | None = None,
         restart_policy: RestartPolicy | None = None,
         pin_cpu: int | str | None = None,
+        gc_threshold: int | str | None = None,
         require_known_agents: bool | None = None,
         registry_timeout: float = 10.0,
         max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
@@ -92,6 +94,10 @@ class Bus:
         #: The loop thread that starts the bus and the actor threads stay on this CPU
         #: (see a2a_bus.runtime.affinity); None: off. From ``A2A_PIN_CPU`` unless given.
         self.pin_cpu = choose_cpu(pin_cpu)
+        #: The garbage collector's young-generation threshold while the bus runs (see
+        #: a2a_bus.runtime.collector); None: left alone. From ``A2A_GC_THRESHOLD``.
+        self.gc_threshold = choose_threshold(gc_threshold)
+        self._holds_threshold = False
         self.directory = Directory(adaptor, card_ttl if card_ttl else 3 * heartbeat)
         #: Refuse messages to agents discovery does not know (``Directory.known``);
         #: from ``A2A_REQUIRE_KNOWN_AGENTS`` (default true) unless given.
@@ -291,6 +297,9 @@ class Bus:
         if self.pin_cpu is not None:
             # This loop's thread; the threads it starts from now on (the actors) inherit it.
             pin_current_thread(self.pin_cpu)
+        if self.gc_threshold is not None:
+            young_threshold.hold(self.gc_threshold)
+            self._holds_threshold = True
         try:
             await self._start_parts()
         except BaseException:
@@ -343,6 +352,14 @@ class Bus:
 
     async def _shutdown(self) -> None:
         """Stop what is running (all of it after a start, part of it after a failed one)."""
+        try:
+            await self._stop_parts()
+        finally:
+            if self._holds_threshold:
+                self._holds_threshold = False
+                young_threshold.release()
+
+    async def _stop_parts(self) -> None:
         await self.announcer.stop()
         for host in self.hosts:  # all said gone first: no new work while they drain
             await self._withdraw(host)

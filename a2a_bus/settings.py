@@ -17,6 +17,8 @@ from typing import Any
 from a2a_bus.core.routing import RoutingError, validate_name
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.affinity import ENV as PIN_ENV
+from a2a_bus.runtime.collector import ENV as GC_ENV
+from a2a_bus.runtime.collector import choose_threshold
 from a2a_bus.runtime.env import EnvError, choice, count, environ, seconds
 from a2a_bus.transport.kafka.config import KafkaSettings
 
@@ -53,7 +55,8 @@ def bus_environment(
 
 def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``Bus(...)`` keyword arguments from ``A2A_PREFIX``, ``A2A_NODE``,
-    ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_MAX_CALL_DEPTH`` and ``A2A_PIN_CPU``.
+    ``A2A_REQUEST_TIMEOUT``, ``A2A_HEARTBEAT``, ``A2A_MAX_CALL_DEPTH``, ``A2A_PIN_CPU`` and
+    ``A2A_GC_THRESHOLD``.
 
     Also checks ``A2A_TRANSPORT`` and ``A2A_EVENT_LOOP`` and reports misspelt
     ``A2A_KAFKA_*`` names, so that a bad environment fails when the bus is built,
@@ -72,6 +75,10 @@ def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     if depth is not None:
         options["max_call_depth"] = depth
     options["pin_cpu"] = env.get(PIN_ENV, "off")
+    try:
+        options["gc_threshold"] = choose_threshold(env.get(GC_ENV, "")) or "off"
+    except ValueError as exc:
+        raise EnvError(str(exc)) from None
     transport_kind(env)
     loops.loop_choice(env)
     warn_unknown_kafka_names(env)

@@ -24,8 +24,11 @@ def test_bus_options_read_the_variables() -> None:
         "request_timeout": 2.5,
         "heartbeat": 1.0,
         "pin_cpu": "off",
+        "gc_threshold": 10_000,
     }
-    assert env.bus_options({}) == {"prefix": "a2a", "pin_cpu": "off"}
+    assert env.bus_options({}) == {"prefix": "a2a", "pin_cpu": "off", "gc_threshold": 10_000}
+    assert env.bus_options({"A2A_GC_THRESHOLD": "Off"})["gc_threshold"] == "off"
+    assert env.bus_options({"A2A_GC_THRESHOLD": "2000"})["gc_threshold"] == 2000
 
 
 @pytest.mark.parametrize(
@@ -38,6 +41,8 @@ def test_bus_options_read_the_variables() -> None:
         ("A2A_EVENT_LOOP", "foo", "expected one of auto, uvloop, asyncio"),
         ("A2A_PREFIX", "a/b", "a topic prefix is made of [A-Za-z0-9._-]"),
         ("A2A_NODE", "a b", "a node id is made of [A-Za-z0-9._-]"),
+        ("A2A_GC_THRESHOLD", "lots", "expected off or a whole number >= 1"),
+        ("A2A_GC_THRESHOLD", "0", "expected off or a whole number >= 1"),
     ],
 )
 def test_a_bad_value_names_its_variable(name: str, value: str, expected: str) -> None:
