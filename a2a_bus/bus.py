@@ -89,6 +89,7 @@ class Bus:
             # An OpenTelemetry SDK's TracerProvider; else the global one at start.
             Tracing(tracer_provider),
         )
+        transport.declare_private(self.context.reply_topic)  # answers for this node alone
         self.heartbeat = heartbeat
         self.restart_policy = restart_policy or RestartPolicy()
         #: The loop thread that starts the bus and the actor threads stay on this CPU

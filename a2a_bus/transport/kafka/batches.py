@@ -117,6 +117,8 @@ def pick_partition(key: bytes | None, every: Sequence[int], available: Sequence[
     """The partition aiokafka's ``DefaultPartitioner`` picks for ``key``."""
     if key is None:
         return random.choice(available or every)
+    if len(every) == 1:  # what the hash would pick: the one partition, at no cost
+        return every[0]
     return every[(murmur2(key) & 0x7FFFFFFF) % len(every)]
 
 

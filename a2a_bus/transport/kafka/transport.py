@@ -109,6 +109,7 @@ class KafkaTransport(Transport):
         #: Topics this transport created (they began empty).
         self._created: set[str] = set()
         self._compacted: set[str] = set()
+        self._private: set[str] = set()
         #: Per topic being created, its creation.
         self._creating: dict[str, asyncio.Future[None]] = {}
         #: Topics waiting for the next CreateTopics request, and the task sending it.
@@ -235,7 +236,8 @@ class KafkaTransport(Transport):
             check_topic_name(topic)
             pending = self._creating.get(topic)
             if pending is None:
-                pending = self._queue_creation(topic, partitions or self.settings.partitions)
+                count = 1 if topic in self._private else partitions or self.settings.partitions
+                pending = self._queue_creation(topic, count)
             waiting.append(pending)
         for pending in waiting:
             await asyncio.shield(pending)
@@ -279,6 +281,10 @@ class KafkaTransport(Transport):
     def declare_compacted(self, topic: str) -> None:
         # A topic that exists already keeps its configuration: the cluster's owner decides.
         self._compacted.add(topic)
+
+    def declare_private(self, topic: str) -> None:
+        # As for compaction, a topic that exists already keeps its partitions.
+        self._private.add(topic)
 
     async def _create(self, topics: list[tuple[str, int]]) -> dict[str, BaseException]:
         """Create ``topics`` (names and partitions) in one request; the error of

@@ -609,6 +609,16 @@ async def test_declared_compacted_topics_are_created_compacted(
     assert await cleanup_policy(kafka_bootstrap, events) == "delete"
 
 
+async def test_declared_private_topics_are_created_with_one_partition(
+    transport: KafkaTransport, uid: str
+) -> None:
+    replies, events = f"test.replies.{uid}", f"test.shared.{uid}"
+    transport.declare_private(replies)
+    await transport.ensure_topics([replies, events], partitions=3)
+    assert [tp.partition for tp in await transport.partitions([replies])] == [0]
+    assert len(await transport.partitions([events])) == 3
+
+
 async def test_topics_asked_for_at_once_are_created_in_one_request(
     transport: KafkaTransport, uid: str
 ) -> None:
@@ -638,6 +648,15 @@ async def test_the_bus_registry_is_a_compacted_topic(kafka_bootstrap: str, uid: 
     bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": f"t{uid}", "heartbeat": 60.0})
     async with bus:
         assert await cleanup_policy(kafka_bootstrap, bus.topics.registry) == "compact"
+
+
+async def test_the_bus_reply_topic_has_one_partition(kafka_bootstrap: str, uid: str) -> None:
+    from a2a_bus.bus import Bus
+
+    bus = Bus.kafka(kafka_bootstrap, bus_options={"prefix": f"t{uid}", "heartbeat": 60.0})
+    async with bus:
+        assert len(await bus.transport.partitions([bus.context.reply_topic])) == 1
+        assert len(await bus.transport.partitions([bus.topics.registry])) > 1
 
 
 async def test_a_non_durable_subscription_commits_nothing(
