@@ -345,12 +345,12 @@ class Transport(abc.ABC):
         """Keep only the latest record per key of ``topic`` (Kafka: created with
         ``cleanup.policy=compact``). Declare it before the topic is first used."""
 
+    @abc.abstractmethod
     def declare_private(self, topic: str) -> None:
         """Only one consumer, this process's, ever reads ``topic`` (a node's reply
         topic): Kafka creates it with one partition, as more would spread nothing
         and each answer would pay the key hash that picks one. Declare it before
-        the topic is first used. A transport whose partitions cost nothing
-        ignores it."""
+        the topic is first used."""
 
     @property
     def in_process(self) -> bool:
