@@ -139,6 +139,30 @@ async def test_forget_lets_the_next_copy_through() -> None:
     assert window.claim("a") is None
 
 
+async def test_a_key_claimed_again_after_forget_keeps_a_whole_window() -> None:
+    window = DedupWindow(2)
+    window.claim("a")
+    window.forget("a")
+    window.claim("b")
+    assert window.claim("a") is None  # handled again: its first place is spent
+    window.claim("c")  # the oldest live key, "b", leaves; "a" stays
+    assert "b" not in window
+    assert window.claim("a") is not None
+    window.claim("d")
+    assert "a" not in window and len(window) == 2
+
+
+def test_the_window_holds_at_most_its_capacity() -> None:
+    window = DedupWindow(100)
+    for n in range(1000):
+        window.claim(("s", str(n)))
+        window.done(("s", str(n)))
+        if n % 7 == 0:
+            window.forget(("s", str(n)))
+    assert len(window) <= 100
+    assert ("s", "999") in window and ("s", "899") not in window
+
+
 def test_binary_cloudevent_record() -> None:
     event = new_event({"type": "x", "source": "src", "id": "e1"}, {"a": 1})
     record = to_kafka(event)
