@@ -33,14 +33,15 @@ class Decoded(NamedTuple):
     raw: bool
 
 
-class DecodedRecord:
+class DecodedRecord(NamedTuple):
     """The events of a record and the failures to dead-letter."""
 
-    __slots__ = ("events", "failures")
+    events: Sequence[Decoded] = ()
+    failures: Sequence[Failure] = ()
 
-    def __init__(self, events: Sequence[Decoded] = (), failures: Sequence[Failure] = ()) -> None:
-        self.events = events
-        self.failures = failures
+
+# The named tuples' C constructor, for the common case below (once per record).
+_new = tuple.__new__
 
 
 def decode_record(
@@ -58,7 +59,9 @@ def decode_record(
             event = from_kafka(value, headers, key)
         except ProtocolError as exc:
             return DecodedRecord(failures=[exc.failure])
-        return DecodedRecord((Decoded(event, (event.get_source(), event.get_id()), False),))
+        attributes = event.get_attributes()
+        decoded = _new(Decoded, (event, (attributes["source"], attributes["id"]), False))
+        return _new(DecodedRecord, ((decoded,), ()))
     if value is None:
         return DecodedRecord(failures=[_invalid("empty record (tombstone)")])
     try:

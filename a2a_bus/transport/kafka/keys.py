@@ -125,7 +125,9 @@ class KeyedRuns:
                 running.waiting.append(handling)
                 return
             self._busy[handling.tp, key] = handling
-        self._begin(handling)
+        # (_begin, spelled out: this runs for every record)
+        self._running.add(handling)
+        handling.begin()
 
     def drop_queued(self, which: Which) -> list[Handling]:
         """Forget the records waiting behind a running record that ``which``

@@ -108,10 +108,11 @@ class Target:
     def release(self, records: int) -> None:
         """``records`` left the in-flight count (finished or dropped)."""
         self.in_flight -= records
-        self._wake()
+        if self._slot_freed is not None:  # rarely: only while the dispatch loop waits
+            self._wake()
 
     def _wake(self) -> None:
-        waiter = self._slot_freed
+        waiter, self._slot_freed = self._slot_freed, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
