@@ -52,10 +52,11 @@ class Outbox:
         """Put back answers of a transaction that failed, for the next one."""
         self._answers[tp] = [*answers, *self._answers.get(tp, [])]
 
-    def drop(self, partitions: Iterable[TopicPartition]) -> int:
+    def drop(self, partitions: Iterable[TopicPartition]) -> list[tuple[TopicPartition, int]]:
         """Forget the answers of partitions handed over (their records were not
-        committed here: the next owner answers them); how many were dropped."""
-        return sum(len(self._answers.pop(tp, ())) for tp in partitions)
+        committed here: the next owner answers them); the partition and offset
+        of each record whose answer was dropped."""
+        return [(tp, a.offset) for tp in partitions for a in self._answers.pop(tp, ())]
 
 
 class AnswerRoutes:
@@ -83,8 +84,9 @@ class AnswerRoutes:
         return self._outboxes.get(tp, False)
 
     def dropped(self, topic: str, partition: int, offset: int) -> None:
-        """The answer to this record was dropped (its partition was handed over):
-        whoever fetches it again, this process included, must handle it again."""
+        """The answer to this record was dropped (its partition was handed over
+        while its handler ran, or before the answer was committed): whoever
+        fetches it again, this process included, must handle it again."""
         self._dropped.add((topic, partition, offset))
 
     def was_dropped(self, topic: str, partition: int, offset: int) -> bool:

@@ -155,9 +155,16 @@ class Target:
                 original = dedup.claim(dedup_key)
                 if original is not None:
                     await asyncio.shield(original)
-                    if dedup_key in dedup:  # the original counts: this is a copy
-                        metrics.duplicates += 1
-                        continue
+                    if dedup_key in dedup:
+                        if not (
+                            transactional
+                            and routes.was_dropped(tp.topic, tp.partition, record.offset)
+                        ):
+                            metrics.duplicates += 1  # the original counts: this is a copy
+                            continue
+                        # This very record was handled here, but its answer was dropped
+                        # with its uncommitted transaction: it comes back to be handled.
+                        dedup.forget(dedup_key)
                     # Forgotten: the original was cancelled, or its answer dropped.
                     dedup.claim(dedup_key)
                 fields = (

@@ -100,8 +100,12 @@ class TransactionalCommitter(Committer):
         partitions = list(partitions)
         self._routes.release(partitions, self.outbox)
         dropped = self.outbox.drop(partitions)
+        for tp, offset in dropped:
+            # Handled here, but not committed: if the partition comes back, the record
+            # is handled again rather than skipped as a copy (its answer would be lost).
+            self._routes.dropped(tp.topic, tp.partition, offset)
         if dropped:
-            log.debug("group %s: %d answers left to the next owner", self._group, dropped)
+            log.debug("group %s: %d answers left to the next owner", self._group, len(dropped))
 
     async def _write(self, offsets: Mapping[TopicPartition, tuple[int, str]]) -> None:
         producer = self._producer

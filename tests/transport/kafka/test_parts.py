@@ -9,6 +9,7 @@ import ssl
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
@@ -16,11 +17,14 @@ from a2a_bus.protocol import Adaptor, new_event, to_kafka
 from a2a_bus.transport.base import DeadLetter
 from a2a_bus.transport.dead_letters import dead_letter_headers
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes
 from a2a_bus.transport.kafka.batches import murmur2, pick_partition
+from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, encode_lease
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.groups import composition_group, is_composition_group
 from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
+from a2a_bus.transport.kafka.transactions import TransactionalCommitter
 from a2a_bus.transport.records import decode_record, failure_reason
 
 
@@ -161,6 +165,30 @@ def test_the_window_holds_at_most_its_capacity() -> None:
             window.forget(("s", str(n)))
     assert len(window) <= 100
     assert ("s", "999") in window and ("s", "899") not in window
+
+
+async def test_answers_dropped_at_a_handover_mark_their_records_to_be_handled_again() -> None:
+    """exactly_once: answers still waiting for their transaction when the partition
+    is handed over are dropped; their records must not look handled here (if the
+    partition comes back, de-duplication would skip them and commit no answer)."""
+    routes = AnswerRoutes()
+    committer = TransactionalCommitter(
+        AIOKafkaConsumer(),  # not started: the handover touches no broker
+        "group",
+        {},
+        settings=KafkaSettings(delivery="exactly_once"),
+        routes=routes,
+        metrics=KafkaMetrics(),
+    )
+    kept, handed = TopicPartition("in", 0), TopicPartition("in", 1)
+    committer.claim([kept, handed])
+    for tp, offset in ((kept, 3), (handed, 7), (handed, 8)):
+        committer.outbox.add(tp, Answer(offset, "out", b"{}", None, []))
+    committer.release([handed])
+    assert routes.was_dropped("in", 1, 7) and routes.was_dropped("in", 1, 8)
+    assert not routes.was_dropped("in", 0, 3)
+    assert routes.route(handed) is None and routes.route(kept) is committer.outbox
+    assert [a.offset for a in committer.outbox.take({kept: 10, handed: 10})] == [3]
 
 
 def test_binary_cloudevent_record() -> None:
