@@ -25,12 +25,9 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.errors import (
     KafkaError,
     MessageSizeTooLargeError,
-    TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from cloudevents.core.v1.event import CloudEvent
@@ -50,6 +47,7 @@ from a2a_bus.transport.base import (
     checked_topics,
 )
 from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
+from a2a_bus.transport.kafka.admin import ClusterAdmin
 from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes, Outbox
 from a2a_bus.transport.kafka.batches import (
     MAX_REQUEST_SIZE,
@@ -57,7 +55,7 @@ from a2a_bus.transport.kafka.batches import (
     check_size,
     pick_partition,
 )
-from a2a_bus.transport.kafka.broker import KafkaMetrics, check_topic_name
+from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.inboxes import KafkaInboxes
 from a2a_bus.transport.kafka.reader import read_topic
@@ -67,10 +65,6 @@ from a2a_bus.transport.positions import Position
 from a2a_bus.transport.reading import check_request
 
 log = logging.getLogger(__name__)
-
-#: Looks at a group caught in a rebalance before its subscriptions are taken as unknown.
-_DESCRIBE_ATTEMPTS = 25
-_DESCRIBE_RETRY = 0.2
 
 #: The headers of every record published in structured mode: one list for all
 #: (aiokafka's record builder takes a list and only reads it).
@@ -104,17 +98,9 @@ class KafkaTransport(Transport):
         )
         self.metrics = KafkaMetrics()
         self._batches: Batches | None = None
-        self._admin: AIOKafkaAdminClient | None = None
-        self._known_topics: set[str] = set()
-        #: Topics this transport created (they began empty).
-        self._created: set[str] = set()
-        self._compacted: set[str] = set()
-        self._private: set[str] = set()
-        #: Per topic being created, its creation.
-        self._creating: dict[str, asyncio.Future[None]] = {}
-        #: Topics waiting for the next CreateTopics request, and the task sending it.
-        self._queued: list[tuple[str, int]] = []
-        self._creator: asyncio.Task[None] | None = None
+        self.admin = ClusterAdmin(self.settings, self.metrics)
+        # The admin's set, read here for every record produced.
+        self._known_topics = self.admin.known_topics
         self._subscriptions: set[KafkaSubscription] = set()
         self._inboxes: list[KafkaInboxes] = []
         self._ready = False
@@ -161,21 +147,20 @@ class KafkaTransport(Transport):
     async def start(self) -> None:
         if self._ready:
             return
-        self._admin = AIOKafkaAdminClient(**self.settings.client_kwargs())
         try:
             self._batches = Batches(
                 await self._started_producer(),
                 self._started_producer,
                 self.settings.delivery_timeout_ms / 1000,
             )
-            await self._admin.start()
+            await self.admin.start()
             await self.ensure_topics([self.settings.dlq_topic])
         except BaseException:
             await self._close_clients()
             raise
         self._ready = True
         # One small request: the metadata of the one topic every bus has.
-        admin, dlq = self._require(self._admin), self.settings.dlq_topic
+        admin, dlq = self.admin.require(), self.settings.dlq_topic
         self._watch = BrokerWatch(
             lambda: admin.describe_topics([dlq]), self.settings.bootstrap_servers
         )
@@ -215,178 +200,41 @@ class KafkaTransport(Transport):
         if self._batches is not None:
             await self._batches.aclose()
             self._batches = None
-        if self._admin is not None:
-            await self._admin.close()
-            self._admin = None
+        await self.admin.close()
 
-    # -- topics ---------------------------------------------------------------------
+    # -- topics and groups (see a2a_bus.transport.kafka.admin) ------------------------
 
     async def ensure_topics(self, topics: Sequence[str], partitions: int | None = None) -> None:
-        """Create the topics that do not exist yet, with ``partitions`` partitions
-        (default: the settings').
-
-        The topics asked for by every caller in one loop iteration are created
-        with one CreateTopics request: a bus starting many agents at once, each
-        subscribing its inbox, makes one request, not one per agent.
-        """
-        waiting = []
-        for topic in topics:
-            if topic in self._known_topics:
-                continue
-            check_topic_name(topic)
-            pending = self._creating.get(topic)
-            if pending is None:
-                count = 1 if topic in self._private else partitions or self.settings.partitions
-                pending = self._queue_creation(topic, count)
-            waiting.append(pending)
-        for pending in waiting:
-            await asyncio.shield(pending)
-
-    def _queue_creation(self, topic: str, partitions: int) -> asyncio.Future[None]:
-        """The creation of ``topic``, in the request sent once this loop iteration's
-        callers have queued theirs."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._creating[topic] = future
-        if not self._queued:
-            self._creator = loop.create_task(self._create_queued(), name="kafka-create-topics")
-        self._queued.append((topic, partitions))
-        return future
-
-    async def _create_queued(self) -> None:
-        topics, self._queued = self._queued, []
-        try:
-            errors = await self._create(topics)
-        except asyncio.CancelledError:
-            for topic, _ in topics:
-                self._creating.pop(topic).cancel()
-            raise
-        except Exception as exc:
-            errors = {topic: exc for topic, _ in topics}
-        for topic, _ in topics:
-            future = self._creating.pop(topic)
-            error = errors.get(topic)
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
-                future.exception()  # retrieved here; waiters re-raise it
+        await self.admin.ensure_topics(topics, partitions)
 
     def created(self, topic: str) -> bool:
-        return topic in self._created
+        return self.admin.created(topic)
 
     def known(self, topic: str) -> bool:
         return topic in self._known_topics
 
     def declare_compacted(self, topic: str) -> None:
-        # A topic that exists already keeps its configuration: the cluster's owner decides.
-        self._compacted.add(topic)
+        self.admin.declare_compacted(topic)
 
     def declare_private(self, topic: str) -> None:
-        # As for compaction, a topic that exists already keeps its partitions.
-        self._private.add(topic)
-
-    async def _create(self, topics: list[tuple[str, int]]) -> dict[str, BaseException]:
-        """Create ``topics`` (names and partitions) in one request; the error of
-        each that failed."""
-        admin = self._require(self._admin)
-        s = self.settings
-        configs = {}
-        if s.min_insync_replicas is not None:
-            configs["min.insync.replicas"] = str(s.min_insync_replicas)
-        compact = {**configs, "cleanup.policy": "compact"}
-        self.metrics.create_requests += 1
-        response = await admin.create_topics(
-            [
-                NewTopic(
-                    t,
-                    partitions,
-                    s.replication_factor,
-                    topic_configs=compact if t in self._compacted else configs or None,
-                )
-                for t, partitions in topics
-            ]
-        )
-        errors: dict[str, BaseException] = {}
-        for entry in response.topic_errors:
-            topic, code = entry[0], entry[1]
-            if code == 0:
-                self.metrics.topics_created += 1
-                self._created.add(topic)
-            elif code != TopicAlreadyExistsError.errno:
-                message = entry[2] if len(entry) > 2 else ""
-                errors[topic] = KafkaError(f"cannot create topic {topic!r}: error {code} {message}")
-                continue
-            self._known_topics.add(topic)
-        return errors
+        self.admin.declare_private(topic)
 
     async def list_topics(self) -> list[str]:
-        return await self._require(self._admin).list_topics()
+        return await self.admin.list_topics()
 
     async def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
-        """The partitions of those of ``topics`` that exist, per the cluster metadata."""
-        described = await self._require(self._admin).describe_topics(list(topics))
-        return [
-            TopicPartition(entry["topic"], partition["partition"])
-            for entry in described
-            if entry["error_code"] == 0
-            for partition in entry["partitions"]
-        ]
+        return await self.admin.partitions(topics)
 
     async def committed_offsets(
         self, group: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, tuple[int, str]]:
-        """The group's committed offset and commit metadata per partition (of
-        ``partitions``, -1 for one without a commit; else of every partition it
-        committed)."""
-        found = await self._require(self._admin).list_consumer_group_offsets(
-            group, partitions=None if partitions is None else list(partitions)
-        )
-        return {tp: (meta.offset, meta.metadata or "") for tp, meta in found.items()}
+        return await self.admin.committed_offsets(group, partitions)
 
     async def consumer_groups(self) -> list[str]:
-        """The names of the cluster's consumer groups."""
-        return [str(entry[0]) for entry in await self._require(self._admin).list_consumer_groups()]
+        return await self.admin.consumer_groups()
 
     async def group_topics(self, groups: Sequence[str]) -> dict[str, set[str]]:
-        """The topics that the members of each of ``groups`` subscribe to now (a
-        group without members is left out)."""
-        found: dict[str, set[str]] = {}
-        pending = list(groups)
-        for _ in range(_DESCRIBE_ATTEMPTS):
-            described = await self._describe(pending)
-            pending = [name for name, topics in described.items() if topics is None]
-            found.update((n, t) for n, t in described.items() if t)
-            if not pending:
-                break
-            await asyncio.sleep(_DESCRIBE_RETRY)
-        if pending:
-            log.warning("groups %s kept rebalancing: their subscriptions are unknown", pending)
-        return found
-
-    async def _describe(self, groups: Sequence[str]) -> dict[str, set[str] | None]:
-        """Each group's subscribed topics; None for a group in a rebalance (a member
-        whose metadata is still empty: its subscription is not known yet)."""
-        admin = self._require(self._admin)
-        # One group per request: aiokafka misreads a response describing several.
-        described = await asyncio.gather(*(admin.describe_consumer_groups([g]) for g in groups))
-        found: dict[str, set[str] | None] = {}
-        for response in (r for responses in described for r in responses):
-            for description in response.groups:
-                error, name, _state, protocol_type, _protocol, members = description[:6]
-                if error or protocol_type != "consumer":
-                    continue
-                # (member_id, [group_instance_id,] client_id, client_host, metadata,
-                # assignment): the metadata is second to last.
-                metadata = [member[-2] for member in members]
-                if not all(metadata):
-                    found[name] = None
-                    continue
-                topics: set[str] = set()
-                for each in metadata:
-                    topics.update(ConsumerProtocol.METADATA.decode(each).subscription)
-                found[name] = topics
-        return found
+        return await self.admin.group_topics(groups)
 
     # -- producing ------------------------------------------------------------------
 
@@ -587,7 +435,7 @@ class KafkaTransport(Transport):
         check_request(limit, position, newest)
         if not self._ready:
             raise RuntimeError("the Kafka transport is not started")
-        admin = self._require(self._admin)
+        admin = self.admin.require()
         return await read_topic(self.settings, admin, self.adaptor, topic, limit, position, newest)
 
     @staticmethod
