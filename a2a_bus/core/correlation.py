@@ -27,11 +27,11 @@ import asyncio
 import heapq
 import logging
 import math
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from a2a_bus.core.metrics import Metrics
+from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.streams import (
     COLLECT_MAX_BYTES,
     STREAM_CONTROL,
@@ -48,7 +48,6 @@ _EXPIRED = "expired"
 _ANSWERED = "answered"
 #: A cancelled stream whose generator's node is not known yet.
 _CANCEL_UNSENT = "cancel-unsent"
-_END = object()
 #: A deadline this close is due (loop timers fire within the clock's resolution).
 _DUE_SLACK = 0.001
 #: Why requests still pending when the bus stops are answered -32002.
@@ -57,106 +56,6 @@ STOPPED = "the bus stopped"
 
 def timeout_response(timeout: float) -> dict[str, Any]:
     return error_response(ErrorCode.TIMEOUT, "Request timed out", None, {"timeout": timeout})
-
-
-class ReplyStream:
-    """The items of an agent -> caller stream, in ``seq`` order (async iterator).
-
-    Raises :class:`JsonRpcError` when the stream ends with an error, breaks
-    (a gap in ``seq``) or goes quiet for longer than its timeout.
-    """
-
-    def __init__(self, limit: int = 1024) -> None:
-        self.receiver = SeqReceiver()
-        self._queue: asyncio.Queue[Any] = asyncio.Queue(limit)
-        #: The closing items when they found the queue full (the reader fell behind).
-        self._tail: deque[Any] = deque()
-        self._error: JsonRpcError | None = None
-        self._abandoned = False
-        self._ended = False
-        #: Resolved when the reader makes room for a chunk that waits (or the stream ends).
-        self._room: asyncio.Future[None] | None = None
-        self.chunks = 0
-        #: The bus-issued id of the request this stream answers.
-        self.request_id: str | None = None
-        #: Where a cancel goes: the reply topic of the node running the generator.
-        self.control: str | None = None
-
-    @property
-    def behind(self) -> bool:
-        """The reader has as many chunks as the stream holds: the next one waits for room."""
-        return self._queue.full()
-
-    async def put(self, seq: Any, item: Any) -> None:
-        for ready in self.receiver.accept(seq, item):
-            while self._queue.full() and not (self._abandoned or self._ended):
-                self._room = asyncio.get_running_loop().create_future()
-                await self._room
-            if self._abandoned or self._ended:
-                return  # nobody reads it: the reader left, or the stream ended
-            self._queue.put_nowait(ready)
-
-    def _make_room(self) -> None:
-        """Wake the chunk that waits for room (there is room, or it is not needed)."""
-        room, self._room = self._room, None
-        if room is not None and not room.done():
-            room.set_result(None)
-
-    def abandon(self) -> None:
-        """The reader left: drop what is queued and what still comes."""
-        self._abandoned = True
-        self._tail.clear()
-        while not self._queue.empty():
-            self._queue.get_nowait()
-        self._make_room()
-
-    def end(self, count: Any, response: Any) -> None:
-        """Close with the end marker (or a plain response: one item or an error)."""
-        try:
-            if isinstance(response, dict) and "error" in response:
-                raise JsonRpcError.from_dict(response["error"])
-            if count is None:  # answered without streaming: the result is the one item
-                if isinstance(response, dict):
-                    self._close(response.get("result"))
-                    return
-            else:
-                self.receiver.finish(count)
-        except JsonRpcError as exc:
-            self._error = exc
-        self._close()
-
-    def fail(self, error: JsonRpcError) -> None:
-        self._error = error
-        self._close()
-
-    def _close(self, *last: Any) -> None:
-        # Never put_nowait into a full queue (QueueFull would lose the end and
-        # leave the reader waiting forever): what does not fit waits in the tail.
-        for item in (*last, _END):
-            if self._tail or self._queue.full():
-                self._tail.append(item)
-            else:
-                self._queue.put_nowait(item)
-        self._ended = True
-        self._make_room()  # a chunk still waiting comes after the end: never read
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._items()
-
-    async def _items(self) -> AsyncIterator[Any]:
-        while True:
-            if self._tail and self._queue.empty():
-                item = self._tail.popleft()
-            else:
-                item = await self._queue.get()
-            if self._room is not None:
-                self._make_room()
-            if item is _END:
-                if self._error is not None:
-                    raise self._error
-                return
-            self.chunks += 1
-            yield item
 
 
 class _Gathering:

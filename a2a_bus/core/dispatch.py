@@ -24,8 +24,9 @@ from typing import Any
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.core.context import BusContext
-from a2a_bus.core.correlation import Correlator, ReplyStream
+from a2a_bus.core.correlation import Correlator
 from a2a_bus.core.errors import transport_refusal
+from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.routing import Route, RouteKind, RoutingError, decide
 from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.discovery.directory import BUILTIN_METHODS, Directory
