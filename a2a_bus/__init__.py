@@ -2,8 +2,8 @@
 
 from a2a_bus.bus import Bus
 from a2a_bus.client import AsyncClient, Call, Client, EventPage
-from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.errors import StreamError
+from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.hosting.agent import Agent, method, subscribe
 from a2a_bus.hosting.supervisor import RestartPolicy
 from a2a_bus.protocol import InputRequired, JsonRpcError
