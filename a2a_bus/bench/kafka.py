@@ -61,6 +61,8 @@ P50_TARGET = 1.3
 FLOOR_THROUGHPUT_TARGET = 0.85
 FLOOR_CPU_TARGET = 1.25
 IN_FLIGHT = 64
+#: Requests in flight of the CPU-per-request curve (what grows with a busy caller).
+IN_FLIGHT_LEVELS = (1, 16, 64, 256)
 #: Turns the raw and bus paths take at 1 in flight (see ``one_in_flight``).
 ROUNDS = 4
 
@@ -169,12 +171,10 @@ async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict
     wall = dict.fromkeys(paths, 0.0)
     for _ in range(ROUNDS):
         for name, call in paths.items():
-            cpu_start, wall_start = time.process_time(), time.perf_counter()
-            rate = await throughput(call, IN_FLIGHT, sizes.seconds / ROUNDS)
-            took = time.perf_counter() - wall_start
-            cpu[name] += time.process_time() - cpu_start
-            wall[name] += took
-            done[name] += rate * took
+            run = await loaded(call, IN_FLIGHT, sizes.seconds / ROUNDS)
+            done[name] += run.requests
+            cpu[name] += run.cpu
+            wall[name] += run.wall
     return {
         name: {
             "rps_many": done[name] / wall[name],
@@ -183,6 +183,32 @@ async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict
         }
         for name in paths
     }
+
+
+async def cpu_by_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[int, float]]:
+    """This process's CPU per request (us) for each of ``paths`` at each of
+    ``IN_FLIGHT_LEVELS`` requests in flight; the paths take turns at each level."""
+    found: dict[str, dict[int, float]] = {name: {} for name in paths}
+    for level in IN_FLIGHT_LEVELS:
+        for name, call in paths.items():
+            run = await loaded(call, level, sizes.seconds / ROUNDS)
+            found[name][level] = run.cpu / run.requests * 1e6 if run.requests else 0.0
+    return found
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    requests: float
+    cpu: float  # seconds of this process's CPU, all threads
+    wall: float
+
+
+async def loaded(call: Call, in_flight: int, seconds: float) -> LoadedRun:
+    """``in_flight`` callers for ``seconds``: requests done, CPU and wall time spent."""
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    rate = await throughput(call, in_flight, seconds)
+    wall = time.perf_counter() - wall_start
+    return LoadedRun(rate * wall, time.process_time() - cpu_start, wall)
 
 
 # -- the request/response paths -------------------------------------------------
@@ -194,7 +220,7 @@ class BenchEcho(Agent):
     agent_id = "bench-echo"
     # Room for every request in flight, so the bench measures throughput, not
     # backpressure pauses.
-    mailbox_size = 2 * IN_FLIGHT
+    mailbox_size = 2 * max(IN_FLIGHT_LEVELS)
 
     @method
     def echo(self, value: Any) -> Any:
@@ -398,6 +424,9 @@ async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
             await many_in_flight({name: path.call for name, path in paths.items()}, sizes)
         ).items():
             results.setdefault(name, {}).update(figures)
+        results["cpu_by_in_flight"] = await cpu_by_in_flight(
+            {name: paths[name].call for name in ("bus", "floor")}, sizes
+        )
     results["publish_us"] = {}
     results["writes_per_publish"] = {}
     for n in SUBSCRIBERS:
@@ -500,6 +529,31 @@ def report(results: dict[str, Any]) -> Report:
             [Target(f"target: <= {PUBLISH_TARGET}x of 1 subscriber", PUBLISH_TARGET * base)],
         )
     )
+    by_level = results.get("cpu_by_in_flight")
+    if by_level:
+        out.curves.append(
+            Curve(
+                "kafka-cpu-by-in-flight",
+                "Kafka: this process's CPU per request, by requests in flight",
+                "requests in flight",
+                "CPU per request (µs)",
+                {name: [Point(n, us) for n, us in c.items()] for name, c in by_level.items()},
+                [
+                    Target(
+                        f"target at {IN_FLIGHT}: <= {FLOOR_CPU_TARGET}x the floor",
+                        FLOOR_CPU_TARGET * by_level["floor"][IN_FLIGHT],
+                        IN_FLIGHT,
+                        f"{FLOOR_CPU_TARGET}x floor",
+                    )
+                ],
+                log_y=True,  # one in flight costs ten times more: each request waits alone
+            )
+        )
+        levels = "; ".join(
+            f"{name} " + ", ".join(f"{n}: {us:.0f}" for n, us in costs.items())
+            for name, costs in by_level.items()
+        )
+        out.notes.append(f"CPU per request (us) by requests in flight: {levels}")
     writes = ", ".join(f"{n}: {w:g}" for n, w in results["writes_per_publish"].items())
     out.notes.append(f"records written per publish by number of subscribers: {writes}")
     out.notes.append(

@@ -7,37 +7,83 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from a2a_bus.bench.kafka import (
+    FLOOR_CPU_TARGET,
+    IN_FLIGHT_LEVELS,
     P50_TARGET,
     PUBLISH_TARGET,
     BusRequests,
     Path,
     RawPingPong,
+    Sizes,
     TransportRequests,
+    cpu_by_in_flight,
     delete_run_topics,
     report,
 )
 from a2a_bus.bench.kafka_floor import FloorRequests
 
+PATH = {"p50_ms": 2.0, "p99_ms": 9.0, "rps_1": 400.0, "rps_many": 9000.0, "cpu_us": 80.0}
 
-def test_the_publish_cost_by_subscribers_is_a_curve_with_its_target() -> None:
-    path = {"p50_ms": 2.0, "p99_ms": 9.0, "rps_1": 400.0, "rps_many": 9000.0, "cpu_us": 80.0}
-    results = {
-        name: dict(path) for name in ("raw", "bus", "exactly_once", "transport", "floor")
-    } | {
+
+def measured(**figures: Any) -> dict[str, Any]:
+    """A benchmark's results: every path at ``PATH``, publish costs of 900-1500 us,
+    with ``figures`` on top."""
+    paths = {name: dict(PATH) for name in ("raw", "bus", "exactly_once", "transport", "floor")}
+    return paths | {
         "publish_us": {1: 900.0, 10: 1000.0, 50: 1500.0},
         "writes_per_publish": {1: 1.0, 10: 1.0, 50: 1.0},
+        **figures,
     }
-    [curve] = report(results).curves
+
+
+def test_the_publish_cost_by_subscribers_is_a_curve_with_its_target() -> None:
+    [curve] = report(measured()).curves
     assert curve.name == "kafka-publish-cost"
     assert [(p.x, p.y) for p in curve.series["kafka"]] == [(1, 900.0), (10, 1000.0), (50, 1500.0)]
     [target] = curve.targets
     assert (target.x, target.y) == (None, PUBLISH_TARGET * 900.0)
     assert "subscri" in curve.x_label and "µs" in curve.y_label
+
+
+def test_cpu_per_request_by_requests_in_flight_is_a_curve_beside_the_floor() -> None:
+    by_level = {
+        "bus": {1: 300.0, 16: 120.0, 64: 90.0, 256: 85.0},
+        "floor": {1: 250.0, 16: 90.0, 64: 70.0, 256: 66.0},
+    }
+    out = report(measured(cpu_by_in_flight=by_level))
+    curve = next(c for c in out.curves if c.name == "kafka-cpu-by-in-flight")
+    assert [p.x for p in curve.series["bus"]] == [1, 16, 64, 256]
+    assert [p.y for p in curve.series["bus"]] == [300.0, 120.0, 90.0, 85.0]
+    assert [p.y for p in curve.series["floor"]] == [250.0, 90.0, 70.0, 66.0]
+    [target] = curve.targets
+    assert (target.x, target.y) == (64, FLOOR_CPU_TARGET * 70.0)
+    assert any("by requests in flight" in note and "256: 85" in note for note in out.notes)
+
+
+async def test_cpu_by_in_flight_measures_every_level_of_every_path() -> None:
+    calls = {"fast": 0, "slow": 0}
+
+    async def fast() -> None:
+        calls["fast"] += 1
+        await asyncio.sleep(0)
+
+    async def slow() -> None:
+        calls["slow"] += 1
+        sum(range(2000))  # CPU the process spends per request
+        await asyncio.sleep(0)
+
+    found = await cpu_by_in_flight({"fast": fast, "slow": slow}, Sizes(1, 0.2, 1))
+    assert set(found) == {"fast", "slow"}
+    assert list(found["fast"]) == list(IN_FLIGHT_LEVELS) == list(found["slow"])
+    assert all(us > 0 for costs in found.values() for us in costs.values())
+    assert calls["fast"] > 0 and calls["slow"] > 0
+    assert found["slow"][16] > found["fast"][16]
 
 
 def test_the_bus_is_held_to_the_floor_at_64_in_flight_and_to_raw_at_p50() -> None:
