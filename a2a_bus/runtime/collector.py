@@ -57,7 +57,8 @@ class YoungThreshold:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holders = 0
-        self._before: tuple[int, int, int] | None = None
+        #: The young threshold before the first holder, restored after the last.
+        self._before: int | None = None
         self._raised_to: int | None = None
 
     @property
@@ -69,7 +70,7 @@ class YoungThreshold:
         with self._lock:
             young, older, oldest = gc.get_threshold()
             if self._holders == 0:
-                self._before = (young, older, oldest)
+                self._before = young
             self._holders += 1
             if young == 0:  # the application turned collection off: not ours to turn on
                 return
@@ -89,7 +90,7 @@ class YoungThreshold:
             raised_to, self._raised_to = self._raised_to, None
             current = gc.get_threshold()
             if raised_to is not None and current[0] == raised_to:  # else changed by another
-                gc.set_threshold(before[0], *current[1:])
+                gc.set_threshold(before, *current[1:])
 
 
 #: The one per process (the collector is the process's).
