@@ -263,6 +263,7 @@ class TransportRequests:
         self.counter = 0
 
     async def start(self) -> None:
+        self.client.declare_private(self.reply_topic)  # one partition, as a node's
         await self.client.start()
         await self.server.start()
         await self.server.subscribe([self.inbox], f"echo.{self.run_id}", self._serve)

@@ -15,6 +15,10 @@ consumers plus, per request and nothing more,
   loop through the bus's batched thread-safe call (one wake-up per burst);
 * manual commits of what was answered, once per fetch.
 
+Its topics are shaped as the bus's: the request topic has an agent inbox's
+partitions and every request its own JSON-RPC id, so requests spread over them
+as the bus's do; the reply topic has one partition, as a node's reply topic.
+
 Everything else the bus guarantees is left out: in-order commit tracking with
 concurrent keys, leases that mark redeliveries, per-key order, payload and
 envelope bounds, supervision and retries, routing, metrics. What this path
@@ -30,6 +34,7 @@ from typing import Any
 
 import pykka
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
@@ -37,6 +42,7 @@ from a2a_bus.hosting.actor import thread_safe
 from a2a_bus.protocol import Adaptor, Failure, ext, from_kafka, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka.batches import Batches, pick_partition
+from a2a_bus.transport.kafka.config import KafkaSettings
 
 #: As the bus's default de-duplication window.
 WINDOW = 10_000
@@ -64,6 +70,15 @@ class FloorRequests(RawPingPong):
         self._answered: dict[TopicPartition, int] = {}
 
     async def start(self) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            partitions = KafkaSettings().inbox_partitions
+            await admin.create_topics(
+                [NewTopic(self.requests, partitions, 1), NewTopic(self.replies, 1, 1)]
+            )
+        finally:
+            await admin.close()
         await super().start()
         for topic in (self.requests, self.replies):  # their partitions, for _produce
             await self.producer.partitions_for(topic)
@@ -121,9 +136,10 @@ class FloorRequests(RawPingPong):
 
 
 def echo_request(adaptor: Adaptor, value: int, event_id: str, reply_to: str) -> CloudEvent:
-    """The request event of JSON-RPC ``echo(value)``, with the bus-wide unique
-    ``event_id`` the bus gives every request and the caller's reply topic."""
-    message = {"jsonrpc": "2.0", "method": "echo", "params": [value], "id": 1}
+    """The request event of JSON-RPC ``echo(value)`` with id ``value`` (its record
+    key, as a bus client's counter id is), the bus-wide unique ``event_id`` the bus
+    gives every request and the caller's reply topic."""
+    message = {"jsonrpc": "2.0", "method": "echo", "params": [value], "id": value}
     [request] = adaptor.from_json(message)
     if isinstance(request, Failure):
         raise RuntimeError(request.message)
