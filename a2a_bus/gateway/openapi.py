@@ -15,205 +15,26 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_bus.gateway.openapi_components import (
+    A2A_EXAMPLES,
+    CHALLENGE,
+    JSON,
+    OPENAPI_VERSION,
+    PROMETHEUS,
+    ROUTING,
+    RPC_EXAMPLES,
+    SSE,
+    STOPPED,
+    UNAUTHORIZED,
+    Schema,
+    component_schemas,
+    json_body,
+    path_param,
+    problem,
+    ref,
+    rpc_problem,
+)
 from a2a_bus.gateway.responses import JSONResponse
-
-OPENAPI_VERSION = "3.1.0"
-JSON = "application/json"
-SSE = "text/event-stream"
-#: The Prometheus text format ``/metrics`` answers with (any version of it).
-PROMETHEUS = "text/plain"
-
-Schema = dict[str, Any]
-
-
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: Schema, description: str, **extra: Any) -> Schema:
-    return {"description": description, "content": {JSON: {"schema": schema}}, **extra}
-
-
-def _problem(description: str) -> Schema:
-    return _json(_ref("Problem"), description)
-
-
-def _rpc_problem(description: str, **extra: Any) -> Schema:
-    """A refusal before JSON-RPC (401, 413, ...): a JSON-RPC error response, id null."""
-    return _json(_ref("JsonRpcResponse"), description, **extra)
-
-
-#: Sent with every 401 (RFC 6750).
-_CHALLENGE = {"headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}}}
-
-
-#: Every endpoint answers these when its path or method is not one it serves (a path
-#: parameter holding a ``/`` names another path): the router's ``{"error": ...}``.
-_ROUTING = {
-    "404": _problem('No endpoint at this path (``{"error": "Not Found"}``).'),
-    "405": _problem("The path is another endpoint's, for another method."),
-}
-_UNAUTHORIZED = {
-    "401": _json(
-        _ref("Problem"), "A valid bearer token is required (tokens are configured).", **_CHALLENGE
-    )
-}
-_STOPPED = {"503": _problem("The bus is not running (the gateway is stopping).")}
-
-
-def _path_param(name: str, description: str, pattern: str | None = None) -> Schema:
-    schema: Schema = {"type": "string", "minLength": 1}
-    if pattern is not None:
-        schema["pattern"] = pattern
-    return {
-        "name": name,
-        "in": "path",
-        "required": True,
-        "description": description,
-        "schema": schema,
-    }
-
-
-def _schemas(max_batch: int) -> dict[str, Schema]:
-    any_id = {"type": ["string", "number", "null"]}
-    return {
-        "Problem": {
-            "type": "object",
-            "required": ["error"],
-            "properties": {"error": {"type": "string"}},
-        },
-        "JsonRpcError": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
-        },
-        "JsonRpcResponse": {
-            "type": "object",
-            "required": ["jsonrpc", "id"],
-            "properties": {
-                "jsonrpc": {"const": "2.0"},
-                "id": any_id,
-                "result": {},
-                "error": _ref("JsonRpcError"),
-            },
-            "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
-        },
-        "JsonRpcMessage": {
-            "type": "object",
-            "required": ["jsonrpc", "method"],
-            "properties": {
-                "jsonrpc": {"const": "2.0"},
-                "method": {"type": "string"},
-                "params": {"type": ["object", "array"]},
-                "id": any_id,
-            },
-        },
-        "JsonRpcBatch": {
-            "type": "array",
-            "items": _ref("JsonRpcMessage"),
-            "minItems": 1,
-            "maxItems": max_batch,
-        },
-        "CloudEvent": {
-            "type": "object",
-            "description": "A structured CloudEvent (JSON format), extensions as members.",
-            "required": ["specversion", "id", "source", "type"],
-            "properties": {
-                "specversion": {"const": "1.0"},
-                "id": {"type": "string", "minLength": 1},
-                "source": {"type": "string", "minLength": 1},
-                "type": {"type": "string", "minLength": 1},
-                "subject": {"type": "string"},
-                "datacontenttype": {"type": "string"},
-                "data": {},
-                "data_base64": {"type": "string"},
-            },
-        },
-        "AgentCard": {
-            "type": "object",
-            "description": "An agent's discovery card (more members may follow).",
-            "required": ["id"],
-            "properties": {
-                "id": {"type": "string"},
-                "description": {"type": ["string", "null"]},
-                "version": {"type": "string"},
-                "methods": {"type": "array", "items": {"type": "object"}},
-                "subscriptions": {"type": "array", "items": {"type": "string"}},
-                "node": {"type": "string"},
-                "replicas": {"type": "integer"},
-                "heartbeatAt": {"type": "number"},
-                "status": {"enum": ["running", "degraded", "failed"]},
-                "failure": {"type": "string"},
-            },
-        },
-        "A2ACard": {
-            "type": "object",
-            "description": "An A2A agent card, with the 1.0 and the 0.3 fields.",
-            "required": ["name", "description", "url", "version", "capabilities", "skills"],
-            "properties": {
-                "name": {"type": "string"},
-                "description": {"type": "string"},
-                "url": {"type": "string"},
-                "version": {"type": "string"},
-                "protocolVersion": {"type": "string"},
-                "preferredTransport": {"type": "string"},
-                "supportedInterfaces": {"type": "array", "items": {"type": "object"}},
-                "capabilities": {"type": "object"},
-                "skills": {"type": "array", "items": {"type": "object"}},
-            },
-        },
-    }
-
-
-_RPC_EXAMPLES = {
-    "call": {
-        "summary": "A call, routed by method",
-        "value": {"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1},
-    },
-    "agent": {
-        "summary": "A call to one agent",
-        "value": {
-            "jsonrpc": "2.0",
-            "method": "add",
-            "params": {"_agentId": "calc", "a": 2, "b": 40},
-            "id": "a",
-        },
-    },
-    "batch": {
-        "summary": "A batch: a request and a notification",
-        "value": [
-            {"jsonrpc": "2.0", "method": "multiply", "params": {"a": 6, "b": 7}, "id": "1"},
-            {"jsonrpc": "2.0", "method": "shout", "params": ["hello"]},
-        ],
-    },
-    "stream": {
-        "summary": "A streaming method (SSE with Accept: text/event-stream)",
-        "value": {"jsonrpc": "2.0", "method": "count", "params": {"to": 5}, "id": "s"},
-    },
-}
-
-_A2A_EXAMPLES = {
-    "send": {
-        "summary": "message/send calling a method with a data part",
-        "value": {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "message/send",
-            "params": {
-                "message": {
-                    "kind": "message",
-                    "messageId": "m-1",
-                    "role": "user",
-                    "parts": [{"kind": "data", "data": {"method": "add", "params": [2, 40]}}],
-                }
-            },
-        },
-    },
-    "get": {
-        "summary": "tasks/get",
-        "value": {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": "t-1"}},
-    },
-}
 
 
 def _rpc() -> Schema:
@@ -225,8 +46,8 @@ def _rpc() -> Schema:
             "required": True,
             "content": {
                 JSON: {
-                    "schema": {"anyOf": [_ref("JsonRpcMessage"), _ref("JsonRpcBatch")]},
-                    "examples": _RPC_EXAMPLES,
+                    "schema": {"anyOf": [ref("JsonRpcMessage"), ref("JsonRpcBatch")]},
+                    "examples": RPC_EXAMPLES,
                 }
             },
         },
@@ -238,8 +59,8 @@ def _rpc() -> Schema:
                     JSON: {
                         "schema": {
                             "oneOf": [
-                                _ref("JsonRpcResponse"),
-                                {"type": "array", "items": _ref("JsonRpcResponse")},
+                                ref("JsonRpcResponse"),
+                                {"type": "array", "items": ref("JsonRpcResponse")},
                             ]
                         }
                     },
@@ -247,10 +68,10 @@ def _rpc() -> Schema:
                 },
             },
             "204": {"description": "Only notifications: nothing to answer."},
-            "401": _rpc_problem("A valid bearer token is required (-32004).", **_CHALLENGE),
-            "413": _rpc_problem("The body is over the limit (-32005)."),
-            **_STOPPED,
-            **_ROUTING,
+            "401": rpc_problem("A valid bearer token is required (-32004).", **CHALLENGE),
+            "413": rpc_problem("The body is over the limit (-32005)."),
+            **STOPPED,
+            **ROUTING,
         },
     }
 
@@ -269,11 +90,11 @@ def _events(max_batch: int) -> Schema:
             "required": True,
             "content": {
                 JSON: {"schema": {}, "description": "Binary mode: the data, ce-* headers."},
-                "application/cloudevents+json": {"schema": _ref("CloudEvent")},
+                "application/cloudevents+json": {"schema": ref("CloudEvent")},
                 "application/cloudevents-batch+json": {
                     "schema": {
                         "type": "array",
-                        "items": _ref("CloudEvent"),
+                        "items": ref("CloudEvent"),
                         "minItems": 1,
                         "maxItems": max_batch,
                     }
@@ -281,7 +102,7 @@ def _events(max_batch: int) -> Schema:
             },
         },
         "responses": {
-            "202": _json(
+            "202": json_body(
                 {
                     "type": "object",
                     "required": ["accepted"],
@@ -301,30 +122,30 @@ def _events(max_batch: int) -> Schema:
                 },
                 "Published: each event's id and the topic it went to.",
             ),
-            "400": _problem("A malformed event, an empty or over-long batch, nowhere to go."),
-            **_UNAUTHORIZED,
-            "403": _problem("An event the token may not send."),
-            "404": _problem(
+            "400": problem("A malformed event, an empty or over-long batch, nowhere to go."),
+            **UNAUTHORIZED,
+            "403": problem("An event the token may not send."),
+            "404": problem(
                 "An unknown method or agent (or, from the router, no endpoint at this path)."
             ),
-            "405": _ROUTING["405"],
-            "413": _problem("The body, or an event's data or attributes, is over the bound."),
-            **_STOPPED,
+            "405": ROUTING["405"],
+            "413": problem("The body, or an event's data or attributes, is over the bound."),
+            **STOPPED,
         },
     }
 
 
 _SEGMENT = "[A-Za-z0-9_-]+"
 _SELECTOR = rf"({_SEGMENT}|\*|#)"
-_SUBJECTS = _path_param(
+_SUBJECTS = path_param(
     "subject",
     "Subjects: dot-separated segments, '*' one segment, '#' one or more ('#' as %23).",
     rf"^{_SELECTOR}(\.{_SELECTOR})*$",
 )
-_SUBJECT = _path_param(
+_SUBJECT = path_param(
     "subject", "A subject: dot-separated segments, no wildcards.", rf"^{_SEGMENT}(\.{_SEGMENT})*$"
 )
-_AGENT = _path_param("agent_id", "An agent id.", r"^[A-Za-z0-9._-]+$")
+_AGENT = path_param("agent_id", "An agent id.", r"^[A-Za-z0-9._-]+$")
 
 
 def _tail() -> Schema:
@@ -336,11 +157,11 @@ def _tail() -> Schema:
                 "description": "Each event as ``event: cloudevent``; comments keep it alive.",
                 "content": {SSE: {"schema": {"type": "string"}}},
             },
-            "400": _problem("An invalid subject."),
-            **_UNAUTHORIZED,
-            "403": _problem("A subject the token may not see."),
-            **_STOPPED,
-            **_ROUTING,
+            "400": problem("An invalid subject."),
+            **UNAUTHORIZED,
+            "403": problem("A subject the token may not see."),
+            **STOPPED,
+            **ROUTING,
         },
     }
 
@@ -359,7 +180,7 @@ def _history() -> Schema:
         "type": "object",
         "required": ["events", "cursor", "undecodable"],
         "properties": {
-            "events": {"type": "array", "items": _ref("CloudEvent")},
+            "events": {"type": "array", "items": ref("CloudEvent")},
             "cursor": {"type": "string"},
             "undecodable": {"type": "integer", "minimum": 0},
         },
@@ -368,13 +189,13 @@ def _history() -> Schema:
         "summary": "Pages of the events a subject retains",
         "parameters": [_SUBJECT, *query],
         "responses": {
-            "200": _json(page, "Events, oldest first, and the cursor of the next page."),
-            "400": _problem("A bad limit, cursor or subject (no wildcards here)."),
-            **_UNAUTHORIZED,
-            "403": _problem("A subject the token may not see."),
-            "504": _problem("The read outlasted its request timeout."),
-            **_STOPPED,
-            **_ROUTING,
+            "200": json_body(page, "Events, oldest first, and the cursor of the next page."),
+            "400": problem("A bad limit, cursor or subject (no wildcards here)."),
+            **UNAUTHORIZED,
+            "403": problem("A subject the token may not see."),
+            "504": problem("The read outlasted its request timeout."),
+            **STOPPED,
+            **ROUTING,
         },
     }
 
@@ -393,28 +214,28 @@ def _a2a_endpoint(agent: bool, root: str | None = None) -> Schema:
         "parameters": parameters,
         "requestBody": {
             "required": True,
-            "content": {JSON: {"schema": _ref("JsonRpcMessage"), "examples": _A2A_EXAMPLES}},
+            "content": {JSON: {"schema": ref("JsonRpcMessage"), "examples": A2A_EXAMPLES}},
         },
         "responses": {
             "200": {
                 "description": "The JSON-RPC response (the task), or SendStreamingMessage / "
                 "message/stream as Server-Sent Events.",
                 "content": {
-                    JSON: {"schema": _ref("JsonRpcResponse")},
+                    JSON: {"schema": ref("JsonRpcResponse")},
                     SSE: {"schema": {"type": "string"}},
                 },
             },
-            "401": _rpc_problem("A valid bearer token is required.", **_CHALLENGE),
-            "403": _rpc_problem("A method the token may not call."),
-            "404": _json(
-                {"oneOf": [_ref("JsonRpcResponse"), _ref("Problem")]},
+            "401": rpc_problem("A valid bearer token is required.", **CHALLENGE),
+            "403": rpc_problem("A method the token may not call."),
+            "404": json_body(
+                {"oneOf": [ref("JsonRpcResponse"), ref("Problem")]},
                 (not_found + "; " if not_found else "")
                 + "from the router: no endpoint at this path.",
             ),
-            "405": _ROUTING["405"],
-            "413": _rpc_problem("The body is over the limit."),
-            "429": _rpc_problem("The token is at its bound of unfinished tasks (-32000)."),
-            **_STOPPED,
+            "405": ROUTING["405"],
+            "413": rpc_problem("The body is over the limit."),
+            "429": rpc_problem("The token is at its bound of unfinished tasks (-32000)."),
+            **STOPPED,
         },
     }
 
@@ -422,7 +243,7 @@ def _a2a_endpoint(agent: bool, root: str | None = None) -> Schema:
 def _get(
     summary: str, responses: dict[str, Schema], parameters: list[Schema] | None = None
 ) -> Schema:
-    operation: Schema = {"summary": summary, "responses": {**responses, **_ROUTING}}
+    operation: Schema = {"summary": summary, "responses": {**responses, **ROUTING}}
     if parameters:
         operation["parameters"] = parameters
     return {"get": operation}
@@ -433,10 +254,10 @@ def document(
 ) -> Schema:
     """The OpenAPI document of a gateway with these limits (bearer tokens when
     ``secured``; the agent ``a2a_root`` at the root)."""
-    a2a_card = _json(_ref("A2ACard"), "The A2A agent card.")
-    agent_card_responses = {"200": a2a_card, **_UNAUTHORIZED, "404": _problem("No live agent.")}
+    a2a_card = json_body(ref("A2ACard"), "The A2A agent card.")
+    agent_card_responses = {"200": a2a_card, **UNAUTHORIZED, "404": problem("No live agent.")}
     gateway_card = _get(
-        "The gateway's own A2A card (one skill per agent)", {"200": a2a_card, **_UNAUTHORIZED}
+        "The gateway's own A2A card (one skill per agent)", {"200": a2a_card, **UNAUTHORIZED}
     )
     paths: dict[str, Schema] = {
         "/rpc": {"post": _rpc()},
@@ -446,38 +267,42 @@ def document(
         "/agents": _get(
             "The cards of the live agents (those the token may see)",
             {
-                "200": _json(
+                "200": json_body(
                     {
                         "type": "object",
                         "required": ["agents"],
-                        "properties": {"agents": {"type": "array", "items": _ref("AgentCard")}},
+                        "properties": {"agents": {"type": "array", "items": ref("AgentCard")}},
                     },
                     "Local agents first, then by id.",
                 ),
-                **_UNAUTHORIZED,
+                **UNAUTHORIZED,
             },
         ),
         "/agents/{agent_id}": _get(
             "One agent's card",
             {
-                "200": _json(_ref("AgentCard"), "The card."),
-                "400": _problem("Not a valid agent id."),
-                **_UNAUTHORIZED,
-                "404": _problem("No live agent with this id (or none the token may see)."),
+                "200": json_body(ref("AgentCard"), "The card."),
+                "400": problem("Not a valid agent id."),
+                **UNAUTHORIZED,
+                "404": problem("No live agent with this id (or none the token may see)."),
             },
             [_AGENT],
         ),
         "/healthz": _get(
             "The process answers",
-            {"200": _json({"type": "object", "properties": {"status": {"const": "ok"}}}, "Up.")},
+            {
+                "200": json_body(
+                    {"type": "object", "properties": {"status": {"const": "ok"}}}, "Up."
+                )
+            },
         ),
         "/readyz": _get(
             "The bus runs, its broker answers, no agent hosted here failed",
             {
-                "200": _json(
+                "200": json_body(
                     {"type": "object", "properties": {"status": {"const": "ready"}}}, "Ready."
                 ),
-                "503": _json(
+                "503": json_body(
                     {
                         "type": "object",
                         "required": ["status", "reason"],
@@ -504,7 +329,7 @@ def document(
             },
         ),
         "/openapi.json": _get(
-            "This document", {"200": _json({"type": "object"}, "The OpenAPI document.")}
+            "This document", {"200": json_body({"type": "object"}, "The OpenAPI document.")}
         ),
         "/.well-known/agent-card.json": gateway_card,
         "/a2a/.well-known/agent-card.json": gateway_card,
@@ -533,7 +358,7 @@ def document(
             f"history of subjects, discovery, A2A. Request bodies up to {max_body_bytes} bytes.",
         },
         "paths": paths,
-        "components": {"schemas": _schemas(max_batch)},
+        "components": {"schemas": component_schemas(max_batch)},
     }
     if secured:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
