@@ -10,6 +10,7 @@ Expressions are evaluated by ``simpleeval`` (never ``eval``) over the variables
 from __future__ import annotations
 
 import ast
+import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,9 @@ from typing import Any
 
 from simpleeval import EvalWithCompoundTypes, InvalidExpression
 
+from a2a_bus.llm.dispatch import ToolResult
 from a2a_bus.llm.errors import ExitConditionError
+from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -134,3 +137,33 @@ class ExitCondition:
         except _RUN_TIME_FAILURES as exc:
             log.debug("exit_condition %r evaluated as false: %r", self.expression, exc)
             return False
+
+    def reached(
+        self,
+        response: ChatResponse,
+        turn: int,
+        results: list[ToolResult],
+        messages: list[LlmMessage],
+    ) -> bool:
+        """Whether the turn that got ``response`` and ran its tools (``results``)
+        ends the run; ``messages``: the conversation so far."""
+        calls = [
+            {"id": call.id, "name": call.name, "arguments": _arguments(call)}
+            for call in response.tool_calls
+        ]
+        by_name = {result.call.name: result.value for result in results}
+        return self.evaluate(
+            finish_reason=response.finish_reason,
+            content=response.content,
+            turn=turn,
+            tool_calls=calls,
+            tool_results=by_name,
+            messages=[m.to_dict() for m in messages],
+        )
+
+
+def _arguments(call: ToolCall) -> Any:
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments

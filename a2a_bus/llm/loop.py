@@ -16,20 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from opentelemetry.trace import Span
-
 from a2a_bus.llm import spans
 from a2a_bus.llm._sync import iterate_sync, run_sync
 from a2a_bus.llm.checkpoint import AgentCheckpoint, jsonable_results
-from a2a_bus.llm.chunks import AgentStreamChunk, Done, Token, ToolEnd, ToolStart
+from a2a_bus.llm.chunks import AgentStreamChunk, Done, Token
 from a2a_bus.llm.client import LlmClient
-from a2a_bus.llm.dispatch import ToolResult, execute_call, run_calls
+from a2a_bus.llm.dispatch import ToolResult
 from a2a_bus.llm.errors import AgentConfigError, LlmError, MaxTurnsExceeded
 from a2a_bus.llm.exit import ExitCondition
 from a2a_bus.llm.listeners import (
@@ -38,20 +35,17 @@ from a2a_bus.llm.listeners import (
     ListenerGroup,
     LlmCalled,
     LoopExited,
-    ToolCompleted,
-    ToolDispatched,
     TurnStarted,
-    summarize,
 )
 from a2a_bus.llm.mcp_servers import McpServer, check_unique
 from a2a_bus.llm.mcp_tools import McpTools
 from a2a_bus.llm.memory.stores import ConversationStore, InMemoryStore
 from a2a_bus.llm.memory.strategies import MemoryStrategy, full
-from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolCall, Usage
+from a2a_bus.llm.messages import ChatResponse, LlmMessage, Usage
 from a2a_bus.llm.output import AgentOutput
 from a2a_bus.llm.soul import SoulProvider, as_soul
-from a2a_bus.llm.tools import AgentTool, ToolContext, ToolRegistry
-from a2a_bus.runtime import tracing
+from a2a_bus.llm.tool_turn import ToolTurn
+from a2a_bus.llm.tools import AgentTool, ToolRegistry
 
 Prompt = str | LlmMessage | Sequence[LlmMessage] | None
 
@@ -251,6 +245,9 @@ class AgentLoop:
                 "`with loop.mcp_session() as agent:` (an agent on a bus starts them itself)"
             )
         new_messages = to_messages(prompt)
+        tool_turn = ToolTurn(
+            self.name, self.tools, self.listeners, self.tool_timeout, self.max_tool_concurrency
+        )
         if checkpoint is not None:
             conversation = conversation or checkpoint.conversation_id
             history = list(checkpoint.conversation)
@@ -320,17 +317,17 @@ class AgentLoop:
                     break
                 if streaming:
                     results: list[ToolResult] = []
-                    async for chunk in self._stream_tools(
+                    async for chunk in tool_turn.stream(
                         assistant.tool_calls, turn, callback, values, results, run
                     ):
                         yield chunk
                 else:
-                    results = await self._run_tools(
+                    results = await tool_turn.run(
                         assistant.tool_calls, turn, callback, values, None, run
                     )
                 await memory.aadd(assistant, *(result.message() for result in results))
                 latest_results = {result.call.id: result.value for result in results}
-                if self.exit_condition is not None and self._should_exit(
+                if self.exit_condition is not None and self.exit_condition.reached(
                     response, turn, results, system + memory.messages()
                 ):
                     exit_reason = "exit_condition"
@@ -392,105 +389,6 @@ class AgentLoop:
         if sync or not self.store.blocking:
             return method(*args)
         return await asyncio.to_thread(method, *args)
-
-    async def _run_tools(
-        self,
-        calls: Sequence[ToolCall],
-        turn: int,
-        callback: CallbackContext,
-        values: Mapping[str, Any],
-        on_chunk: Callable[[AgentStreamChunk], None] | None,
-        run: Span,
-    ) -> list[ToolResult]:
-        listeners = self.listeners
-
-        async def run_one(call: ToolCall) -> ToolResult:
-            if listeners:
-                listeners.emit(
-                    "on_tool_dispatched",
-                    callback,
-                    ToolDispatched(turn, call.id, call.name, call.arguments),
-                )
-            if on_chunk is not None:
-                on_chunk(ToolStart(call.name, call.id, turn))
-            context = ToolContext(
-                self.name, callback.conversation, turn, call.id, callback.execution_id, values
-            )
-            span = spans.tool_call(run, call)
-            with tracing.use_span(span):  # current: a bus call the tool makes is its child
-                result = await execute_call(self.tools, call, context, self.tool_timeout)
-                if not result.success:
-                    spans.tool_failed(span, str(result.value))
-            if listeners:
-                listeners.emit(
-                    "on_tool_completed",
-                    callback,
-                    ToolCompleted(
-                        turn,
-                        call.id,
-                        call.name,
-                        result.success,
-                        result.latency_ms,
-                        summarize(result.content),
-                    ),
-                )
-            if on_chunk is not None:
-                on_chunk(ToolEnd(call.name, call.id, result.success, turn))
-            return result
-
-        return await run_calls(calls, run_one, self.max_tool_concurrency)
-
-    async def _stream_tools(
-        self,
-        calls: Sequence[ToolCall],
-        turn: int,
-        callback: CallbackContext,
-        values: Mapping[str, Any],
-        results: list[ToolResult],
-        run: Span,
-    ) -> AsyncIterator[AgentStreamChunk]:
-        """Run the tools while yielding their start/end chunks as they happen."""
-        queue: asyncio.Queue[AgentStreamChunk | None] = asyncio.Queue()
-        task = asyncio.ensure_future(
-            self._run_tools(calls, turn, callback, values, queue.put_nowait, run)
-        )
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (chunk := await queue.get()) is not None:
-                yield chunk
-            results.extend(task.result())
-        finally:
-            if not task.done():
-                task.cancel()
-
-    def _should_exit(
-        self,
-        response: ChatResponse,
-        turn: int,
-        results: list[ToolResult],
-        messages: list[LlmMessage],
-    ) -> bool:
-        assert self.exit_condition is not None
-        calls = [
-            {"id": call.id, "name": call.name, "arguments": _arguments(call)}
-            for call in response.tool_calls
-        ]
-        by_name = {result.call.name: result.value for result in results}
-        return self.exit_condition.evaluate(
-            finish_reason=response.finish_reason,
-            content=response.content,
-            turn=turn,
-            tool_calls=calls,
-            tool_results=by_name,
-            messages=[m.to_dict() for m in messages],
-        )
-
-
-def _arguments(call: ToolCall) -> Any:
-    try:
-        return json.loads(call.arguments)
-    except ValueError:
-        return call.arguments
 
 
 async def _last(chunks: AsyncIterator[AgentStreamChunk]) -> AgentOutput:

@@ -25,6 +25,9 @@ from a2a_bus.llm import (
     ToolStart,
     tool,
 )
+from a2a_bus.llm.dispatch import ToolResult
+from a2a_bus.llm.exit import ExitCondition
+from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolCall
 
 from .conftest import ScriptedOpenAI
 
@@ -197,6 +200,23 @@ def test_exit_condition_over_tool_results_and_content(
     )
     output = agent.run("reach 42")
     assert output.turns_used == 2 and output.exit_reason == "exit_condition"
+
+
+def test_an_exit_condition_sees_a_turn_s_calls_results_and_conversation() -> None:
+    """What a turn hands the condition: each call with its arguments parsed (kept as
+    text when they are not JSON), each result by tool name, the messages as dicts."""
+    calls = (ToolCall("c1", "add", '{"a": 1}'), ToolCall("c2", "shout", "not json"))
+    response = ChatResponse(LlmMessage.assistant(None, tool_calls=calls), "tool_calls")
+    results = [ToolResult(calls[0], True, 42, "42", 1.0)]
+    messages = [LlmMessage.user("hi")]
+    condition = ExitCondition(
+        'tool_calls[0]["arguments"]["a"] == 1 and tool_calls[1]["arguments"] == "not json"'
+        ' and tool_results["add"] == 42 and messages[0]["content"] == "hi"'
+        ' and finish_reason == "tool_calls" and turn == 3'
+    )
+    assert condition.reached(response, 3, results, messages)
+    assert not condition.reached(response, 2, results, messages)
+    assert not condition.reached(response, 3, [], messages)
 
 
 def test_invalid_exit_condition_fails_at_build_time(llm_client: OpenAIClient) -> None:
