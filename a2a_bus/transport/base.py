@@ -328,6 +328,13 @@ class Transport(abc.ABC):
         raises ValueError.
         """
 
+    @abc.abstractmethod
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        """The offset the next record of each partition of ``topic`` will get (empty
+        for an unknown topic): a reader that has read every partition up to these
+        has seen everything written before the call. Cheaper than :meth:`read`
+        (Kafka: one offsets request, on a consumer kept for it)."""
+
     @property
     @abc.abstractmethod
     def ready(self) -> bool:

@@ -256,3 +256,21 @@ async def test_a_kafka_read_is_bounded_by_the_request_timeout(kafka_bootstrap: s
         transport.settings = replace(transport.settings, request_timeout_ms=0)
         with pytest.raises(TimeoutError, match=f"reading topic '{topic}' took longer than"):
             await asyncio.wait_for(transport.read(topic, limit=5), WAIT)
+
+
+async def test_end_offsets_say_where_each_partition_ends_and_nothing_for_an_unknown_topic(
+    bus: Bus,
+) -> None:
+    """What a reader must have read to have seen everything written before the call:
+    as many records as were written, over every partition, as a newest read ends."""
+    topic = bus.topics.subject("offsets.seen")
+    assert await asyncio.wait_for(bus.transport.end_offsets(topic), WAIT) == {}
+    await publish(bus, "offsets.seen", range(20))
+    ends = await asyncio.wait_for(bus.transport.end_offsets(topic), WAIT)
+    assert sorted(ends) == list(range(PARTITIONS))
+    assert sum(ends.values()) == 20
+    newest = await asyncio.wait_for(bus.transport.read(topic, limit=1, newest=True), WAIT)
+    assert ends == newest.position
+    await publish(bus, "offsets.seen", range(20, 25))
+    later = await asyncio.wait_for(bus.transport.end_offsets(topic), WAIT)
+    assert sum(later.values()) == 25 and all(later[p] >= ends[p] for p in ends)

@@ -69,12 +69,11 @@ class TaskService:
     # -- finding ----------------------------------------------------------------------
 
     async def find(self, task_id: str, endpoint: str | None, owner: str) -> TaskFold:
-        """The caller's task on this endpoint (after catching up with the log when
-        this replica does not know it yet); -32001 otherwise."""
+        """The caller's task on this endpoint, as the log has it when the call came:
+        the view catches up first, so a task another replica created or moved on a
+        moment ago is seen as it is now, never as it was; -32001 if there is none."""
+        await self.view.sync()
         fold = self.view.find(task_id, endpoint, owner)
-        if fold is None:
-            await self.view.sync()
-            fold = self.view.find(task_id, endpoint, owner)
         if fold is None:
             raise task_not_found(task_id)
         return fold

@@ -240,8 +240,7 @@ class TaskView:
     async def sync(self, timeout: float = 5.0) -> None:
         """Wait until the view has folded every record written to the log before
         this call (a task another replica created a moment ago is then known)."""
-        batch = await self._transport.read(self._topic, limit=1, newest=True)
-        await self._folded(batch.position, timeout)
+        await self._folded(await self._transport.end_offsets(self._topic), timeout)
 
     async def _folded(self, ends: dict[int, int], timeout: float) -> None:
         """Wait until the view has read each partition up to its offset in ``ends``."""

@@ -4,6 +4,9 @@ A throwaway consumer with no group (nothing joined, nothing committed) is
 assigned every partition of the topic; the beginning and end offsets are taken
 once, so a busy topic still gives an answer: records written after that are
 left for the next read. The whole read is bounded by the request timeout.
+
+:class:`EndOffsets` answers where each partition of a topic ends, on one
+group-less consumer kept for it (a consumer per call costs a connection).
 """
 
 from __future__ import annotations
@@ -152,3 +155,48 @@ async def _fetch(
             if await consumer.position(tp) >= ends[tp]:
                 finish(tp)
     return [found[tp] for tp in sorted(starts, key=lambda tp: tp.partition)]
+
+
+class EndOffsets:
+    """The end offsets of topics' partitions, asked on one group-less consumer that
+    starts on first use and lives until :meth:`close`. A topic's partitions are
+    looked up once (the topics asked about, such as the task log, keep theirs)."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._consumer: AIOKafkaConsumer | None = None
+        self._starting: asyncio.Lock | None = None
+        self._partitions: dict[str, list[TopicPartition]] = {}
+
+    async def of(self, admin: AIOKafkaAdminClient, topic: str) -> dict[int, int]:
+        """Partition number -> the offset its next record gets; empty for an unknown topic."""
+        seconds = self._settings.request_timeout_ms / 1000
+        async with asyncio.timeout(seconds):
+            partitions = self._partitions.get(topic)
+            if partitions is None:
+                numbers = await _partition_numbers(admin, topic)
+                if not numbers:
+                    return {}
+                partitions = self._partitions[topic] = [TopicPartition(topic, n) for n in numbers]
+            consumer = await self._started()
+            ends: Offsets = await consumer.end_offsets(partitions)
+        return {tp.partition: offset for tp, offset in ends.items()}
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._consumer is None:
+                consumer = AIOKafkaConsumer(
+                    group_id=None, enable_auto_commit=False, **self._settings.client_kwargs()
+                )
+                await consumer.start()
+                self._consumer = consumer
+            return self._consumer
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        self._partitions.clear()
+        self._starting = None  # a restarted transport may run on another loop
+        if consumer is not None:
+            await consumer.stop()

@@ -58,7 +58,7 @@ from a2a_bus.transport.kafka.batches import (
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.inboxes import KafkaInboxes
-from a2a_bus.transport.kafka.reader import read_topic
+from a2a_bus.transport.kafka.reader import EndOffsets, read_topic
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.kafka.watch import BrokerWatch
 from a2a_bus.transport.positions import Position
@@ -107,6 +107,7 @@ class KafkaTransport(Transport):
         self._watch: BrokerWatch | None = None
         self._exactly_once = self.settings.exactly_once
         self.answer_routes = AnswerRoutes()
+        self._end_offsets = EndOffsets(self.settings)
 
     @classmethod
     def from_env(cls, **options: Any) -> KafkaTransport:
@@ -200,6 +201,7 @@ class KafkaTransport(Transport):
         if self._batches is not None:
             await self._batches.aclose()
             self._batches = None
+        await self._end_offsets.close()
         await self.admin.close()
 
     # -- topics and groups (see a2a_bus.transport.kafka.admin) ------------------------
@@ -437,6 +439,11 @@ class KafkaTransport(Transport):
             raise RuntimeError("the Kafka transport is not started")
         admin = self.admin.require()
         return await read_topic(self.settings, admin, self.adaptor, topic, limit, position, newest)
+
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        if not self._ready:
+            raise RuntimeError("the Kafka transport is not started")
+        return await self._end_offsets.of(self.admin.require(), topic)
 
     @staticmethod
     def _require(client: _Client | None) -> _Client:

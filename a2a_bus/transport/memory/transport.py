@@ -16,7 +16,6 @@ helpers), so both behave the same behind the bus.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import re
@@ -285,6 +284,11 @@ class MemoryTransport(Transport):
         partitions = self._topics.get(topic, [])
         return read_partitions(self.adaptor, topic, partitions, limit, position, newest)
 
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        if not self._started:
+            raise RuntimeError("transport not started")
+        return {n: p.next_offset for n, p in enumerate(self._topics.get(topic, []))}
+
     # -- introspection (tests, metrics) ---------------------------------------
 
     @property
@@ -317,11 +321,6 @@ class MemoryTransport(Transport):
         if state is None:
             return 0
         return sum(p.committed for (t, _), p in state.progress.items() if t == topic)
-
-    def end_offsets(self, topic: str) -> int:
-        with contextlib.suppress(KeyError):
-            return sum(p.next_offset for p in self._topics[topic])
-        return 0
 
 
 def _creation_order(reader: Reader) -> int:

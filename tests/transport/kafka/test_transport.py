@@ -610,12 +610,15 @@ async def test_declared_compacted_topics_are_created_compacted(
 
 
 async def described_partitions(transport: KafkaTransport, topic: str) -> list[int]:
-    """The partitions of ``topic``, once the cluster describes it (a topic created a
-    moment ago may not be in every broker's metadata yet)."""
+    """The partitions of ``topic``, once the cluster describes it the same twice in a
+    row (a topic created a moment ago may be missing from the metadata, or show only
+    some of its partitions)."""
+    before: list[int] = []
     for _ in range(100):
-        found = [tp.partition for tp in await transport.partitions([topic])]
-        if found:
-            return sorted(found)
+        found = sorted(tp.partition for tp in await transport.partitions([topic]))
+        if found and found == before:
+            return found
+        before = found
         await asyncio.sleep(0.1)
     pytest.fail(f"{topic} is not described")
 
