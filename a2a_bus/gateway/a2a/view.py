@@ -239,8 +239,23 @@ class TaskView:
 
     async def sync(self, timeout: float = 5.0) -> None:
         """Wait until the view has folded every record written to the log before
-        this call (a task another replica created a moment ago is then known)."""
-        await self._folded(await self._transport.end_offsets(self._topic), timeout)
+        this call (a task another replica created a moment ago is then known).
+
+        With the broker out of reach (or the log's end not known within ``timeout``)
+        the view stays as it is: a call about a task is answered from what was read,
+        rather than waiting for the broker or failing."""
+        problem = self._transport.connection_problem
+        if problem is not None:
+            log.debug("task view not synced: %s", problem)
+            return
+        deadline = self._clock() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                ends = await self._transport.end_offsets(self._topic)
+        except Exception as exc:  # any failure to learn the end: answer from the view
+            log.warning("task view not synced: the log's end is unknown (%r)", exc)
+            return
+        await self._folded(ends, max(0.0, deadline - self._clock()))
 
     async def _folded(self, ends: dict[int, int], timeout: float) -> None:
         """Wait until the view has read each partition up to its offset in ``ends``."""

@@ -20,6 +20,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -37,7 +38,10 @@ from a2a.helpers.proto_helpers import (
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import UnsupportedOperationError
 
+from a2a_bus import Agent, Bus, method
+from a2a_bus.gateway import GatewaySettings, create_app
 from tests.buses import eventually
+from tests.transport.kafka.own_kafka import OwnKafka, running_kafka
 
 from .processes import Cluster
 
@@ -471,3 +475,57 @@ async def test_input_required_continues_on_the_other_gateway(
         runs.append(len(handled(cluster, asked.id, "turn")) - 1)
     print(f"\nthe same next turn to both gateways at once, {ROUNDS} times: runs {runs}")
     assert runs == [1] * ROUNDS
+
+
+class Greeter(Agent):
+    agent_id = "greeter"
+
+    @method
+    def message(self, text: str) -> str:
+        return f"hello {text}"
+
+
+@pytest.fixture
+def own_kafka(tmp_path: Path) -> Iterator[OwnKafka]:
+    with running_kafka(tmp_path / "kafka") as kafka:
+        yield kafka
+
+
+@pytest.mark.slow
+async def test_a_task_is_read_from_the_view_while_the_broker_is_away(own_kafka: OwnKafka) -> None:
+    """A gateway catches up with the task log before answering about a task; with the
+    broker gone it answers from what it read, at once, rather than wait or fail."""
+    bus = Bus.kafka(own_kafka.bootstrap, bus_options={"prefix": f"t{uuid.uuid4().hex[:8]}"})
+    bus.spawn(Greeter)
+    app = create_app(bus, GatewaySettings(request_timeout=WAIT))
+    async with (
+        bus,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway"
+        ) as http,
+    ):
+        sent = await http.post("/a2a/greeter", json=a2a_call("message/send", MESSAGE))
+        task = sent.json()["result"]
+        assert task["status"]["state"] == "completed"
+        own_kafka.kill()
+        await eventually(lambda: bus.transport.connection_problem is not None, "the broker lost")
+        got = await asyncio.wait_for(
+            http.post("/a2a/greeter", json=a2a_call("tasks/get", {"id": task["id"]})), WAIT
+        )
+        assert got.json()["result"]["status"]["state"] == "completed"
+        assert got.json()["result"]["artifacts"] == task["artifacts"]
+        own_kafka.start()
+
+
+MESSAGE = {
+    "message": {
+        "kind": "message",
+        "messageId": "m-1",
+        "role": "user",
+        "parts": [{"kind": "text", "text": "world"}],
+    }
+}
+
+
+def a2a_call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -116,3 +117,14 @@ class OwnKafka:
             with contextlib.suppress(OSError, ValueError):
                 self.signal(node, signal.SIGCONT)
         self._script("stop", check=False)
+
+
+@contextlib.contextmanager
+def running_kafka(state_dir: Path, nodes: int = 1) -> Iterator[OwnKafka]:
+    """An :class:`OwnKafka` started for the block and stopped (its data deleted) after."""
+    kafka = OwnKafka(state_dir, nodes)
+    try:
+        kafka.start()
+        yield kafka
+    finally:
+        kafka.stop()

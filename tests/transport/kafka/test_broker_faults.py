@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from a2a_bus import Bus, JsonRpcError
-from tests.transport.kafka.own_kafka import OwnKafka
+from tests.transport.kafka.own_kafka import OwnKafka, running_kafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -32,12 +32,8 @@ WAIT = 120.0  # upper bound on one await (start, stop); never a performance limi
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[OwnKafka]:
-    kafka = OwnKafka(tmp_path / "kafka")
-    try:
-        kafka.start()
+    with running_kafka(tmp_path / "kafka") as kafka:
         yield kafka
-    finally:
-        kafka.stop()
 
 
 class ServeWorker:
