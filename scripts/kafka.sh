@@ -338,10 +338,14 @@ prune() {
     return 0
   fi
   printf '%s\n' "${idle[@]}" | "$python" -c '
-import asyncio, sys
+import asyncio, os, re, sys, time
 from aiokafka.admin import AIOKafkaAdminClient
 
-async def main(bootstrap, topics):
+def present(data):
+    """Topics with a partition folder in data (not one renamed for deletion)."""
+    return {re.sub(r"-[0-9]+$", "", name) for name in os.listdir(data) if re.search(r"-[0-9]+$", name)}
+
+async def main(bootstrap, data, topics):
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -349,9 +353,16 @@ async def main(bootstrap, topics):
             await admin.delete_topics(topics[i : i + 200])
     finally:
         await admin.close()
+    # The broker renames a deleted topic'"'"'s folders a moment later: wait for that, so
+    # that a prune right after this one finds nothing more to delete.
+    left, deadline = set(topics), time.monotonic() + 30
+    while left and time.monotonic() < deadline:
+        left &= present(data)
+        if left:
+            await asyncio.sleep(0.2)
 
-asyncio.run(main(sys.argv[1], sys.stdin.read().split()))
-' "$HOST:$KAFKA_PORT"
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.stdin.read().split()))
+' "$HOST:$KAFKA_PORT" "$data"
   say "prune: deleted ${#idle[@]} topics idle for $minutes minutes"
 }
 
