@@ -162,29 +162,55 @@ async def one_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[
     }
 
 
-async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, float]]:
+async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, Any]]:
     """Throughput of each of ``paths`` at ``IN_FLIGHT``, and this process's CPU per
     request meanwhile; the paths take turns in ``ROUNDS`` blocks, as in
-    :func:`one_in_flight`."""
+    :func:`one_in_flight`. Each round's figures are kept too (``rounds``: requests
+    per second and CPU per request), so a report can say how far they spread."""
     for call in paths.values():
         await warm_up(call)
     done = dict.fromkeys(paths, 0.0)
     cpu = dict.fromkeys(paths, 0.0)
     wall = dict.fromkeys(paths, 0.0)
+    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
     for _ in range(ROUNDS):
         for name, call in paths.items():
             run = await loaded(call, IN_FLIGHT, sizes.seconds / ROUNDS)
             done[name] += run.requests
             cpu[name] += run.cpu
             wall[name] += run.wall
+            if run.requests:
+                rounds[name].append((run.requests / run.wall, run.cpu / run.requests * 1e6))
     return {
         name: {
             "rps_many": done[name] / wall[name],
             # CPU of this process per request at IN_FLIGHT (all threads)
             "cpu_us": cpu[name] / done[name] * 1e6 if done[name] else 0.0,
+            "rounds": rounds[name],
         }
         for name in paths
     }
+
+
+def round_spread(path: list[tuple[float, float]], baseline: list[tuple[float, float]]) -> str:
+    """How the ratios of ``path`` to ``baseline`` spread over the rounds they took
+    turns in (paired round by round): throughput and CPU per request, each as its
+    median, middle half and extremes."""
+
+    def spread(ratios: list[float]) -> str:
+        ordered = sorted(ratios)
+        if len(ordered) < 2:
+            return f"{ordered[0]:.2f}x"
+        low, median, high = statistics.quantiles(ordered, n=4, method="inclusive")
+        return (
+            f"median {median:.2f}x, middle half {low:.2f}-{high:.2f}x, "
+            f"all {ordered[0]:.2f}-{ordered[-1]:.2f}x"
+        )
+
+    pairs = list(zip(path, baseline, strict=False))
+    rps = spread([p[0] / b[0] for p, b in pairs])
+    cpu = spread([p[1] / b[1] for p, b in pairs])
+    return f"throughput {rps}; CPU per request {cpu}"
 
 
 async def cpu_by_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[int, float]]:
@@ -568,6 +594,9 @@ def report(results: dict[str, Any]) -> Report:
     out.notes.append(
         f"the paths take turns in {ROUNDS} rounds (at 1 in flight raw, bus and exactly_once)"
     )
+    if bus.get("rounds") and floor.get("rounds"):
+        spread = round_spread(bus["rounds"], floor["rounds"])
+        out.notes.append(f"bus / floor at {IN_FLIGHT} in flight, round by round: {spread}")
     return out
 
 

@@ -25,6 +25,7 @@ from a2a_bus.bench.kafka import (
     cpu_by_in_flight,
     delete_run_topics,
     report,
+    round_spread,
 )
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.transport.kafka.config import KafkaSettings
@@ -106,6 +107,23 @@ def test_the_bus_is_held_to_the_floor_at_64_in_flight_and_to_raw_at_p50() -> Non
     results["bus"] |= {"p50_ms": 2.5, "rps_many": 7700.0, "cpu_us": 99.0}
     rows = {row.case: row for row in report(results).rows}
     assert all(rows[case].met for case in (p50.case, throughput.case, cpu.case))
+
+
+def test_the_report_says_how_the_bus_to_floor_ratios_spread_over_the_rounds() -> None:
+    """Paired round by round: the median, middle half and extremes of bus / floor,
+    for throughput and CPU per request; one run's headline ratio is read against it."""
+    bus_rounds = [(600.0, 120.0), (1000.0, 110.0), (800.0, 100.0), (700.0, 130.0), (900.0, 140.0)]
+    floor_rounds = [(1000.0, 100.0)] * 5
+    spread = round_spread(bus_rounds, floor_rounds)
+    assert spread == (
+        "throughput median 0.80x, middle half 0.70-0.90x, all 0.60-1.00x; "
+        "CPU per request median 1.20x, middle half 1.10-1.30x, all 1.00-1.40x"
+    )
+    results = measured()
+    results["bus"]["rounds"], results["floor"]["rounds"] = bus_rounds, floor_rounds
+    notes = report(results).notes
+    assert f"bus / floor at 64 in flight, round by round: {spread}" in notes
+    assert not any("round by round" in note for note in report(measured()).notes)
 
 
 # -- the request/response paths work on a real broker --------------------------------------
