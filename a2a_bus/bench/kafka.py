@@ -1,8 +1,8 @@
 """Kafka: bus request/response and publish cost, beside a raw aiokafka ping-pong.
 
 Everything runs in one process, on the same broker, in the same run; the paths
-take turns in rounds (raw and bus at 1 request in flight, all four at 64), so
-load from elsewhere on the machine hits them alike:
+take turns in rounds (raw, bus, exactly_once and floor at 1 request in flight,
+all five at 64), so load from elsewhere on the machine hits them alike:
 
 * raw (the baseline): an aiokafka producer/consumer pair answering on a reply
   topic, with the bus's producer guarantees (idempotent, ``acks=all``); the
@@ -447,7 +447,8 @@ async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
             await path.start()
             running.push_async_callback(path.stop)
         results: dict[str, Any] = await one_in_flight(
-            {name: paths[name].call for name in ("raw", "bus", "exactly_once")}, sizes
+            {name: paths[name].call for name in ("raw", "bus", "exactly_once", "floor")},
+            sizes,
         )
         for name, figures in (
             await many_in_flight({name: path.call for name, path in paths.items()}, sizes)
@@ -544,6 +545,8 @@ def report(results: dict[str, Any]) -> Report:
         )
     )
     out.add(Row("floor: CPU per request", floor["cpu_us"], "us", raw["cpu_us"], "raw"))
+    if "p50_ms" in floor:  # what any bus on this stack adds to raw's latency, for reading p50
+        out.add(Row("floor: request/response p50", floor["p50_ms"], "ms", raw["p50_ms"], "raw"))
     base = results["publish_us"][SUBSCRIBERS[0]]
     for n, cost in results["publish_us"].items():
         target = PUBLISH_TARGET if n != SUBSCRIBERS[0] else None
@@ -592,7 +595,7 @@ def report(results: dict[str, Any]) -> Report:
         "commits; see a2a_bus/bench/kafka_floor.py); CPU is this process's, all threads"
     )
     out.notes.append(
-        f"the paths take turns in {ROUNDS} rounds (at 1 in flight raw, bus and exactly_once)"
+        f"the paths take turns in {ROUNDS} rounds (at 1 in flight raw, bus, exactly_once and floor)"
     )
     if bus.get("rounds") and floor.get("rounds"):
         spread = round_spread(bus["rounds"], floor["rounds"])

@@ -109,6 +109,15 @@ def test_the_bus_is_held_to_the_floor_at_64_in_flight_and_to_raw_at_p50() -> Non
     assert all(rows[case].met for case in (p50.case, throughput.case, cpu.case))
 
 
+def test_the_floor_s_p50_is_read_beside_raw_s_with_no_target() -> None:
+    """The bus's p50 target is against raw; the floor's own p50 beside it says how
+    much of that any bus on this stack adds."""
+    results = measured()
+    results["floor"]["p50_ms"] = 2.7
+    row = next(r for r in report(results).rows if r.case == "floor: request/response p50")
+    assert (row.value, row.baseline, row.baseline_name, row.target) == (2.7, 2.0, "raw", None)
+
+
 def test_the_report_says_how_the_bus_to_floor_ratios_spread_over_the_rounds() -> None:
     """Paired round by round: the median, middle half and extremes of bus / floor,
     for throughput and CPU per request; one run's headline ratio is read against it."""
