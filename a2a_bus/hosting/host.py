@@ -8,12 +8,11 @@ each a supervised pykka actor. It turns deliveries into jobs, answers requests
 on the caller's reply topic (or, for a caller in this process on the in-process
 transport, straight to the dispatcher), streams generator results, feeds caller
 streams to handlers, and writes dead messages to the dead-letter topic with the
-reason.
+reason (:mod:`a2a_bus.hosting.answering`).
 
 Answers, chunks and dead letters continue the trace of the message they answer.
-With an OpenTelemetry SDK each delivery is handled in a span of its own (a child
-of its ``traceparent``), current in the handler's thread; the event the handler
-sees, and everything continuing it, carries that span's context.
+With an OpenTelemetry SDK each delivery is handled in a span of its own
+(:mod:`a2a_bus.hosting.delivery_spans`), current in the handler's thread.
 """
 
 from __future__ import annotations
@@ -26,44 +25,28 @@ from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any
 
-import orjson
-
 from a2a_bus.client import Client
 from a2a_bus.core.context import BusContext
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.discovery.directory import DEGRADED, FAILED, RUNNING
 from a2a_bus.hosting.actor import Job, Outcome
 from a2a_bus.hosting.agent import Agent, SubscriptionSpec
+from a2a_bus.hosting.answering import Answering
+from a2a_bus.hosting.delivery_spans import DeliverySpans
 from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
 from a2a_bus.hosting.outbound import OutboundStreams, carried
 from a2a_bus.hosting.supervisor import Replica, RestartPolicy
 from a2a_bus.hosting.task_runs import TaskMarks
-from a2a_bus.protocol import (
-    ErrorCode,
-    JsonRpcError,
-    Kind,
-    error_response,
-    event_kind,
-    ext,
-    jsonrpc_of,
-    record_key,
-    result_response,
-)
-from a2a_bus.protocol.events import adopt_event
+from a2a_bus.protocol import ErrorCode, JsonRpcError, ext, jsonrpc_of
 from a2a_bus.runtime import tracing
 from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
-from a2a_bus.transport.base import Delivery, Handler, Inboxes, Subscription
-from a2a_bus.transport.dead_letters import delivered_letter
-from a2a_bus.transport.errors import RecordTooLarge
+from a2a_bus.transport.base import Delivery, Inboxes, Subscription
 
 log = logging.getLogger(__name__)
 
 _SESSION = ext.SESSION
 _TASK_ID = ext.TASK_ID
-
-AGENT_HEADER = "a2a-dlq-agent"
-ATTEMPTS_HEADER = "a2a-dlq-attempts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +96,17 @@ class AgentHost:
         #: The replicas messages go to: those that did not fail (all, when every one did).
         self._serving: list[Replica] = []
         self._subscriptions: list[Subscription] = []
-        self.inbound = InboundStreams(agent_cls, self._answer)
+        self._spans = DeliverySpans(hosting.context, self.agent_id)
+        answering = self._answering = Answering(
+            hosting.context, hosting.dispatcher, self.agent_id, self._spans
+        )
+        self.inbound = InboundStreams(agent_cls, answering.answer)
         self.outbound = OutboundStreams(
-            hosting.context, hosting.dispatcher, self.agent_id, self.dead_letter
+            hosting.context, hosting.dispatcher, self.agent_id, answering.dead_letter
         )
         #: Replicas whose mailbox is full: the inbox pauses once all of them are.
         self._full: set[Replica] = set()
         self._scheduler: Scheduler | None = None
-        #: With an SDK: the span of each delivery being handled, by its event's id().
-        self._spans: dict[int, Any] = {}
         self._class_card: dict[str, Any] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -168,42 +153,6 @@ class AgentHost:
         agent.client = self.hosting.client()
         return agent
 
-    def _traced(self, handle: Handler, group: str) -> Handler:
-        """``handle`` itself, or with an SDK ``handle`` inside a span per delivery."""
-        tracer = self._tracing.tracer
-        if tracer is None:
-            return handle
-        system, agent = self._context.messaging_system, self.agent_id
-
-        async def traced(delivery: Delivery) -> None:
-            event = delivery.event
-            attributes = event.get_attributes()
-            span = tracing.start_process(
-                tracer,
-                attributes,
-                delivery.topic,
-                group,
-                system,
-                request=event_kind(event) is Kind.REQUEST,
-                agent=agent,
-                redelivered=delivery.redelivered,
-            )
-            # A copy: the transport may hand this very event to other subscribers.
-            seen = adopt_event(dict(attributes), event.get_data())
-            tracing.stamp(seen.get_attributes(), span)
-            self._spans[id(seen)] = span
-            try:
-                with tracing.ending(span):  # not current: the handler runs step by step
-                    await handle(delivery._replace(event=seen))
-            finally:
-                del self._spans[id(seen)]
-
-        return traced
-
-    def _span(self, delivery: Delivery) -> Any:
-        """The span handling ``delivery`` (with an SDK), else None."""
-        return self._spans.get(id(delivery.event))
-
     async def start(self, inboxes: Inboxes) -> None:
         """Start the replicas, then consume the inbox (through the process's inbox
         consumer of this start of the bus) and the subscribed subjects."""
@@ -227,7 +176,7 @@ class AgentHost:
         self._subscriptions.append(
             await inboxes.subscribe(
                 topics.agent(self.agent_id),
-                self._traced(self._on_inbox, f"{topics.prefix}.inbox"),
+                self._spans.traced(self._on_inbox, f"{topics.prefix}.inbox"),
                 max_in_flight=in_flight,
             )
         )
@@ -238,7 +187,7 @@ class AgentHost:
                 await self._context.transport.subscribe(
                     [target] if isinstance(target, str) else target,
                     group,
-                    self._traced(functools.partial(self._on_event, spec), group),
+                    self._spans.traced(functools.partial(self._on_event, spec), group),
                     from_beginning=spec.replay,
                     max_in_flight=in_flight,
                 )
@@ -296,7 +245,7 @@ class AgentHost:
         message = jsonrpc_of(event.get_data()) or self._context.adaptor.to_jsonrpc(event)
         method = message.get("method")
         if not isinstance(method, str):
-            await self.dead_letter(delivery, "not a request: the message has no method")
+            await self._answering.dead_letter(delivery, "not a request: the message has no method")
             return
         spec = self._methods.get(method)
         if spec is None:
@@ -307,7 +256,7 @@ class AgentHost:
             if spec.stream_param is None:
                 detail = f"{method} takes no stream (it has no Iterator parameter)"
                 error = JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", detail)
-                await self._answer(delivery, message, Outcome(error=error))
+                await self._answering.answer(delivery, message, Outcome(error=error))
             else:
                 await self.inbound.on_chunk(self._replica(), delivery, spec, message)
             return
@@ -316,7 +265,7 @@ class AgentHost:
             # A stream sent as one array gets a fresh iterator per attempt (Binder.call).
             call = spec.binder.caller(spec.attribute, message.get("params"))
         except JsonRpcError as exc:
-            await self._answer(delivery, message, Outcome(error=exc))
+            await self._answering.answer(delivery, message, Outcome(error=exc))
             return
         job = Job(call, method, event, delivery.redelivered)
         replica = self._replica()
@@ -333,12 +282,12 @@ class AgentHost:
         outcome = await replica.submit(job)
         if job.answered:
             self._metrics.handled += 1
-            if outcome.error is not None and self._tracing.tracer is not None:
-                span = self._span(delivery)  # answered in-process: the error marks it here
+            if outcome.error is not None and self._spans.enabled:
+                span = self._spans.of(delivery)  # answered in-process: the error marks it here
                 if span is not None:
                     tracing.record_response(span, {"error": outcome.error.to_dict()})
             return
-        await self._answer(delivery, message, outcome)
+        await self._answering.answer(delivery, message, outcome)
 
     async def _run_task(
         self,
@@ -367,14 +316,14 @@ class AgentHost:
             finally:
                 self._dispatcher.stream_ended(request_id)
             await marks.close()
-            await self._answer(delivery, message, outcome)
+            await self._answering.answer(delivery, message, outcome)
         finally:
             await marks.close()
 
     def _answer_local_caller(self, job: Job, outcome: Outcome) -> bool:
         """Resolve the caller's request at once, on the loop, as the outcome lands."""
         if outcome.crash is not None:
-            return False  # dead-lettered first, then answered by _answer
+            return False  # dead-lettered first, then answered by Answering.answer
         outcome = carried(outcome)
         error = outcome.error
         response = {"result": outcome.result} if error is None else {"error": error.to_dict()}
@@ -385,74 +334,16 @@ class AgentHost:
         self, delivery: Delivery, message: dict[str, Any], method: str
     ) -> None:
         if method == "agent/card/get":
-            await self._answer(delivery, message, Outcome(result=self.card()))
+            await self._answering.answer(delivery, message, Outcome(result=self.card()))
         elif method == "methods/list":
             methods = [{"agent": self.agent_id, **m} for m in self.card()["methods"]]
-            await self._answer(delivery, message, Outcome(result={"methods": methods}))
+            await self._answering.answer(delivery, message, Outcome(result={"methods": methods}))
         elif "id" in message:
             error = JsonRpcError(ErrorCode.METHOD_NOT_FOUND, "Method not found", method)
-            await self._answer(delivery, message, Outcome(error=error))
+            await self._answering.answer(delivery, message, Outcome(error=error))
         else:
-            await self.dead_letter(delivery, f"unknown method {method!r} on {self.agent_id}")
-
-    async def _answer(self, delivery: Delivery, message: dict[str, Any], outcome: Outcome) -> None:
-        """Count the outcome, dead-letter a dead message (or a notification that
-        failed: nobody else hears of it), and reply to a request."""
-        self._context.metrics.handled += 1
-        id = message.get("id")
-        if "id" in message:
-            outcome = carried(outcome)
-        if outcome.crash is not None:
-            await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
-            # The traceback is in the log; the caller learns only that it failed.
-            response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
-        elif outcome.error is not None:
-            error = outcome.error
-            if "id" not in message:
-                await self.dead_letter(delivery, handler_error(error), outcome.attempts)
-                return
-            response = error_response(error.code, error.message, id, error.data)
-        else:
-            response = result_response(outcome.result, id)
-        if "id" in message:
-            span = self._span(delivery) if self._tracing.tracer is not None else None
-            if span is not None:
-                tracing.record_response(span, response)
-            await self.respond(delivery, response)
-
-    async def respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
-        """Send ``response`` to the caller's reply topic (raw if the request was raw).
-
-        A response the transport refuses as too large (Kafka, for a request made
-        outside the bus whose id or method fills the record) is replaced by -32005
-        once, so the caller hears why instead of waiting for its timeout.
-        """
-        try:
-            await self._respond(delivery, response)
-        except RecordTooLarge as exc:
-            log.warning("a response was not sent: %s", exc)
-            error = (ErrorCode.TOO_LARGE, "Response too large", response.get("id"), str(exc))
-            await self._respond(delivery, error_response(*error))
-
-    async def _respond(self, delivery: Delivery, response: dict[str, Any]) -> None:
-        event = delivery.event
-        if self._dispatcher.is_local_caller(delivery):
-            self._dispatcher.answer_local(event.get_id(), response)
-            return
-        context = self._context
-        reply_to = event.get_extension(ext.REPLY_TO)
-        transport = context.transport
-        if delivery.raw:
-            topic = reply_to if isinstance(reply_to, str) else context.topics.ingress_reply
-            value, key = orjson.dumps(response), event.get_id().encode()
-            await transport.publish_raw(topic, value, key=key, answering=delivery)
-            return
-        if not isinstance(reply_to, str):
-            log.debug("request %s has no reply topic; its response is dropped", event.get_id())
-            return
-        answer = context.adaptor.response_event(event, response, source=context.source)
-        answer.get_attributes()[ext.REPLY_TO] = reply_to
-        await transport.publish(reply_to, answer, key=record_key(answer), answering=delivery)
+            reason = f"unknown method {method!r} on {self.agent_id}"
+            await self._answering.dead_letter(delivery, reason)
 
     # -- pub/sub --------------------------------------------------------------------
 
@@ -465,35 +356,11 @@ class AgentHost:
             redelivered=delivery.redelivered,
         )
         outcome = await self._replica().submit(job)
-        self._context.metrics.handled += 1
-        if outcome.crash is not None:
-            await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
-        elif outcome.error is not None:
-            await self.dead_letter(delivery, handler_error(outcome.error), outcome.attempts)
-
-    # -- dead letters ---------------------------------------------------------------
-
-    async def dead_letter(self, delivery: Delivery, reason: str, attempts: int = 1) -> None:
-        """Write the delivered event to the dead-letter topic with why and where from."""
-        mark = [(AGENT_HEADER, self.agent_id.encode()), (ATTEMPTS_HEADER, str(attempts).encode())]
-        context = self._context
-        await context.transport.dead_letter(delivered_letter(delivery, reason, mark))
-        context.metrics.dead_letters += 1
-        span = self._span(delivery) if self._tracing.tracer is not None else None
-        if span is not None:
-            tracing.record_dead_letter(span, reason, attempts)
-        log.warning("dead letter from %s: %s", self.agent_id, reason)
+        await self._answering.settle_event(delivery, outcome)
 
 
 def _held(replica: Replica) -> int:
     return replica.held
-
-
-def handler_error(error: JsonRpcError) -> str:
-    """The dead-letter reason for a message whose handling ended in ``error``."""
-    # A header of the dead letter: its detail is kept short.
-    detail = f": {error.data[:500]}" if isinstance(error.data, str) else ""
-    return f"handler-error: {error.code} {error.message}{detail}"
 
 
 __all__ = ["AgentHost"]
