@@ -70,6 +70,13 @@ class KafkaSettings:
     #: open (read_committed readers of its partitions wait that long, plus the
     #: broker's abort check, for a killed replica's transaction to be aborted).
     transaction_timeout_ms: int = 10_000
+    #: exactly_once: how long a transactional producer waits before it sends again
+    #: what the broker refused with a retriable error. A broker that checks each
+    #: transactional write against its transaction (Kafka 3.8 and later with an
+    #: older client such as aiokafka) refuses a write made while the previous
+    #: transaction is still being completed; aiokafka's default of 100 ms then
+    #: adds 100 ms to that answer.
+    transaction_retry_backoff_ms: int = 20
     #: exactly_once: this replica's stable name in its transactional ids
     #: (``<replica>.<group>``); a replica restarted under the same name fences its
     #: old self at once. None: ``<host>-<pid>``, unique but not stable.

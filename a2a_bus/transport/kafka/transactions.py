@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -40,6 +41,23 @@ def transactional_id(settings: KafkaSettings, group: str) -> str:
     """``<replica>.<group>``: stable per replica name and group (see the settings)."""
     replica = settings.transactional_id or f"{socket.gethostname()}-{os.getpid()}"
     return f"{replica}.{group}"
+
+
+def producer_options(settings: KafkaSettings, group: str) -> dict[str, Any]:
+    """The options of the transactional producer of ``group``'s member."""
+    s = settings
+    return {
+        "transactional_id": transactional_id(s, group),
+        "transaction_timeout_ms": s.transaction_timeout_ms,
+        "retry_backoff_ms": s.transaction_retry_backoff_ms,
+        "enable_idempotence": True,
+        "acks": "all",
+        "linger_ms": s.linger_ms,
+        "max_batch_size": s.max_batch_size,
+        "max_request_size": MAX_REQUEST_SIZE,
+        "compression_type": s.compression_type,
+        **s.client_kwargs(),
+    }
 
 
 class TransactionalCommitter(Committer):
@@ -69,18 +87,7 @@ class TransactionalCommitter(Committer):
         self._producer: AIOKafkaProducer | None = None
 
     async def open(self) -> None:
-        s = self._settings
-        producer = AIOKafkaProducer(
-            transactional_id=transactional_id(s, self._group),
-            transaction_timeout_ms=s.transaction_timeout_ms,
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=s.linger_ms,
-            max_batch_size=s.max_batch_size,
-            max_request_size=MAX_REQUEST_SIZE,
-            compression_type=s.compression_type,
-            **s.client_kwargs(),
-        )
+        producer = AIOKafkaProducer(**producer_options(self._settings, self._group))
         try:
             await producer.start()  # init_transactions: fences an older self of this id
         except BaseException:

@@ -9,7 +9,7 @@ import ssl
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
@@ -24,7 +24,7 @@ from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, enco
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.groups import composition_group, is_composition_group
 from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
-from a2a_bus.transport.kafka.transactions import TransactionalCommitter
+from a2a_bus.transport.kafka.transactions import TransactionalCommitter, producer_options
 from a2a_bus.transport.records import decode_record, failure_reason
 
 
@@ -189,6 +189,20 @@ async def test_answers_dropped_at_a_handover_mark_their_records_to_be_handled_ag
     assert not routes.was_dropped("in", 0, 3)
     assert routes.route(handed) is None and routes.route(kept) is committer.outbox
     assert [a.offset for a in committer.outbox.take({kept: 10, handed: 10})] == [3]
+
+
+async def test_a_transactional_producer_sends_a_refused_write_again_soon() -> None:
+    """A broker that checks each transactional write refuses one made while the
+    previous transaction is still completing; the producer sends it again after
+    ``transaction_retry_backoff_ms`` (20 ms unless set), not aiokafka's 100 ms."""
+    default = producer_options(KafkaSettings(delivery="exactly_once"), "g")
+    assert default["retry_backoff_ms"] == 20
+    environ = {"A2A_KAFKA_TRANSACTION_RETRY_BACKOFF_MS": "5", "A2A_KAFKA_TRANSACTIONAL_ID": "r1"}
+    options = producer_options(KafkaSettings.from_env(environ), "g")
+    assert (options["retry_backoff_ms"], options["transactional_id"]) == (5, "r1.g")
+    assert (options["acks"], options["enable_idempotence"]) == ("all", True)
+    producer = AIOKafkaProducer(**options)  # aiokafka takes every option as given
+    await producer.stop()
 
 
 def test_binary_cloudevent_record() -> None:
