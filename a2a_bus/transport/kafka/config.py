@@ -72,10 +72,9 @@ class KafkaSettings:
     transaction_timeout_ms: int = 10_000
     #: exactly_once: how long a transactional producer waits before it sends again
     #: what the broker refused with a retriable error. A broker that checks each
-    #: transactional write against its transaction (Kafka 3.8 and later with an
-    #: older client such as aiokafka) refuses a write made while the previous
-    #: transaction is still being completed; aiokafka's default of 100 ms then
-    #: adds 100 ms to that answer.
+    #: transactional write against its transaction (Kafka 3.6 and later) answers an
+    #: older client such as aiokafka NOT_ENOUGH_REPLICAS now and then; aiokafka's
+    #: default of 100 ms then adds 100 ms to that answer (see docs/kafka.md).
     transaction_retry_backoff_ms: int = 20
     #: exactly_once: this replica's stable name in its transactional ids
     #: (``<replica>.<group>``); a replica restarted under the same name fences its

@@ -192,9 +192,9 @@ async def test_answers_dropped_at_a_handover_mark_their_records_to_be_handled_ag
 
 
 async def test_a_transactional_producer_sends_a_refused_write_again_soon() -> None:
-    """A broker that checks each transactional write refuses one made while the
-    previous transaction is still completing; the producer sends it again after
-    ``transaction_retry_backoff_ms`` (20 ms unless set), not aiokafka's 100 ms."""
+    """A broker that checks each transactional write now and then refuses one with a
+    retriable error; the producer sends it again after ``transaction_retry_backoff_ms``
+    (20 ms unless set), not aiokafka's 100 ms."""
     default = producer_options(KafkaSettings(delivery="exactly_once"), "g")
     assert default["retry_backoff_ms"] == 20
     environ = {"A2A_KAFKA_TRANSACTION_RETRY_BACKOFF_MS": "5", "A2A_KAFKA_TRANSACTIONAL_ID": "r1"}
