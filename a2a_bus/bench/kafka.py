@@ -34,19 +34,26 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from a2a_bus.bench.kafka_floor import FloorRequests, echo_request
+from a2a_bus.bench.kafka_floor import FloorRequests
+from a2a_bus.bench.kafka_load import (
+    IN_FLIGHT,
+    ROUNDS,
+    Path,
+    Sizes,
+    cpu_by_in_flight,
+    many_in_flight,
+    one_in_flight,
+    round_spread,
+)
+from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
 from a2a_bus.bench.report import Curve, Point, Report, Row, Target
-from a2a_bus.bus import Bus
-from a2a_bus.hosting.agent import Agent, method
-from a2a_bus.protocol import Adaptor, ext, new_event
+from a2a_bus.protocol import new_event
 from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.kafka.transport import KafkaTransport
@@ -60,273 +67,6 @@ P50_TARGET = 1.3
 #: At 64 in flight, against the floor path: least throughput, most CPU per request.
 FLOOR_THROUGHPUT_TARGET = 0.85
 FLOOR_CPU_TARGET = 1.25
-IN_FLIGHT = 64
-#: Requests in flight of the CPU-per-request curve (what grows with a busy caller).
-IN_FLIGHT_LEVELS = (1, 16, 64, 256)
-#: Turns the paths take (see ``one_in_flight``): at 64 in flight one path's CPU per
-#: request moves by up to 1.5x from one 1-second turn to the next on a 2-core machine
-#: shared with the broker, so many short turns, not a few long ones.
-ROUNDS = 8
-
-Call = Callable[[], Awaitable[None]]
-
-
-class Path(Protocol):
-    """One request/response path: started, called many times, stopped."""
-
-    async def start(self) -> None: ...
-
-    async def call(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Sizes:
-    requests: int  # sequential requests for the latency percentiles
-    seconds: float  # per throughput measurement
-    publishes: int  # per publish-cost measurement
-
-    @classmethod
-    def pick(cls, quick: bool) -> Sizes:
-        if quick:
-            return cls(100, 1.5, 50)
-        env = os.environ.get
-        return cls(
-            int(env("BENCH_KAFKA_REQUESTS", "400")),
-            float(env("BENCH_KAFKA_SECONDS", "8")),
-            int(env("BENCH_KAFKA_PUBLISHES", "200")),
-        )
-
-
-# -- measuring ------------------------------------------------------------------------
-
-
-async def warm_up(call: Call) -> None:
-    for _ in range(20):  # connections, metadata, the broker's JIT
-        await call()
-
-
-async def latencies(call: Call, count: int) -> list[float]:
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        await call()
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
-async def throughput(call: Call, in_flight: int, seconds: float) -> float:
-    """Requests per second with ``in_flight`` callers each waiting for its answer."""
-    done = 0
-    stop_at = time.perf_counter() + seconds
-
-    async def caller() -> None:
-        nonlocal done
-        while time.perf_counter() < stop_at:
-            await call()
-            done += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(in_flight)))
-    return done / (time.perf_counter() - start)
-
-
-def percentile_ms(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-async def one_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, float]]:
-    """Latency percentiles and 1-in-flight throughput of ``paths``, which take
-    turns in ``ROUNDS`` blocks: a load change on the shared machine hits every
-    path alike, so their ratio compares like with like."""
-    for call in paths.values():
-        await warm_up(call)
-    samples: dict[str, list[float]] = {name: [] for name in paths}
-    rates: dict[str, list[float]] = {name: [] for name in paths}
-    block = max(1, sizes.requests // ROUNDS)
-    for _ in range(ROUNDS):
-        for name, call in paths.items():
-            samples[name] += await latencies(call, block)
-    for _ in range(ROUNDS):
-        for name, call in paths.items():
-            rates[name].append(await throughput(call, 1, sizes.seconds / ROUNDS))
-    return {
-        name: {
-            "p50_ms": percentile_ms(samples[name], 0.5),
-            "p99_ms": percentile_ms(samples[name], 0.99),
-            "rps_1": statistics.fmean(rates[name]),
-        }
-        for name in paths
-    }
-
-
-async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, Any]]:
-    """Throughput of each of ``paths`` at ``IN_FLIGHT``, and this process's CPU per
-    request meanwhile; the paths take turns in ``ROUNDS`` blocks, as in
-    :func:`one_in_flight`. Each round's figures are kept too (``rounds``: requests
-    per second and CPU per request), so a report can say how far they spread."""
-    for call in paths.values():
-        await warm_up(call)
-    done = dict.fromkeys(paths, 0.0)
-    cpu = dict.fromkeys(paths, 0.0)
-    wall = dict.fromkeys(paths, 0.0)
-    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
-    for _ in range(ROUNDS):
-        for name, call in paths.items():
-            run = await loaded(call, IN_FLIGHT, sizes.seconds / ROUNDS)
-            done[name] += run.requests
-            cpu[name] += run.cpu
-            wall[name] += run.wall
-            if run.requests:
-                rounds[name].append((run.requests / run.wall, run.cpu / run.requests * 1e6))
-    return {
-        name: {
-            "rps_many": done[name] / wall[name],
-            # CPU of this process per request at IN_FLIGHT (all threads)
-            "cpu_us": cpu[name] / done[name] * 1e6 if done[name] else 0.0,
-            "rounds": rounds[name],
-        }
-        for name in paths
-    }
-
-
-def round_spread(path: list[tuple[float, float]], baseline: list[tuple[float, float]]) -> str:
-    """How the ratios of ``path`` to ``baseline`` spread over the rounds they took
-    turns in (paired round by round): throughput and CPU per request, each as its
-    median, middle half and extremes."""
-
-    def spread(ratios: list[float]) -> str:
-        ordered = sorted(ratios)
-        if len(ordered) < 2:
-            return f"{ordered[0]:.2f}x"
-        low, median, high = statistics.quantiles(ordered, n=4, method="inclusive")
-        return (
-            f"median {median:.2f}x, middle half {low:.2f}-{high:.2f}x, "
-            f"all {ordered[0]:.2f}-{ordered[-1]:.2f}x"
-        )
-
-    pairs = list(zip(path, baseline, strict=False))
-    rps = spread([p[0] / b[0] for p, b in pairs])
-    cpu = spread([p[1] / b[1] for p, b in pairs])
-    return f"throughput {rps}; CPU per request {cpu}"
-
-
-async def cpu_by_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[int, float]]:
-    """This process's CPU per request (us) for each of ``paths`` at each of
-    ``IN_FLIGHT_LEVELS`` requests in flight; the paths take turns at each level."""
-    found: dict[str, dict[int, float]] = {name: {} for name in paths}
-    for level in IN_FLIGHT_LEVELS:
-        for name, call in paths.items():
-            run = await loaded(call, level, sizes.seconds / ROUNDS)
-            found[name][level] = run.cpu / run.requests * 1e6 if run.requests else 0.0
-    return found
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    requests: float
-    cpu: float  # seconds of this process's CPU, all threads
-    wall: float
-
-
-async def loaded(call: Call, in_flight: int, seconds: float) -> LoadedRun:
-    """``in_flight`` callers for ``seconds``: requests done, CPU and wall time spent."""
-    cpu_start, wall_start = time.process_time(), time.perf_counter()
-    rate = await throughput(call, in_flight, seconds)
-    wall = time.perf_counter() - wall_start
-    return LoadedRun(rate * wall, time.process_time() - cpu_start, wall)
-
-
-# -- the request/response paths -------------------------------------------------
-
-
-class BenchEcho(Agent):
-    """Answers with its argument."""
-
-    agent_id = "bench-echo"
-    # Room for every request in flight, so the bench measures throughput, not
-    # backpressure pauses.
-    mailbox_size = 2 * max(IN_FLIGHT_LEVELS)
-
-    @method
-    def echo(self, value: Any) -> Any:
-        return value
-
-
-class BusRequests:
-    """The bus path: ``Bus.kafka`` with a real agent, the async client's ``request``."""
-
-    def __init__(self, bootstrap: str, run_id: str, delivery: str = "at_least_once") -> None:
-        name = "" if delivery == "at_least_once" else "eo"
-        options = {"prefix": f"bench{run_id}{name}", "heartbeat": 60.0}
-        self.bus = Bus.kafka(bootstrap, bus_options=options, delivery=delivery, **TUNING)
-        self.bus.spawn(BenchEcho)
-        self.client = self.bus.async_client()
-        self.counter = 0
-
-    async def start(self) -> None:
-        await self.bus.astart()
-
-    async def call(self) -> None:
-        self.counter += 1
-        await self.client.request("bench-echo", "echo", [self.counter])
-
-    async def stop(self) -> None:
-        await self.bus.astop()
-
-
-class TransportRequests:
-    """Request/response as the bus does it, over two bare KafkaTransports."""
-
-    def __init__(self, bootstrap: str, run_id: str) -> None:
-        self.adaptor = Adaptor()
-        self.inbox = f"bench.t.agent.echo.{run_id}"
-        self.reply_topic = f"bench.t.reply.{run_id}"
-        self.run_id = run_id
-        self.client = KafkaTransport(bootstrap, dlq_topic=f"bench.dlq.{run_id}", **TUNING)
-        self.server = KafkaTransport(bootstrap, dlq_topic=f"bench.dlq.{run_id}", **TUNING)
-        self.waiting: dict[str, asyncio.Future[Any]] = {}
-        self.counter = 0
-
-    async def start(self) -> None:
-        self.client.declare_private(self.reply_topic)  # one partition, as a node's
-        await self.client.start()
-        await self.server.start()
-        await self.server.subscribe([self.inbox], f"echo.{self.run_id}", self._serve)
-        await self.client.subscribe(
-            [self.reply_topic], f"node.{self.run_id}", self._collect, max_in_flight=1024
-        )
-
-    async def _serve(self, delivery: Delivery) -> None:
-        request = delivery.event
-        data = request.get_data()
-        assert isinstance(data, dict)
-        response = {"jsonrpc": "2.0", "result": data.get("params"), "id": data.get("id")}
-        reply_to = request.get_extension(ext.REPLY_TO)
-        assert isinstance(reply_to, str)
-        await self.server.publish(reply_to, self.adaptor.response_event(request, response))
-
-    async def _collect(self, delivery: Delivery) -> None:
-        future = self.waiting.pop(str(delivery.event.get_extension(ext.COLLABORATION)), None)
-        if future is not None and not future.done():
-            future.set_result(delivery.event.get_data())
-
-    async def call(self) -> None:
-        self.counter += 1
-        event_id = f"{self.run_id}-{self.counter}"
-        request = echo_request(self.adaptor, self.counter, event_id, self.reply_topic)
-        future = asyncio.get_running_loop().create_future()
-        self.waiting[event_id] = future
-        await self.client.publish(self.inbox, request)
-        await future
-
-    async def stop(self) -> None:
-        await self.client.stop()
-        await self.server.stop()
-
-
 # -- publish cost -----------------------------------------------------------------------
 
 

@@ -1,34 +1,13 @@
-"""The Kafka benchmark: its report's publish cost by subscribers is a scale curve, and
-its request/response paths work on a real broker: each answers every request of a
-concurrent burst, and the floor commits what it answered (its figures would mean
-nothing otherwise)."""
+"""The Kafka benchmark's report: publish cost by subscribers and CPU by requests in
+flight as scale curves, the targets against the floor and raw, and the notes that
+say how to read one run."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from typing import Any
 
-import pytest
-from aiokafka.admin import AIOKafkaAdminClient
-
-from a2a_bus.bench.kafka import (
-    FLOOR_CPU_TARGET,
-    IN_FLIGHT_LEVELS,
-    P50_TARGET,
-    PUBLISH_TARGET,
-    BusRequests,
-    Path,
-    RawPingPong,
-    Sizes,
-    TransportRequests,
-    cpu_by_in_flight,
-    delete_run_topics,
-    report,
-    round_spread,
-)
-from a2a_bus.bench.kafka_floor import FloorRequests
-from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.bench.kafka import FLOOR_CPU_TARGET, P50_TARGET, PUBLISH_TARGET, report
+from a2a_bus.bench.kafka_load import round_spread
 
 PATH = {"p50_ms": 2.0, "p99_ms": 9.0, "rps_1": 400.0, "rps_many": 9000.0, "cpu_us": 80.0}
 
@@ -68,26 +47,6 @@ def test_cpu_per_request_by_requests_in_flight_is_a_curve_beside_the_floor() -> 
     assert any("by requests in flight" in note and "256: 85" in note for note in out.notes)
 
 
-async def test_cpu_by_in_flight_measures_every_level_of_every_path() -> None:
-    calls = {"fast": 0, "slow": 0}
-
-    async def fast() -> None:
-        calls["fast"] += 1
-        await asyncio.sleep(0)
-
-    async def slow() -> None:
-        calls["slow"] += 1
-        sum(range(2000))  # CPU the process spends per request
-        await asyncio.sleep(0)
-
-    found = await cpu_by_in_flight({"fast": fast, "slow": slow}, Sizes(1, 0.2, 1))
-    assert set(found) == {"fast", "slow"}
-    assert list(found["fast"]) == list(IN_FLIGHT_LEVELS) == list(found["slow"])
-    assert all(us > 0 for costs in found.values() for us in costs.values())
-    assert calls["fast"] > 0 and calls["slow"] > 0
-    assert found["slow"][16] > found["fast"][16]
-
-
 def test_the_bus_is_held_to_the_floor_at_64_in_flight_and_to_raw_at_p50() -> None:
     """The issue's targets: throughput >= 0.85x and CPU <= 1.25x the floor's, p50
     <= 1.3x raw; each row is met or not by its own ratio."""
@@ -124,96 +83,8 @@ def test_the_report_says_how_the_bus_to_floor_ratios_spread_over_the_rounds() ->
     bus_rounds = [(600.0, 120.0), (1000.0, 110.0), (800.0, 100.0), (700.0, 130.0), (900.0, 140.0)]
     floor_rounds = [(1000.0, 100.0)] * 5
     spread = round_spread(bus_rounds, floor_rounds)
-    assert spread == (
-        "throughput median 0.80x, middle half 0.70-0.90x, all 0.60-1.00x; "
-        "CPU per request median 1.20x, middle half 1.10-1.30x, all 1.00-1.40x"
-    )
     results = measured()
     results["bus"]["rounds"], results["floor"]["rounds"] = bus_rounds, floor_rounds
     notes = report(results).notes
     assert f"bus / floor at 64 in flight, round by round: {spread}" in notes
     assert not any("round by round" in note for note in report(measured()).notes)
-
-
-# -- the request/response paths work on a real broker --------------------------------------
-
-WAIT = 60.0  # seconds; a guard against hangs, never a performance limit
-BURST = 40
-
-
-async def committed(bootstrap: str, group: str, topic: str) -> int:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(group)
-        return sum(meta.offset for tp, meta in offsets.items() if tp.topic == topic)
-    finally:
-        await admin.close()
-
-
-@pytest.mark.kafka
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("kind", ["raw", "bus", "transport", "floor"])
-async def test_a_benchmark_path_answers_a_concurrent_burst(kafka_bootstrap: str, kind: str) -> None:
-    run_id = uuid.uuid4().hex[:8]
-    paths: dict[str, type] = {
-        "raw": RawPingPong,
-        "bus": BusRequests,
-        "transport": TransportRequests,
-        "floor": FloorRequests,
-    }
-    path: Path = paths[kind](kafka_bootstrap, run_id)
-    await path.start()
-    try:
-        await asyncio.wait_for(asyncio.gather(*(path.call() for _ in range(BURST))), WAIT)
-        if isinstance(path, FloorRequests):
-            group = f"{path.requests}.server"
-            for _ in range(100):  # the commit of the last answers follows the next fetch
-                if await committed(kafka_bootstrap, group, path.requests) == BURST:
-                    break
-                await asyncio.sleep(0.2)
-            assert await committed(kafka_bootstrap, group, path.requests) == BURST
-            assert not path.waiting
-    finally:
-        await path.stop()
-        await delete_run_topics(kafka_bootstrap, run_id)
-
-
-async def committed_by_partition(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(group)
-        return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
-    finally:
-        await admin.close()
-
-
-@pytest.mark.kafka
-@pytest.mark.timeout(180)
-async def test_the_floor_spreads_requests_over_an_inbox_s_partitions_and_replies_on_one(
-    kafka_bootstrap: str,
-) -> None:
-    """The floor's topics are shaped as the bus's, so the ratio compares like with
-    like: requests with their own ids over an agent inbox's partitions, answers on
-    a one-partition reply topic."""
-    run_id = uuid.uuid4().hex[:8]
-    path = FloorRequests(kafka_bootstrap, run_id)
-    await path.start()
-    try:
-        await asyncio.wait_for(asyncio.gather(*(path.call() for _ in range(BURST))), WAIT)
-        assert len(await path.producer.partitions_for(path.replies)) == 1
-        inbox = KafkaSettings().inbox_partitions
-        assert len(await path.producer.partitions_for(path.requests)) == inbox
-        group = f"{path.requests}.server"
-        for _ in range(100):  # the commit of the last answers follows the next fetch
-            counts = await committed_by_partition(kafka_bootstrap, group, path.requests)
-            if sum(counts.values()) == BURST:
-                break
-            await asyncio.sleep(0.2)
-        assert sum(counts.values()) == BURST
-        assert sorted(counts) == list(range(inbox))
-        assert all(count > 0 for count in counts.values())
-    finally:
-        await path.stop()
-        await delete_run_topics(kafka_bootstrap, run_id)

@@ -1,0 +1,41 @@
+"""Load on a benchmark path: every level of callers in flight is measured for every
+path, and the ratios of two paths taking turns are summed up round by round."""
+
+from __future__ import annotations
+
+import asyncio
+
+from a2a_bus.bench.kafka_load import IN_FLIGHT_LEVELS, Sizes, cpu_by_in_flight, round_spread
+
+
+async def test_cpu_by_in_flight_measures_every_level_of_every_path() -> None:
+    calls = {"fast": 0, "slow": 0}
+
+    async def fast() -> None:
+        calls["fast"] += 1
+        await asyncio.sleep(0)
+
+    async def slow() -> None:
+        calls["slow"] += 1
+        sum(range(2000))  # CPU the process spends per request
+        await asyncio.sleep(0)
+
+    found = await cpu_by_in_flight({"fast": fast, "slow": slow}, Sizes(1, 0.2, 1))
+    assert set(found) == {"fast", "slow"}
+    assert list(found["fast"]) == list(IN_FLIGHT_LEVELS) == list(found["slow"])
+    assert all(us > 0 for costs in found.values() for us in costs.values())
+    assert calls["fast"] > 0 and calls["slow"] > 0
+    assert found["slow"][16] > found["fast"][16]
+
+
+def test_the_spread_of_two_paths_ratios_is_paired_round_by_round() -> None:
+    """Median, middle half and extremes of path / baseline, for throughput and CPU."""
+    bus_rounds = [(600.0, 120.0), (1000.0, 110.0), (800.0, 100.0), (700.0, 130.0), (900.0, 140.0)]
+    assert round_spread(bus_rounds, [(1000.0, 100.0)] * 5) == (
+        "throughput median 0.80x, middle half 0.70-0.90x, all 0.60-1.00x; "
+        "CPU per request median 1.20x, middle half 1.10-1.30x, all 1.00-1.40x"
+    )
+    # One round: its ratios alone.
+    assert round_spread([(900.0, 110.0)], [(1000.0, 100.0)]) == (
+        "throughput 0.90x; CPU per request 1.10x"
+    )
