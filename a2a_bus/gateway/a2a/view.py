@@ -41,6 +41,7 @@ from a2a_bus.gateway.a2a.saver import Saver
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
 from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
 from a2a_bus.protocol import ErrorCode
+from a2a_bus.runtime.fresh_read import FreshRead
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Delivery, Subscription, Transport
 
@@ -85,6 +86,8 @@ class TaskView:
         self.max_tasks_per_owner = max_tasks_per_owner
         self._transport = transport
         self._topic = topics.tasks
+        #: The log's end, read after the call that asks came (concurrent calls share one).
+        self._log_end = FreshRead(lambda: transport.end_offsets(topics.tasks))
         self._group = f"{topics.prefix}.tasks.view.{node}"
         self._source = source
         self.max_bytes = max_bytes
@@ -141,6 +144,7 @@ class TaskView:
     async def stop(self) -> None:
         watchdog, self._watchdog = self._watchdog, None
         await stop_task(watchdog)
+        await self._log_end.aclose()
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
             await subscription.stop()
@@ -251,7 +255,7 @@ class TaskView:
         deadline = self._clock() + timeout
         try:
             async with asyncio.timeout(timeout):
-                ends = await self._transport.end_offsets(self._topic)
+                ends = await self._log_end()
         except Exception as exc:  # any failure to learn the end: answer from the view
             log.warning("task view not synced: the log's end is unknown (%r)", exc)
             return
