@@ -5,7 +5,7 @@ A :class:`Committer` writes what the member's
 position of each partition (its first unfinished record) and the lease (the
 offset below which records may be handed out) as commit metadata. It commits
 in the background when asked (:attr:`Committer.wanted`, at most once per
-``commit_interval_ms``), and at once for a lease a record waits for, a revoke
+:attr:`Committer.interval`), and at once for a lease a record waits for, a revoke
 or a stop. One lock keeps commits of the member in order.
 """
 
@@ -48,6 +48,11 @@ class Committer:
         #: Set to ask for a background commit (cheap enough for every record).
         self.wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def interval(self) -> float:
+        """Seconds between the end of a background commit and the next one."""
+        return self._interval
 
     async def open(self) -> None:
         """Get ready to commit (the transactional committer starts its producer)."""

@@ -76,6 +76,11 @@ class KafkaSettings:
     #: older client such as aiokafka NOT_ENOUGH_REPLICAS now and then; aiokafka's
     #: default of 100 ms then adds 100 ms to that answer (see docs/kafka.md).
     transaction_retry_backoff_ms: int = 20
+    #: exactly_once: the pause after a member's transaction before its next one. Its
+    #: answers wait for that transaction, so by default it starts as soon as the last
+    #: one ended (with records finished meanwhile); ``commit_interval_ms`` is the
+    #: pause of the at-least-once commits, which carry no answers.
+    transaction_commit_interval_ms: int = 0
     #: exactly_once: this replica's stable name in its transactional ids
     #: (``<replica>.<group>``); a replica restarted under the same name fences its
     #: old self at once. None: ``<host>-<pid>``, unique but not stable.

@@ -77,7 +77,7 @@ class TransactionalCommitter(Committer):
             consumer,
             group,
             trackers,
-            interval_ms=settings.commit_interval_ms,
+            interval_ms=settings.transaction_commit_interval_ms,
             lease_size=settings.redelivery_lease,
             metrics=metrics,
         )

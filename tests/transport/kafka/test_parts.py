@@ -191,6 +191,25 @@ async def test_answers_dropped_at_a_handover_mark_their_records_to_be_handled_ag
     assert [a.offset for a in committer.outbox.take({kept: 10, handed: 10})] == [3]
 
 
+async def test_an_exactly_once_member_commits_again_as_soon_as_its_transaction_ended() -> None:
+    """Its answers wait for its next transaction: by default it follows the last one
+    at once (``transaction_commit_interval_ms``), not after ``commit_interval_ms``."""
+
+    def committer(settings: KafkaSettings) -> TransactionalCommitter:
+        return TransactionalCommitter(
+            AIOKafkaConsumer(),  # not started: no broker is asked
+            "group",
+            {},
+            settings=settings,
+            routes=AnswerRoutes(),
+            metrics=KafkaMetrics(),
+        )
+
+    assert committer(KafkaSettings(delivery="exactly_once")).interval == 0
+    environ = {"A2A_KAFKA_TRANSACTION_COMMIT_INTERVAL_MS": "7", "A2A_DELIVERY": "exactly_once"}
+    assert committer(KafkaSettings.from_env(environ)).interval == 0.007
+
+
 async def test_a_transactional_producer_sends_a_refused_write_again_soon() -> None:
     """A broker that checks each transactional write now and then refuses one with a
     retriable error; the producer sends it again after ``transaction_retry_backoff_ms``
