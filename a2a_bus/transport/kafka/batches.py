@@ -44,6 +44,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from a2a_bus.transport.eager import run_eagerly
 from a2a_bus.transport.errors import NotDelivered, RecordTooLarge
+from a2a_bus.transport.kafka.config import KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,20 @@ MAX_REQUEST_SIZE = 1048576
 RETRY_BACKOFF = 0.25
 #: Seconds between two looks for batches past their delivery timeout.
 SWEEP_INTERVAL = 0.5
+
+
+def producer_options(settings: KafkaSettings) -> dict[str, Any]:
+    """The options of every producer the transport starts: idempotent, ``acks=all``,
+    the settings' tuning and connection."""
+    return {
+        "enable_idempotence": True,
+        "acks": "all",
+        "linger_ms": settings.linger_ms,
+        "max_batch_size": settings.max_batch_size,
+        "max_request_size": MAX_REQUEST_SIZE,
+        "compression_type": settings.compression_type,
+        **settings.client_kwargs(),
+    }
 
 
 class KafkaNotDelivered(NotDelivered, KafkaTimeoutError):

@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from a2a_bus.transport.kafka.answers import AnswerRoutes, Outbox
-from a2a_bus.transport.kafka.batches import MAX_REQUEST_SIZE
+from a2a_bus.transport.kafka.batches import producer_options
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer
@@ -43,20 +43,13 @@ def transactional_id(settings: KafkaSettings, group: str) -> str:
     return f"{replica}.{group}"
 
 
-def producer_options(settings: KafkaSettings, group: str) -> dict[str, Any]:
+def transactional_producer_options(settings: KafkaSettings, group: str) -> dict[str, Any]:
     """The options of the transactional producer of ``group``'s member."""
-    s = settings
     return {
-        "transactional_id": transactional_id(s, group),
-        "transaction_timeout_ms": s.transaction_timeout_ms,
-        "retry_backoff_ms": s.transaction_retry_backoff_ms,
-        "enable_idempotence": True,
-        "acks": "all",
-        "linger_ms": s.linger_ms,
-        "max_batch_size": s.max_batch_size,
-        "max_request_size": MAX_REQUEST_SIZE,
-        "compression_type": s.compression_type,
-        **s.client_kwargs(),
+        **producer_options(settings),
+        "transactional_id": transactional_id(settings, group),
+        "transaction_timeout_ms": settings.transaction_timeout_ms,
+        "retry_backoff_ms": settings.transaction_retry_backoff_ms,
     }
 
 
@@ -87,7 +80,7 @@ class TransactionalCommitter(Committer):
         self._producer: AIOKafkaProducer | None = None
 
     async def open(self) -> None:
-        producer = AIOKafkaProducer(**producer_options(self._settings, self._group))
+        producer = AIOKafkaProducer(**transactional_producer_options(self._settings, self._group))
         try:
             await producer.start()  # init_transactions: fences an older self of this id
         except BaseException:

@@ -50,10 +50,10 @@ from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
 from a2a_bus.transport.kafka.admin import ClusterAdmin
 from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes, Outbox
 from a2a_bus.transport.kafka.batches import (
-    MAX_REQUEST_SIZE,
     Batches,
     check_size,
     pick_partition,
+    producer_options,
 )
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.config import KafkaSettings
@@ -169,16 +169,7 @@ class KafkaTransport(Transport):
 
     async def _started_producer(self) -> AIOKafkaProducer:
         """A started idempotent producer (``acks=all``) with the settings' tuning."""
-        s = self.settings
-        producer = AIOKafkaProducer(
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=s.linger_ms,
-            max_batch_size=s.max_batch_size,
-            max_request_size=MAX_REQUEST_SIZE,
-            compression_type=s.compression_type,
-            **s.client_kwargs(),
-        )
+        producer = AIOKafkaProducer(**producer_options(self.settings))
         try:
             await producer.start()
         except BaseException:

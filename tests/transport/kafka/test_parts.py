@@ -24,7 +24,10 @@ from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, enco
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.groups import composition_group, is_composition_group
 from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
-from a2a_bus.transport.kafka.transactions import TransactionalCommitter, producer_options
+from a2a_bus.transport.kafka.transactions import (
+    TransactionalCommitter,
+    transactional_producer_options,
+)
 from a2a_bus.transport.records import decode_record, failure_reason
 
 
@@ -214,10 +217,10 @@ async def test_a_transactional_producer_sends_a_refused_write_again_soon() -> No
     """A broker that checks each transactional write now and then refuses one with a
     retriable error; the producer sends it again after ``transaction_retry_backoff_ms``
     (20 ms unless set), not aiokafka's 100 ms."""
-    default = producer_options(KafkaSettings(delivery="exactly_once"), "g")
+    default = transactional_producer_options(KafkaSettings(delivery="exactly_once"), "g")
     assert default["retry_backoff_ms"] == 20
     environ = {"A2A_KAFKA_TRANSACTION_RETRY_BACKOFF_MS": "5", "A2A_KAFKA_TRANSACTIONAL_ID": "r1"}
-    options = producer_options(KafkaSettings.from_env(environ), "g")
+    options = transactional_producer_options(KafkaSettings.from_env(environ), "g")
     assert (options["retry_backoff_ms"], options["transactional_id"]) == (5, "r1.g")
     assert (options["acks"], options["enable_idempotence"]) == ("all", True)
     producer = AIOKafkaProducer(**options)  # aiokafka takes every option as given
