@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import time
 from contextlib import ExitStack
@@ -81,11 +82,18 @@ def test_prune_deletes_only_topics_idle_for_the_given_minutes(
             time.sleep(0.1)
         else:
             pytest.fail("the topics' partition folders were not made within a minute")
-        _age(_partition_dirs(data, "old.one") + _partition_dirs(data, "old.two"), 2 * 3600)
-
-        pruned = _run_script("kafka.sh", "prune", env)  # no argument: 15 minutes
-        assert pruned.returncode == 0, pruned.stderr
-        assert "deleted 2 topics idle for 15 minutes" in pruned.stderr
+        deleted = 0
+        for _ in range(5):
+            # Under load the broker may still write into an aged folder (a new leader
+            # epoch): that topic is rightly active for this prune; age it again.
+            _age(_partition_dirs(data, "old.one") + _partition_dirs(data, "old.two"), 2 * 3600)
+            pruned = _run_script("kafka.sh", "prune", env)  # no argument: 15 minutes
+            assert pruned.returncode == 0, pruned.stderr
+            found = re.search(r"deleted (\d+) topics idle for 15 minutes", pruned.stderr)
+            deleted += int(found.group(1)) if found else 0
+            if deleted >= 2:
+                break
+        assert deleted == 2, pruned.stderr
 
         for _ in range(100):  # deletion completes in the background
             left = asyncio.run(_topics(bootstrap))
