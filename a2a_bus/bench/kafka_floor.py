@@ -41,8 +41,9 @@ from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
 from a2a_bus.hosting.actor import thread_safe
 from a2a_bus.protocol import Adaptor, Failure, ext, from_kafka, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
-from a2a_bus.transport.kafka.batches import Batches, pick_partition
+from a2a_bus.transport.kafka.batches import Batches
 from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.partitioning import pick_partition
 
 #: As the bus's default de-duplication window.
 WINDOW = 10_000

@@ -18,7 +18,7 @@ from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.schedule.scheduler import Names
-from a2a_bus.transport.kafka.batches import pick_partition
+from a2a_bus.transport.kafka.partitioning import pick_partition
 from a2a_bus.transport.kafka.transport import KafkaTransport
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,7 @@ of ``send``; while the producer still holds an undrained batch of a partition
 ``send`` does too.
 
 Records are assigned to partitions as aiokafka's default partitioner does
-(murmur2 of the key, or a random available partition without a key), so keys
-land where they did.
+(:mod:`a2a_bus.transport.kafka.partitioning`), so keys land where they did.
 
 While the broker is away (restarting, a leader moving), aiokafka fails a batch
 that never left it: one that waited too long for its partition's earlier batch
@@ -31,10 +30,8 @@ import asyncio
 import contextlib
 import copy
 import logging
-import random
-import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -95,46 +92,6 @@ class KafkaRecordTooLarge(RecordTooLarge, MessageSizeTooLargeError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "record too large"
-
-
-_MASK = 0xFFFFFFFF
-_M = 0x5BD1E995
-_WORDS: dict[int, struct.Struct] = {}
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 (``org.apache.kafka.common.utils.Utils.murmur2``), equal to
-    aiokafka's ``murmur2`` but reading four bytes at a time."""
-    length = len(data)
-    h = 0x9747B28C ^ length
-    words = length >> 2
-    unpack = _WORDS.get(words)
-    if unpack is None:
-        unpack = _WORDS[words] = struct.Struct(f"<{words}I")
-    for k in unpack.unpack_from(data):
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
-    tail = length & ~3
-    extra = length & 3
-    if extra == 3:
-        h ^= data[tail + 2] << 16
-    if extra >= 2:
-        h ^= data[tail + 1] << 8
-    if extra:
-        h = ((h ^ data[tail]) * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    return h ^ (h >> 15)
-
-
-def pick_partition(key: bytes | None, every: Sequence[int], available: Sequence[int]) -> int:
-    """The partition aiokafka's ``DefaultPartitioner`` picks for ``key``."""
-    if key is None:
-        return random.choice(available or every)
-    if len(every) == 1:  # what the hash would pick: the one partition, at no cost
-        return every[0]
-    return every[(murmur2(key) & 0x7FFFFFFF) % len(every)]
 
 
 class _Pending:

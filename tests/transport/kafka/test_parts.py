@@ -18,12 +18,12 @@ from a2a_bus.transport.base import DeadLetter
 from a2a_bus.transport.dead_letters import dead_letter_headers
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes
-from a2a_bus.transport.kafka.batches import murmur2, pick_partition
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker, decode_lease, encode_lease
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.groups import composition_group, is_composition_group
 from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
+from a2a_bus.transport.kafka.partitioning import murmur2, pick_partition
 from a2a_bus.transport.kafka.transactions import (
     TransactionalCommitter,
     transactional_producer_options,
