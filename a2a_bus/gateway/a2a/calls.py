@@ -179,3 +179,35 @@ def _params(entry: dict[str, Any], value: Any, context_id: str) -> Any:
 def answer_parts(value: Any) -> list[Part]:
     """A method's result as parts: a string as text, anything else as data."""
     return [Part.of(value)]
+
+
+def error_parts(error: dict[str, Any]) -> list[Part]:
+    """A JSON-RPC error object as a failed task's status message."""
+    text = str(error.get("message") or "Error")
+    detail = error.get("data")
+    if isinstance(detail, str) and detail:
+        text = f"{text}: {detail}"
+    return [Part.text(f"{text} (error {error.get('code')})"), Part.data(error)]
+
+
+#: Chunks of the LLM runtime's ``chat/stream`` (see ``a2a_bus.llm.chunks``).
+_TOKEN, _DONE = "token", "done"
+_PROGRESS = ("tool_start", "tool_end")
+
+
+def is_progress(item: Any) -> bool:
+    """Whether a stream item reports a tool call's progress rather than answering."""
+    return isinstance(item, dict) and item.get("type") in _PROGRESS
+
+
+def chunk_parts(item: Any, conversational: bool, started: bool) -> list[Part]:
+    """The parts one stream item adds to the answer."""
+    if conversational and isinstance(item, dict):
+        kind = item.get("type")
+        if kind == _TOKEN and isinstance(item.get("text"), str):
+            return [Part.text(item["text"])] if item["text"] else []
+        if kind == _DONE:
+            content = item.get("content")
+            # The tokens already carried the answer; a run that streamed none has it here.
+            return [Part.text(content)] if isinstance(content, str) and not started else []
+    return answer_parts(item)

@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError
-from a2a_bus.gateway.a2a.fold import ArtifactChunk, StatusChanged, TaskFold, Versioned
+from a2a_bus.gateway.a2a.fold import TaskFold
 from a2a_bus.gateway.a2a.listing import page
 from a2a_bus.gateway.a2a.model import Task
 from a2a_bus.gateway.a2a.notifier import Notifier
@@ -40,6 +40,7 @@ from a2a_bus.gateway.a2a.push import (
 )
 from a2a_bus.gateway.a2a.stores import open_task_store
 from a2a_bus.gateway.a2a.task_service import TaskService
+from a2a_bus.gateway.a2a.updates import ArtifactChunk, StatusChanged, Versioned
 from a2a_bus.gateway.a2a.view import TaskView
 from a2a_bus.gateway.a2a.webhooks import WebhookSender
 from a2a_bus.gateway.a2a.wire import (

@@ -36,36 +36,14 @@ from typing import Any
 
 import orjson
 
-from a2a_bus.gateway.a2a.calls import answer_parts
+from a2a_bus.gateway.a2a.calls import answer_parts, chunk_parts, error_parts, is_progress
 from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
+from a2a_bus.gateway.a2a.updates import ArtifactChunk, StatusChanged, Update, Versioned
 from a2a_bus.protocol import ErrorCode
 
 #: The version of :meth:`TaskFold.record`'s shape.
 RECORD_FORMAT = 1
-
-
-@dataclass(frozen=True)
-class StatusChanged:
-    #: The task as it was when its status changed.
-    snapshot: Task
-
-
-@dataclass(frozen=True)
-class ArtifactChunk:
-    #: The parts that arrived, under the artifact's id.
-    artifact: Artifact
-    append: bool
-    last_chunk: bool
-
-
-Update = StatusChanged | ArtifactChunk
-
-
-@dataclass(frozen=True)
-class Versioned:
-    version: int
-    update: Update
 
 
 @dataclass(frozen=True)
@@ -87,15 +65,6 @@ class CallPlan:
             "streaming": self.streaming,
             "conversational": self.conversational,
         }
-
-
-def error_parts(error: dict[str, Any]) -> list[Part]:
-    """A JSON-RPC error object as a failed task's status message."""
-    text = str(error.get("message") or "Error")
-    detail = error.get("data")
-    if isinstance(detail, str) and detail:
-        text = f"{text}: {detail}"
-    return [Part.text(f"{text} (error {error.get('code')})"), Part.data(error)]
 
 
 class TaskFold:
@@ -311,11 +280,11 @@ class TaskFold:
         self._next_seq = seq + 1
         item = entry.data
         task = self.task
-        if self.call.conversational and _is_progress(item):
+        if self.call.conversational and is_progress(item):
             self._status(TaskState.WORKING, task.agent_message([Part.data(item)]), entry.time, out)
             return
         started = self._artifact is not None
-        parts = _chunk_parts(item, self.call.conversational, started)
+        parts = chunk_parts(item, self.call.conversational, started)
         if not parts:
             return
         artifact = self._artifact
@@ -434,25 +403,3 @@ def _json_size(part: Part) -> int:
     if part.kind == "text":
         return len(orjson.dumps(part.value)) - 2
     return len(orjson.dumps(part.value, default=repr))
-
-
-#: Chunks of the LLM runtime's ``chat/stream`` (see ``a2a_bus.llm.chunks``).
-_TOKEN, _DONE = "token", "done"
-_PROGRESS = ("tool_start", "tool_end")
-
-
-def _is_progress(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("type") in _PROGRESS
-
-
-def _chunk_parts(item: Any, conversational: bool, started: bool) -> list[Part]:
-    """The parts one stream item adds to the answer."""
-    if conversational and isinstance(item, dict):
-        kind = item.get("type")
-        if kind == _TOKEN and isinstance(item.get("text"), str):
-            return [Part.text(item["text"])] if item["text"] else []
-        if kind == _DONE:
-            content = item.get("content")
-            # The tokens already carried the answer; a run that streamed none has it here.
-            return [Part.text(content)] if isinstance(content, str) and not started else []
-    return answer_parts(item)

@@ -18,8 +18,8 @@ import asyncio
 import logging
 
 from a2a_bus.core.routing import Topics
-from a2a_bus.gateway.a2a.fold import StatusChanged
 from a2a_bus.gateway.a2a.push import PushConfig
+from a2a_bus.gateway.a2a.updates import StatusChanged
 from a2a_bus.gateway.a2a.view import TaskView
 from a2a_bus.gateway.a2a.webhooks import Outcome, WebhookSender
 from a2a_bus.transport.base import Delivery, Subscription, Transport

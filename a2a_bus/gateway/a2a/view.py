@@ -35,11 +35,12 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from a2a_bus.core.routing import Topics
-from a2a_bus.gateway.a2a.fold import StatusChanged, TaskFold, Versioned
+from a2a_bus.gateway.a2a.fold import TaskFold
 from a2a_bus.gateway.a2a.model import Task
 from a2a_bus.gateway.a2a.saver import Saver
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
 from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
+from a2a_bus.gateway.a2a.updates import StatusChanged, Versioned
 from a2a_bus.protocol import ErrorCode
 from a2a_bus.runtime.fresh_read import FreshRead
 from a2a_bus.runtime.loops import stop_task

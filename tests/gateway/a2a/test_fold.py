@@ -9,9 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from a2a_bus.gateway.a2a.fold import ArtifactChunk, StatusChanged, TaskFold, Update
+from a2a_bus.gateway.a2a.fold import TaskFold
 from a2a_bus.gateway.a2a.model import Part, TaskState
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
+from a2a_bus.gateway.a2a.updates import ArtifactChunk, StatusChanged, Update
 from a2a_bus.protocol import ErrorCode, new_id
 
 TASK = "t-1"
