@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from a2a_bus.bench.kafka import FLOOR_CPU_TARGET, P50_TARGET, PUBLISH_TARGET, report
 from a2a_bus.bench.kafka_load import round_spread
 
@@ -88,3 +90,13 @@ def test_the_report_says_how_the_bus_to_floor_ratios_spread_over_the_rounds() ->
     notes = report(results).notes
     assert f"bus / floor at 64 in flight, round by round: {spread}" in notes
     assert not any("round by round" in note for note in report(measured()).notes)
+
+
+def test_kafka_benchmark_without_a_broker_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from a2a_bus.bench.kafka import run
+
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    report = run(quick=True)
+    assert report.rows == []
+    assert "not run" in report.title
+    assert "KAFKA_BOOTSTRAP_SERVERS" in report.notes[0]

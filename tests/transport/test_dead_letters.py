@@ -18,6 +18,7 @@ from a2a_bus.transport.dead_letters import (
     DLQ_SOURCE_OFFSET,
     DLQ_SOURCE_PARTITION,
     DLQ_SOURCE_TOPIC,
+    dead_letter_headers,
     delivered_letter,
 )
 from a2a_bus.transport.errors import NotDelivered, RecordTooLarge, TransportError
@@ -147,3 +148,16 @@ def test_kafkas_size_error_is_the_transport_error() -> None:
     error = KafkaRecordTooLarge("the broker refused it")
     assert isinstance(error, RecordTooLarge)
     assert str(error) == "the broker refused it"
+
+
+def test_dead_letter_headers_replace_earlier_reasons() -> None:
+    original = [("ce_id", b"1"), ("a2a-dlq-reason", b"old")]
+    letter = DeadLetter("topic", 2, 7, b"{}", None, original, "new")
+    headers = dict(dead_letter_headers(letter))
+    assert headers == {
+        "ce_id": b"1",
+        "a2a-dlq-reason": b"new",
+        "a2a-dlq-source-topic": b"topic",
+        "a2a-dlq-source-partition": b"2",
+        "a2a-dlq-source-offset": b"7",
+    }

@@ -3,6 +3,7 @@
 ``transport.inboxes(prefix)`` serves every inbox topic with one consumer in the
 group of the set of topics. Every test uses topics and a group prefix of its
 own; the multi-process tests run ``tests/transport/kafka/inbox_worker.py``.
+The consumer's idle fetch wait (``idle_fetch_wait``) is checked without a broker.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery
 from a2a_bus.transport.base import Inboxes
 from a2a_bus.transport.kafka import InboxConflict, KafkaTransport
+from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.groups import composition_group
+from a2a_bus.transport.kafka.inboxes import idle_fetch_wait
 from tests.buses import eventually
 from tests.transport.kafka.support import (
     Recorder,
@@ -36,7 +39,10 @@ from tests.transport.kafka.support import (
 )
 from tests.transport.kafka.support import start_worker as start_worker_process
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+# The broker tests get the kafka mark from the kafka_bootstrap fixture they ask for
+# (directly or through transport and start_worker; tests/conftest.py): the test of
+# idle_fetch_wait needs no broker and must not be marked.
+pytestmark = pytest.mark.timeout(300)
 
 WAIT = 60.0  # seconds; a guard against hangs, never a performance limit
 WORKER = Path(__file__).with_name("inbox_worker.py")
@@ -685,3 +691,10 @@ async def test_an_inbox_topic_this_transport_created_is_read_from_its_first_reta
         await wait_until_committed_topics(creator, group, [inbox])
     assert recorder.numbers() == [2, 3, 4, 5]
     assert not any(delivery.redelivered for delivery in recorder.deliveries)
+
+
+def test_the_inbox_consumer_waits_longer_the_more_partitions_it_fetches() -> None:
+    settings = KafkaSettings()
+    waits = [idle_fetch_wait(settings, partitions) for partitions in (30, 300, 3_000, 30_000)]
+    assert waits == [settings.fetch_max_wait_ms, 450, 4_500, settings.inbox_fetch_max_wait_ms]
+    assert idle_fetch_wait(KafkaSettings(inbox_fetch_max_wait_ms=1_000), 3_000) == 1_000
