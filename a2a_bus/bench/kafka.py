@@ -175,13 +175,16 @@ async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
 
 
 async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
+    bus, bare = BusRequests(bootstrap, run_id), TransportRequests(bootstrap, run_id)
+    floor = FloorRequests(bootstrap, run_id)
     paths: dict[str, Path] = {
         "raw": RawPingPong(bootstrap, run_id),
-        "bus": BusRequests(bootstrap, run_id),
+        "bus": bus,
         "exactly_once": BusRequests(bootstrap, run_id, "exactly_once"),
-        "transport": TransportRequests(bootstrap, run_id),
-        "floor": FloorRequests(bootstrap, run_id),
+        "transport": bare,
+        "floor": floor,
     }
+    fetched = {"bus": bus.fetched, "transport": bare.fetched, "floor": floor.fetched}
     async with contextlib.AsyncExitStack() as running:
         for path in paths.values():
             await path.start()
@@ -191,7 +194,7 @@ async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
             sizes,
         )
         for name, figures in (
-            await many_in_flight({name: path.call for name, path in paths.items()}, sizes)
+            await many_in_flight({name: path.call for name, path in paths.items()}, sizes, fetched)
         ).items():
             results.setdefault(name, {}).update(figures)
         results["cpu_by_in_flight"] = await cpu_by_in_flight(
@@ -340,6 +343,18 @@ def report(results: dict[str, Any]) -> Report:
     if bus.get("rounds") and floor.get("rounds"):
         spread = round_spread(bus["rounds"], floor["rounds"])
         out.notes.append(f"bus / floor at {IN_FLIGHT} in flight, round by round: {spread}")
+    per_fetch = {
+        name: results[name]["records_per_fetch"]
+        for name in ("bus", "transport", "floor")
+        if "records_per_fetch" in results.get(name, {})
+    }
+    if per_fetch:
+        figures = ", ".join(f"{name} {n:.1f}" for name, n in per_fetch.items())
+        out.notes.append(
+            f"records per fetch at {IN_FLIGHT} in flight (a path's consumers together): "
+            f"{figures}; {IN_FLIGHT} means its requests travel as one wave, and its loop "
+            "waits while that wave is at the broker (see docs/kafka.md)"
+        )
     return out
 
 

@@ -69,6 +69,9 @@ class FloorRequests(RawPingPong):
         self.run_id = run_id
         self.adaptor = Adaptor()
         self._answered: dict[TopicPartition, int] = {}
+        #: Fetches of both consumers that returned records, and the records they held.
+        self.fetches = 0
+        self.records_fetched = 0
 
     async def start(self) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
@@ -107,7 +110,7 @@ class FloorRequests(RawPingPong):
         self._answered[TopicPartition(record.topic, record.partition)] = record.offset + 1
 
     async def _serve(self) -> None:
-        async for fetched in _fresh_events(self.server):
+        async for fetched in self._fresh_events(self.server):
             for record, event in fetched:
                 self.actor.tell((self._answer, record, event))
             if self._answered:  # what the actor answered by now, once per fetch
@@ -115,7 +118,7 @@ class FloorRequests(RawPingPong):
                 await self.server.commit(answered)
 
     async def _collect(self) -> None:
-        async for fetched in _fresh_events(self.client):
+        async for fetched in self._fresh_events(self.client):
             for _, event in fetched:
                 future = self.waiting.pop(str(event.get_extension(ext.COLLABORATION)), None)
                 if future is not None and not future.done():
@@ -129,6 +132,28 @@ class FloorRequests(RawPingPong):
         self.waiting[event_id] = future
         await self._produce(self.requests, request)
         await future
+
+    def fetched(self) -> tuple[int, int]:
+        """Fetches so far that returned records, and the records they held."""
+        return self.fetches, self.records_fetched
+
+    async def _fresh_events(
+        self, consumer: AIOKafkaConsumer
+    ) -> AsyncIterator[list[tuple[ConsumerRecord, CloudEvent]]]:
+        """Each fetch of ``consumer`` as its records' events, each (source, id) once."""
+        seen = DedupWindow(WINDOW)
+        while True:
+            fetched = await consumer.getmany(timeout_ms=TUNING["fetch_max_wait_ms"])
+            fresh = []
+            if fetched:
+                self.fetches += 1
+                self.records_fetched += sum(map(len, fetched.values()))
+            for records in fetched.values():
+                for record in records:
+                    event = from_kafka(record.value or b"", record.headers, record.key)
+                    if seen.claim((event.get_source(), event.get_id())) is None:
+                        fresh.append((record, event))
+            yield fresh
 
     async def stop(self) -> None:
         await self._batches.aclose()  # stops self.producer (stopping it again is a no-op)
@@ -148,19 +173,3 @@ def echo_request(adaptor: Adaptor, value: int, event_id: str, reply_to: str) -> 
     attributes["id"] = event_id
     attributes[ext.REPLY_TO] = reply_to
     return request
-
-
-async def _fresh_events(
-    consumer: AIOKafkaConsumer,
-) -> AsyncIterator[list[tuple[ConsumerRecord, CloudEvent]]]:
-    """Each fetch of ``consumer`` as its records' events, each (source, id) once."""
-    seen = DedupWindow(WINDOW)
-    while True:
-        fetched = await consumer.getmany(timeout_ms=TUNING["fetch_max_wait_ms"])
-        fresh = []
-        for records in fetched.values():
-            for record in records:
-                event = from_kafka(record.value or b"", record.headers, record.key)
-                if seen.claim((event.get_source(), event.get_id())) is None:
-                    fresh.append((record, event))
-        yield fresh

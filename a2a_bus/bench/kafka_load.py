@@ -26,6 +26,9 @@ IN_FLIGHT_LEVELS = (1, 16, 64, 256)
 ROUNDS = 8
 
 Call = Callable[[], Awaitable[None]]
+#: A path's fetches so far that returned records, and the records they held (all
+#: its consumers together).
+Fetched = Callable[[], tuple[int, int]]
 
 
 class Path(Protocol):
@@ -119,26 +122,37 @@ async def one_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[
     }
 
 
-async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict[str, Any]]:
+async def many_in_flight(
+    paths: dict[str, Call], sizes: Sizes, fetched: dict[str, Fetched] | None = None
+) -> dict[str, dict[str, Any]]:
     """Throughput of each of ``paths`` at ``IN_FLIGHT``, and this process's CPU per
     request meanwhile; the paths take turns in ``ROUNDS`` blocks, as in
     :func:`one_in_flight`. Each round's figures are kept too (``rounds``: requests
-    per second and CPU per request), so a report can say how far they spread."""
+    per second and CPU per request), so a report can say how far they spread.
+    For the paths ``fetched`` counts, also the records per fetch meanwhile
+    (``records_per_fetch``): how many requests travel together."""
     for call in paths.values():
         await warm_up(call)
+    counters = fetched or {}
     done = dict.fromkeys(paths, 0.0)
     cpu = dict.fromkeys(paths, 0.0)
     wall = dict.fromkeys(paths, 0.0)
+    fetches = {name: [0, 0] for name in counters}
     rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
     for _ in range(ROUNDS):
         for name, call in paths.items():
+            before = counters[name]() if name in counters else (0, 0)
             run = await loaded(call, IN_FLIGHT, sizes.seconds / ROUNDS)
+            if name in counters:
+                after = counters[name]()
+                fetches[name][0] += after[0] - before[0]
+                fetches[name][1] += after[1] - before[1]
             done[name] += run.requests
             cpu[name] += run.cpu
             wall[name] += run.wall
             if run.requests:
                 rounds[name].append((run.requests / run.wall, run.cpu / run.requests * 1e6))
-    return {
+    found: dict[str, dict[str, Any]] = {
         name: {
             "rps_many": done[name] / wall[name],
             # CPU of this process per request at IN_FLIGHT (all threads)
@@ -147,6 +161,9 @@ async def many_in_flight(paths: dict[str, Call], sizes: Sizes) -> dict[str, dict
         }
         for name in paths
     }
+    for name, (count, records) in fetches.items():
+        found[name]["records_per_fetch"] = records / count if count else 0.0
+    return found
 
 
 def round_spread(path: list[tuple[float, float]], baseline: list[tuple[float, float]]) -> str:

@@ -37,8 +37,15 @@ class BusRequests:
         options = {"prefix": f"bench{run_id}{name}", "heartbeat": 60.0}
         self.bus = Bus.kafka(bootstrap, bus_options=options, delivery=delivery, **TUNING)
         self.bus.spawn(BenchEcho)
+        transport = self.bus.transport
+        assert isinstance(transport, KafkaTransport)
+        self.transport = transport
         self.client = self.bus.async_client()
         self.counter = 0
+
+    def fetched(self) -> tuple[int, int]:
+        """Fetches so far that returned records, and the records they held."""
+        return self.transport.metrics.fetches, self.transport.metrics.fetched
 
     async def start(self) -> None:
         await self.bus.astart()
@@ -63,6 +70,11 @@ class TransportRequests:
         self.server = KafkaTransport(bootstrap, dlq_topic=f"bench.dlq.{run_id}", **TUNING)
         self.waiting: dict[str, asyncio.Future[Any]] = {}
         self.counter = 0
+
+    def fetched(self) -> tuple[int, int]:
+        """Fetches so far that returned records, and the records they held."""
+        fetches = self.client.metrics.fetches + self.server.metrics.fetches
+        return fetches, self.client.metrics.fetched + self.server.metrics.fetched
 
     async def start(self) -> None:
         self.client.declare_private(self.reply_topic)  # one partition, as a node's

@@ -92,6 +92,16 @@ def test_the_report_says_how_the_bus_to_floor_ratios_spread_over_the_rounds() ->
     assert not any("round by round" in note for note in report(measured()).notes)
 
 
+def test_the_report_says_how_many_records_each_path_fetched_at_once() -> None:
+    """64 records per fetch at 64 in flight: the requests travel as one wave."""
+    results = measured()
+    results["bus"]["records_per_fetch"], results["floor"]["records_per_fetch"] = 64.0, 32.12
+    [note] = [n for n in report(results).notes if n.startswith("records per fetch")]
+    assert "bus 64.0, floor 32.1;" in note
+    assert "transport" not in note  # not counted in this run
+    assert not any(n.startswith("records per fetch") for n in report(measured()).notes)
+
+
 def test_kafka_benchmark_without_a_broker_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from a2a_bus.bench.kafka import run
 

@@ -1,11 +1,18 @@
 """Load on a benchmark path: every level of callers in flight is measured for every
-path, and the ratios of two paths taking turns are summed up round by round."""
+path, records per fetch are counted for the paths that count their fetches, and the
+ratios of two paths taking turns are summed up round by round."""
 
 from __future__ import annotations
 
 import asyncio
 
-from a2a_bus.bench.kafka_load import IN_FLIGHT_LEVELS, Sizes, cpu_by_in_flight, round_spread
+from a2a_bus.bench.kafka_load import (
+    IN_FLIGHT_LEVELS,
+    Sizes,
+    cpu_by_in_flight,
+    many_in_flight,
+    round_spread,
+)
 
 
 async def test_cpu_by_in_flight_measures_every_level_of_every_path() -> None:
@@ -39,3 +46,27 @@ def test_the_spread_of_two_paths_ratios_is_paired_round_by_round() -> None:
     assert round_spread([(900.0, 110.0)], [(1000.0, 100.0)]) == (
         "throughput 0.90x; CPU per request 1.10x"
     )
+
+
+async def test_records_per_fetch_are_counted_while_the_path_is_loaded_and_only_then() -> None:
+    """What a path fetched before and between its turns is not its load's."""
+    fetched = {"fetches": 0, "records": 0}
+
+    async def counted() -> None:  # every request arrives in a fetch of four records
+        fetched["records"] += 1
+        if fetched["records"] % 4 == 0:
+            fetched["fetches"] += 1
+        await asyncio.sleep(0)
+
+    async def other() -> None:
+        fetched["fetches"] += 1000  # fetches of someone else, between the turns
+        await asyncio.sleep(0)
+
+    found = await many_in_flight(
+        {"counted": counted, "other": other},
+        Sizes(1, 0.2, 1),
+        {"counted": lambda: (fetched["fetches"], fetched["records"])},
+    )
+    assert 3.5 < found["counted"]["records_per_fetch"] <= 4.5
+    assert "records_per_fetch" not in found["other"]
+    assert found["counted"]["rps_many"] > 0

@@ -40,6 +40,11 @@ class KafkaMetrics:
     dead_lettered: int = 0
     handler_errors: int = 0
     commits: int = 0
+    #: Fetches of the transport's group members that returned records, and the
+    #: records they held: under load, records per fetch tells how many requests
+    #: travel together between the broker and this process.
+    fetches: int = 0
+    fetched: int = 0
     topics_created: int = 0
     #: CreateTopics requests sent (the topics of concurrent callers share one).
     create_requests: int = 0

@@ -24,6 +24,7 @@ from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 
 from a2a_bus.protocol import Adaptor
 from a2a_bus.runtime.loops import stop_task
+from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns
@@ -51,6 +52,7 @@ class Dispatch:
         commits: Committer,
         ownership: Ownership,
         adaptor: Adaptor,
+        metrics: KafkaMetrics,
         name: str,
     ) -> None:
         self._consumer = consumer
@@ -60,6 +62,7 @@ class Dispatch:
         self._commits = commits
         self._ownership = ownership
         self._adaptor = adaptor
+        self._metrics = metrics
         self._name = name
         #: Bumped at each revocation: work fetched before it is dropped.
         self.epoch = 0
@@ -136,6 +139,7 @@ class Dispatch:
 
     async def run(self) -> None:
         route = self._routing.target
+        metrics = self._metrics
         while not self.closing:
             try:
                 batches = await self._consumer.getmany(timeout_ms=1000)
@@ -147,6 +151,8 @@ class Dispatch:
                 continue
             if not batches:
                 continue
+            metrics.fetches += 1
+            metrics.fetched += sum(map(len, batches.values()))
             epoch = self.epoch
             bound = self._redelivery_bound
             # A partition not learned when this fetch returned was fetched before

@@ -136,6 +136,7 @@ class GroupMember:
             self._commits,
             self._ownership,
             transport.adaptor,
+            transport.metrics,
             f"group {group}",
         )
         self._run_task: asyncio.Task[None] | None = None

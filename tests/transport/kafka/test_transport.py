@@ -53,6 +53,25 @@ async def committed(kafka: KafkaTransport, group: str, tp: TopicPartition) -> in
     return found.get(tp, (-1, ""))[0]
 
 
+async def test_the_metrics_count_fetches_that_returned_records_and_the_records_they_held(
+    transport: KafkaTransport, uid: str
+) -> None:
+    """Records already waiting when a subscription starts come several to a fetch."""
+    topic = f"test.fetches.{uid}"
+    for i in range(10):
+        await transport.publish(topic, event(i), key=b"one-key")
+    fetches, fetched = transport.metrics.fetches, transport.metrics.fetched
+    recorder = Recorder()
+    await transport.subscribe([topic], f"g-{uid}", recorder, from_beginning=True)
+    await eventually(lambda: len(recorder.deliveries) == 10, "ten deliveries")
+
+    fetches = transport.metrics.fetches - fetches
+    fetched = transport.metrics.fetched - fetched
+    assert fetches >= 1
+    assert fetched >= 10  # a partition fetched before its start was learned is fetched again
+    assert fetched / fetches >= 2
+
+
 async def test_one_publish_fans_out_to_three_groups(
     transport: KafkaTransport, kafka_bootstrap: str, uid: str
 ) -> None:
