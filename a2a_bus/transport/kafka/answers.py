@@ -8,10 +8,18 @@ member that owns the record's partition).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from aiokafka import TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: Marks of dropped answers kept at most (:meth:`AnswerRoutes.dropped`). A mark
+#: matters only while the record may come back here with its de-duplication key
+#: still remembered; a mark this old is long past that.
+MAX_DROPPED_MARKS = 100_000
 
 
 class Answer(NamedTuple):
@@ -62,11 +70,12 @@ class Outbox:
 class AnswerRoutes:
     """Which outbox of this process takes the answer to a record of a partition."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_dropped: int = MAX_DROPPED_MARKS) -> None:
         #: None: a transactional member owned the partition and handed it over.
         self._outboxes: dict[TopicPartition, Outbox | None] = {}
-        #: Records whose answer was dropped: handed over while their handler ran.
-        self._dropped: set[tuple[str, int, int]] = set()
+        #: Records whose answer was dropped, oldest first (a dict keeps the order).
+        self._dropped: dict[tuple[str, int, int], None] = {}
+        self._max_dropped = max_dropped
 
     def claim(self, partitions: Iterable[TopicPartition], outbox: Outbox) -> None:
         for tp in partitions:
@@ -87,7 +96,29 @@ class AnswerRoutes:
         """The answer to this record was dropped (its partition was handed over
         while its handler ran, or before the answer was committed): whoever
         fetches it again, this process included, must handle it again."""
-        self._dropped.add((topic, partition, offset))
+        marks = self._dropped
+        marks[topic, partition, offset] = None
+        if len(marks) > self._max_dropped:
+            # The partition never came back here (or came back from further on):
+            # without a bound these would pile up over a long life of rebalances.
+            del marks[next(iter(marks))]
+            log.debug("forgot the oldest mark of a dropped answer (%d kept)", len(marks))
+
+    def reading_from(self, starts: Mapping[TopicPartition, int]) -> None:
+        """These partitions are read here again from these offsets: the records
+        below are not fetched here again, so their marks are forgotten."""
+        stale = [
+            mark
+            for mark in self._dropped
+            if mark[2] < starts.get(TopicPartition(mark[0], mark[1]), -1)
+        ]
+        for mark in stale:
+            del self._dropped[mark]
+
+    @property
+    def dropped_marks(self) -> int:
+        """Records marked as dropped now."""
+        return len(self._dropped)
 
     def was_dropped(self, topic: str, partition: int, offset: int) -> bool:
         """Whether the answer to this record was dropped (until :meth:`settled`)."""
@@ -95,4 +126,4 @@ class AnswerRoutes:
 
     def settled(self, topic: str, partition: int, offset: int) -> None:
         """The handling of this record ended: forget that its answer was dropped."""
-        self._dropped.discard((topic, partition, offset))
+        self._dropped.pop((topic, partition, offset), None)

@@ -66,6 +66,9 @@ class Committer:
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """``partitions`` left this member (their last commit is done)."""
 
+    def reading_from(self, starts: Mapping[TopicPartition, int]) -> None:
+        """Assigned partitions are read from these offsets on."""
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"kafka-commit-{self._group}")
 

@@ -279,6 +279,8 @@ class GroupMember:
         except TimeoutError:
             log.info("group %s: partitions not ready yet, trying again", self.group)
             return False
+        starts = self._ownership.committed_at_assignment
+        self._commits.reading_from({tp: starts[tp] for tp in partitions if tp in starts})
         self._dispatch.learned(partitions)
         return True
 

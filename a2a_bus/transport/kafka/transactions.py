@@ -96,6 +96,9 @@ class TransactionalCommitter(Committer):
     def claim(self, partitions: Iterable[TopicPartition]) -> None:
         self._routes.claim(partitions, self.outbox)
 
+    def reading_from(self, starts: Mapping[TopicPartition, int]) -> None:
+        self._routes.reading_from(starts)
+
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         partitions = list(partitions)
         self._routes.release(partitions, self.outbox)

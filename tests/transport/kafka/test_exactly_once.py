@@ -201,6 +201,49 @@ async def test_an_answer_dropped_at_a_handover_is_given_when_the_record_comes_ba
     assert answers == [{"run": 2}]
 
 
+async def test_a_member_forgets_the_dropped_answers_its_partition_was_committed_past(
+    kafka_bootstrap: str,
+) -> None:
+    """A record whose answer was dropped here at a handover, then answered and
+    committed by the partition's next owner, never comes back here: when the
+    partition is assigned here again from past it, its mark is forgotten."""
+    uid = uuid.uuid4().hex[:10]
+    topic, group = f"eo.in.{uid}", f"eo.group.{uid}"
+    tp = TopicPartition(topic, 0)
+    transport = KafkaTransport(kafka_bootstrap, dlq_topic=f"eo.dlq.{uid}", delivery="exactly_once")
+    await transport.start()
+    try:
+        await transport.ensure_topics([topic], partitions=1)
+        for n in range(3):
+            await transport.publish(topic, new_event({"type": "ask", "source": "tests"}, {"n": n}))
+        # Records 0 and 1 were handled here and their answers dropped at a handover,
+        # record 2's too; the next owner answered 0 and 1 and committed past them.
+        for offset in range(3):
+            transport.answer_routes.dropped(topic, 0, offset)
+        other = AIOKafkaConsumer(
+            bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False
+        )
+        await other.start()
+        try:
+            other.assign([tp])
+            await other.commit({tp: 2})
+        finally:
+            await other.stop()
+        handled: list[int] = []
+
+        async def handler(delivery: Delivery) -> None:
+            handled.append(delivery.offset)
+
+        await transport.subscribe([topic], group, handler)
+        await eventually(lambda: handled == [2], "record 2 handled again", timeout=WAIT)
+        assert not transport.answer_routes.was_dropped(topic, 0, 0)
+        assert not transport.answer_routes.was_dropped(topic, 0, 1)
+        # Record 2 came back and was handled: its mark went with its handling.
+        assert transport.answer_routes.dropped_marks == 0
+    finally:
+        await transport.stop()
+
+
 async def committed_answers(bootstrap: str, topic: str) -> list[Any]:
     """The data of every committed record of ``topic`` (one partition)."""
     reader = AIOKafkaConsumer(

@@ -13,19 +13,19 @@ from a2a_bus.transport.kafka.transactions import (
 )
 
 
+def unstarted_committer(settings: KafkaSettings, routes: AnswerRoutes) -> TransactionalCommitter:
+    """A transactional committer whose consumer is not started: no broker is asked."""
+    return TransactionalCommitter(
+        AIOKafkaConsumer(), "group", {}, settings=settings, routes=routes, metrics=KafkaMetrics()
+    )
+
+
 async def test_answers_dropped_at_a_handover_mark_their_records_to_be_handled_again() -> None:
     """exactly_once: answers still waiting for their transaction when the partition
     is handed over are dropped; their records must not look handled here (if the
     partition comes back, de-duplication would skip them and commit no answer)."""
     routes = AnswerRoutes()
-    committer = TransactionalCommitter(
-        AIOKafkaConsumer(),  # not started: the handover touches no broker
-        "group",
-        {},
-        settings=KafkaSettings(delivery="exactly_once"),
-        routes=routes,
-        metrics=KafkaMetrics(),
-    )
+    committer = unstarted_committer(KafkaSettings(delivery="exactly_once"), routes)
     kept, handed = TopicPartition("in", 0), TopicPartition("in", 1)
     committer.claim([kept, handed])
     for tp, offset in ((kept, 3), (handed, 7), (handed, 8)):
@@ -37,23 +37,52 @@ async def test_answers_dropped_at_a_handover_mark_their_records_to_be_handled_ag
     assert [a.offset for a in committer.outbox.take({kept: 10, handed: 10})] == [3]
 
 
+async def test_marks_of_dropped_answers_below_where_their_partition_is_read_again_go() -> None:
+    """A partition read here again from an offset past a marked record (another
+    owner answered and committed it) never brings that record back here: its mark
+    is forgotten, and the marks of later records and other partitions are kept."""
+    routes = AnswerRoutes()
+    committer = unstarted_committer(KafkaSettings(delivery="exactly_once"), routes)
+    first, second = TopicPartition("in", 0), TopicPartition("in", 1)
+    committer.claim([first, second])
+    for tp, offset in ((first, 4), (first, 9), (second, 2)):
+        committer.outbox.add(tp, Answer(offset, "out", b"{}", None, []))
+    committer.release([first, second])
+    assert routes.dropped_marks == 3
+    committer.reading_from({first: 5})
+    assert not routes.was_dropped("in", 0, 4)
+    assert routes.was_dropped("in", 0, 9) and routes.was_dropped("in", 1, 2)
+    assert routes.dropped_marks == 2
+
+
+def test_marks_of_dropped_answers_are_bounded_the_oldest_going_first() -> None:
+    """A partition that never comes back would keep its marks for good: past the
+    bound the oldest are forgotten."""
+    routes = AnswerRoutes(max_dropped=3)
+    for offset in range(5):
+        routes.dropped("in", 0, offset)
+    assert routes.dropped_marks == 3
+    assert [routes.was_dropped("in", 0, offset) for offset in range(5)] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
+    routes.settled("in", 0, 3)
+    routes.dropped("in", 0, 5)  # room again: nothing more is forgotten
+    assert [routes.was_dropped("in", 0, offset) for offset in (2, 4, 5)] == [True, True, True]
+
+
 async def test_an_exactly_once_member_commits_again_as_soon_as_its_transaction_ended() -> None:
     """Its answers wait for its next transaction: by default it follows the last one
     at once (``transaction_commit_interval_ms``), not after ``commit_interval_ms``."""
 
-    def committer(settings: KafkaSettings) -> TransactionalCommitter:
-        return TransactionalCommitter(
-            AIOKafkaConsumer(),  # not started: no broker is asked
-            "group",
-            {},
-            settings=settings,
-            routes=AnswerRoutes(),
-            metrics=KafkaMetrics(),
-        )
-
-    assert committer(KafkaSettings(delivery="exactly_once")).interval == 0
+    default = unstarted_committer(KafkaSettings(delivery="exactly_once"), AnswerRoutes())
+    assert default.interval == 0
     environ = {"A2A_KAFKA_TRANSACTION_COMMIT_INTERVAL_MS": "7", "A2A_DELIVERY": "exactly_once"}
-    assert committer(KafkaSettings.from_env(environ)).interval == 0.007
+    from_env = unstarted_committer(KafkaSettings.from_env(environ), AnswerRoutes())
+    assert from_env.interval == 0.007
 
 
 async def test_a_transactional_producer_sends_a_refused_write_again_soon() -> None:
