@@ -68,6 +68,8 @@ class FloorRequests(RawPingPong):
         super().__init__(bootstrap, run_id)
         self.run_id = run_id
         self.adaptor = Adaptor()
+        #: What each request carries (None: its counter).
+        self.payload: Any = None
         self._answered: dict[TopicPartition, int] = {}
         #: Fetches of both consumers that returned records, and the records they held.
         self.fetches = 0
@@ -124,14 +126,15 @@ class FloorRequests(RawPingPong):
                 if future is not None and not future.done():
                     future.set_result(event.get_data())
 
-    async def call(self) -> None:
+    async def call(self) -> Any:
+        """One request; its response message."""
         self.counter += 1
         event_id = f"{self.run_id}-{self.counter}"
-        request = echo_request(self.adaptor, self.counter, event_id, self.replies)
+        request = echo_request(self.adaptor, self.counter, event_id, self.replies, self.payload)
         future = asyncio.get_running_loop().create_future()
         self.waiting[event_id] = future
         await self._produce(self.requests, request)
-        await future
+        return await future
 
     def fetched(self) -> tuple[int, int]:
         """Fetches so far that returned records, and the records they held."""
@@ -161,11 +164,15 @@ class FloorRequests(RawPingPong):
         self.actor.stop()
 
 
-def echo_request(adaptor: Adaptor, value: int, event_id: str, reply_to: str) -> CloudEvent:
-    """The request event of JSON-RPC ``echo(value)`` with id ``value`` (its record
-    key, as a bus client's counter id is), the bus-wide unique ``event_id`` the bus
-    gives every request and the caller's reply topic."""
-    message = {"jsonrpc": "2.0", "method": "echo", "params": [value], "id": value}
+def echo_request(
+    adaptor: Adaptor, value: int, event_id: str, reply_to: str, payload: Any = None
+) -> CloudEvent:
+    """The request event of JSON-RPC ``echo(value)`` (``echo(payload)`` when one is
+    given) with id ``value`` (its record key, as a bus client's counter id is), the
+    bus-wide unique ``event_id`` the bus gives every request and the caller's reply
+    topic."""
+    params = [value if payload is None else payload]
+    message = {"jsonrpc": "2.0", "method": "echo", "params": params, "id": value}
     [request] = adaptor.from_json(message)
     if isinstance(request, Failure):
         raise RuntimeError(request.message)

@@ -42,6 +42,8 @@ class BusRequests:
         self.transport = transport
         self.client = self.bus.async_client()
         self.counter = 0
+        #: What each request carries (None: its counter).
+        self.payload: Any = None
 
     def fetched(self) -> tuple[int, int]:
         """Fetches so far that returned records, and the records they held."""
@@ -50,9 +52,11 @@ class BusRequests:
     async def start(self) -> None:
         await self.bus.astart()
 
-    async def call(self) -> None:
+    async def call(self) -> Any:
+        """One request; its result (what it carried)."""
         self.counter += 1
-        await self.client.request("bench-echo", "echo", [self.counter])
+        value = self.counter if self.payload is None else self.payload
+        return await self.client.request("bench-echo", "echo", [value])
 
     async def stop(self) -> None:
         await self.bus.astop()

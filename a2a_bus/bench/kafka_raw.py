@@ -15,7 +15,7 @@ TUNING: dict[str, Any] = {"linger_ms": 0, "fetch_max_wait_ms": 100, "max_poll_re
 class RawPingPong:
     """Plain aiokafka, one request topic, one reply topic: a producer and a
     consumer on each side, with the bus's producer guarantees (idempotent,
-    ``acks=all``); the responder answers each record with its value."""
+    ``acks=all``); the responder answers each record with its value, under its key."""
 
     #: Names this path's topics and groups.
     name = "raw"
@@ -28,6 +28,8 @@ class RawPingPong:
         self.replies = f"bench.{self.name}.rep.{run_id}"
         self.waiting: dict[Any, asyncio.Future[Any]] = {}
         self.counter = 0
+        #: The bytes each request carries (None: its key, the counter).
+        self.payload: bytes | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -60,17 +62,19 @@ class RawPingPong:
 
     async def _collect(self) -> None:
         async for record in self.client:
-            future = self.waiting.pop(record.value or b"", None)
+            future = self.waiting.pop(record.key or b"", None)
             if future is not None and not future.done():
-                future.set_result(None)
+                future.set_result(record.value)
 
-    async def call(self) -> None:
+    async def call(self) -> Any:
+        """One request; the value of its answer."""
         self.counter += 1
         token = str(self.counter).encode()
         future = asyncio.get_running_loop().create_future()
         self.waiting[token] = future
-        await self.producer.send_and_wait(self.requests, token, key=token)
-        await future
+        value = token if self.payload is None else self.payload
+        await self.producer.send_and_wait(self.requests, value, key=token)
+        return await future
 
     async def stop(self) -> None:
         for task in self.tasks:

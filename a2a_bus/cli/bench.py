@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "a2a_bus.bench.memory",
     "tracing": "a2a_bus.bench.tracing",
     "agents": "a2a_bus.bench.agents",
+    "payload": "a2a_bus.bench.payload",
 }
 
 

@@ -91,6 +91,24 @@ def test_the_agents_benchmark_prints_each_scale_and_plots_its_curves(tmp_path: P
     ]
 
 
+def test_the_payload_benchmark_runs_in_memory_without_a_broker_and_plots_its_curves(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "a2a_bus", "bench", "payload", "--quick", "--plot", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**env, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr  # no targets: only a failure exits 1
+    assert "in memory, 900 kB: p50" in done.stdout and "Kafka not measured" in done.stdout
+    drawn = sorted(path.name for path in tmp_path.iterdir())
+    assert drawn == ["payload-memory-cpu.png", "payload-memory-p50.png"]
+
+
 def test_a_kafka_out_of_reach_is_one_error_line(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
