@@ -34,6 +34,9 @@ from typing import Any
 
 import pykka
 
+from a2a_bus.bench import memory_load
+from a2a_bus.bench.kafka_paths import BenchEcho
+from a2a_bus.bench.memory_load import Level
 from a2a_bus.bench.report import Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.agent import Agent, method
@@ -114,6 +117,13 @@ async def _hand_off(actor: pykka.ActorRef[_Reporter], n: int, samples: list[floa
         samples.append(time.perf_counter() - start)
 
 
+async def _hand_off_once(actor: pykka.ActorRef[_Reporter]) -> Any:
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    actor.tell((loop, future, 1))
+    return await future
+
+
 async def _bus_async(bus: Bus, n: int, samples: list[float]) -> None:
     client = bus.async_client()
     for i in range(n):
@@ -165,15 +175,35 @@ class _Paths:
     def _request(self, i: int) -> Any:
         return self.client.request("bench-calc", "subtract", [i, 1])
 
+    def under_load(self, seconds: float) -> dict[str, dict[int, Level]]:
+        """The bus and the floor with callers in flight (see :mod:`memory_load`)."""
+        client = self.bus.async_client()
+
+        async def on_bus() -> Any:
+            return await client.request(BenchEcho.agent_id, "echo", [1])
+
+        async def on_floor() -> Any:
+            return await _hand_off_once(self.reporter)
+
+        paths = {"bus": on_bus, "floor": on_floor}
+        coro = memory_load.by_in_flight(paths, seconds)
+        return asyncio.run_coroutine_threadsafe(coro, self.bus.loop).result()
+
     def setting(self) -> Setting:
         return Setting(*(Timings.of(self.samples[name]) for name in ("bus", "floor", "sync")))
 
 
-def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> Report:
+def run(
+    quick: bool = False,
+    requests: int | None = None,
+    rounds: int = 10,
+    load_seconds: float | None = None,
+) -> Report:
     """Sequential requests; ratios are against the pykka ``ask`` of the same run.
 
     The paths take turns in ``rounds`` blocks, so a change in the
-    machine's load during the run weighs on all of them alike.
+    machine's load during the run weighs on all of them alike. Then the default
+    bus and its floor with callers in flight, ``load_seconds`` per path and level.
     """
     n = requests or (1000 if quick else 5000)
     block = max(1, n // rounds)
@@ -183,6 +213,7 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
     try:
         with Bus.memory(pin_cpu="off") as bus, Bus.memory(pin_cpu="auto") as pinned_bus:
             bus.spawn(Calc)
+            bus.spawn(BenchEcho)
             pinned_bus.spawn(Calc)
             reporters.append(_Reporter.start())
             reporters.append(pinned_bus.portal.run(_start_reporter()))
@@ -200,20 +231,28 @@ def run(quick: bool = False, requests: int | None = None, rounds: int = 10) -> R
                 _timed(ask, block, ask_samples)
                 default.run(block)
                 pinned.run(block)
+            load = default.under_load(load_seconds or (0.3 if quick else 1.0))
     finally:
         actor.stop()
         for reporter in reporters:
             reporter.stop()
-    return _report(Timings.of(ask_samples), default.setting(), pinned.setting(), block * rounds)
+    settings = (Timings.of(ask_samples), default.setting(), pinned.setting())
+    return report(*settings, block * rounds, load)
 
 
-def _report(ask: Timings, default: Setting, pinned: Setting, count: int) -> Report:
-    report = Report(
+def report(
+    ask: Timings,
+    default: Setting,
+    pinned: Setting,
+    count: int,
+    load: dict[str, dict[int, Level]] | None = None,
+) -> Report:
+    out = Report(
         f"In-memory request/response, {count:,} sequential requests per path (lower is better)"
     )
     baseline = "pykka ask"
     for name, setting in (("default", default), ("pinned", pinned)):
-        report.add(
+        out.add(
             Row(
                 f"bus adds over the hand-off floor, p50 ({name})",
                 setting.added_us,
@@ -221,7 +260,7 @@ def _report(ask: Timings, default: Setting, pinned: Setting, count: int) -> Repo
                 limit=ADDED_LIMIT_US if name == "default" else None,
             )
         )
-        report.add(
+        out.add(
             Row(
                 f"p50, async client on the bus loop ({name})",
                 setting.bus.p50_us,
@@ -231,21 +270,24 @@ def _report(ask: Timings, default: Setting, pinned: Setting, count: int) -> Repo
                 PINNED_TARGET if name == "pinned" else None,
             )
         )
-        report.add(
+        out.add(
             Row(f"p50, floor: tell, call_soon_threadsafe back ({name})", setting.floor.p50_us, "us")
         )
-        report.add(Row(f"p50, sync client from a thread ({name})", setting.sync.p50_us, "us"))
-        report.add(Row(f"p99, async client on the bus loop ({name})", setting.bus.p99_us, "us"))
-    report.add(Row("p50, pykka ask from a thread (not pinned)", ask.p50_us, "us"))
-    report.notes.extend(_verdicts(ask, default, pinned))
+        out.add(Row(f"p50, sync client from a thread ({name})", setting.sync.p50_us, "us"))
+        out.add(Row(f"p99, async client on the bus loop ({name})", setting.bus.p99_us, "us"))
+    out.add(Row("p50, pykka ask from a thread (not pinned)", ask.p50_us, "us"))
+    out.notes.extend(_verdicts(ask, default, pinned))
     if (note := idle_note()) is not None:
-        report.notes.append(note)
-    report.notes.append(
+        out.notes.append(note)
+    out.notes.append(
         f"requests/s: pykka ask {ask.per_sec:,.0f}; bus async {default.bus.per_sec:,.0f} "
         f"default, {pinned.bus.per_sec:,.0f} pinned; bus sync {default.sync.per_sec:,.0f} "
         f"default, {pinned.sync.per_sec:,.0f} pinned"
     )
-    return report
+    if load is not None:
+        out.curves.extend(memory_load.curves(load))
+        out.notes.append(memory_load.note(load))
+    return out
 
 
 def _verdicts(ask: Timings, default: Setting, pinned: Setting) -> list[str]:
