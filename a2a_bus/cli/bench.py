@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "tracing": "a2a_bus.bench.tracing",
     "agents": "a2a_bus.bench.agents",
     "payload": "a2a_bus.bench.payload",
+    "fanout": "a2a_bus.bench.fanout",
 }
 
 

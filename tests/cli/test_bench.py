@@ -109,6 +109,13 @@ def test_the_payload_benchmark_runs_in_memory_without_a_broker_and_plots_its_cur
     assert drawn == ["payload-memory-cpu.png", "payload-memory-p50.png"]
 
 
+def test_the_fanout_benchmark_prints_each_count_and_plots_its_curves(tmp_path: Path) -> None:
+    done = run("fanout", "--quick", "--plot", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "100 subscribers" in done.stdout and "CPU per added subscriber" in done.stdout
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fanout-cpu.png", "fanout-p50.png"]
+
+
 def test_a_kafka_out_of_reach_is_one_error_line(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
