@@ -37,7 +37,7 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import IO
 
@@ -46,7 +46,7 @@ from rich.table import Table
 from a2a_bus.bench import agents_scale, census
 from a2a_bus.bench.agents_scale import Result, Spec
 from a2a_bus.bench.kafka import delete_run_topics
-from a2a_bus.bench.report import Curve, Point, Report, Row, Target
+from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target
 from a2a_bus.runtime import loops
 
 TITLE = "Agents in one process: spawn, memory, idle CPU, Kafka consumers and connections"
@@ -66,9 +66,6 @@ SESSION_SECONDS = 15.0
 
 #: The spawn curve's series of bare thread starts (the floor of an in-memory spawn).
 THREADS_ALONE = "memory: as many bare threads"
-
-#: Called with (what, done, total) as a scale goes.
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pykka
 
-from a2a_bus.bench.report import Curve, Point, Report, Row
+from a2a_bus.bench.report import Curve, Point, Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.actor import thread_safe
 from a2a_bus.hosting.agent import Agent, subscribe
@@ -35,7 +35,6 @@ SUBSCRIBERS = (1, 10, 100, 1000)
 QUICK_SUBSCRIBERS = (1, 10, 100)
 SUBJECT = "bench.fanout"
 
-Progress = Callable[[str, int, int], None]
 Publish = Callable[[int], Awaitable[Any]]
 
 

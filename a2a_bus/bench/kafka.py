@@ -52,7 +52,7 @@ from a2a_bus.bench.kafka_load import (
 )
 from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
-from a2a_bus.bench.report import Curve, Point, Report, Row, Target
+from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target
 from a2a_bus.protocol import new_event
 from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
@@ -166,15 +166,19 @@ async def delete_groups(admin: AIOKafkaAdminClient, groups: list[str]) -> None:
         await admin._client.send(coordinator, DeleteGroupsRequest(names))
 
 
-async def measure(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
+async def measure(bootstrap: str, sizes: Sizes, progress: Progress | None = None) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:8]
     try:
-        return await _measure(bootstrap, sizes, run_id)
+        return await _measure(bootstrap, sizes, run_id, progress or _quiet)
     finally:
         await delete_run_topics(bootstrap, run_id)
 
 
-async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
+def _quiet(what: str, done: int, total: int) -> None:
+    pass
+
+
+async def _measure(bootstrap: str, sizes: Sizes, run_id: str, progress: Progress) -> dict[str, Any]:
     bus, bare = BusRequests(bootstrap, run_id), TransportRequests(bootstrap, run_id)
     floor = FloorRequests(bootstrap, run_id)
     paths: dict[str, Path] = {
@@ -185,24 +189,30 @@ async def _measure(bootstrap: str, sizes: Sizes, run_id: str) -> dict[str, Any]:
         "floor": floor,
     }
     fetched = {"bus": bus.fetched, "transport": bare.fetched, "floor": floor.fetched}
+    steps = 4 + len(SUBSCRIBERS)
     async with contextlib.AsyncExitStack() as running:
+        progress("starting the paths", 0, steps)
         for path in paths.values():
             await path.start()
             running.push_async_callback(path.stop)
+        progress("1 request in flight", 1, steps)
         results: dict[str, Any] = await one_in_flight(
             {name: paths[name].call for name in ("raw", "bus", "exactly_once", "floor")},
             sizes,
         )
+        progress(f"{IN_FLIGHT} requests in flight", 2, steps)
         for name, figures in (
             await many_in_flight({name: path.call for name, path in paths.items()}, sizes, fetched)
         ).items():
             results.setdefault(name, {}).update(figures)
+        progress("CPU by requests in flight", 3, steps)
         results["cpu_by_in_flight"] = await cpu_by_in_flight(
             {name: paths[name].call for name in ("bus", "floor")}, sizes
         )
     results["publish_us"] = {}
     results["writes_per_publish"] = {}
-    for n in SUBSCRIBERS:
+    for done, n in enumerate(SUBSCRIBERS, start=4):
+        progress(f"publish to {n} subscribers", done, steps)
         cost, writes = await publish_cost(bootstrap, run_id, n, sizes.publishes)
         results["publish_us"][n] = cost
         results["writes_per_publish"][n] = writes
@@ -358,7 +368,9 @@ def report(results: dict[str, Any]) -> Report:
     return out
 
 
-def run(quick: bool = False, bootstrap: str | None = None) -> Report:
+def run(
+    quick: bool = False, bootstrap: str | None = None, progress: Progress | None = None
+) -> Report:
     """Measure on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -368,7 +380,7 @@ def run(quick: bool = False, bootstrap: str | None = None) -> Report:
             "then eval $(scripts/kafka.sh env))"
         )
         return skipped
-    return report(loops.run(measure(bootstrap, Sizes.pick(quick))))
+    return report(loops.run(measure(bootstrap, Sizes.pick(quick), progress)))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--listen"]:

@@ -37,7 +37,7 @@ import pykka
 from a2a_bus.bench import memory_load
 from a2a_bus.bench.kafka_paths import BenchEcho
 from a2a_bus.bench.memory_load import Level
-from a2a_bus.bench.report import Report, Row
+from a2a_bus.bench.report import Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.agent import Agent, method
 
@@ -198,6 +198,7 @@ def run(
     requests: int | None = None,
     rounds: int = 10,
     load_seconds: float | None = None,
+    progress: Progress | None = None,
 ) -> Report:
     """Sequential requests; ratios are against the pykka ``ask`` of the same run.
 
@@ -227,10 +228,14 @@ def run(
             _timed(ask, warm_up, [])
             default.run(warm_up, measured=False)
             pinned.run(warm_up, measured=False)
-            for _ in range(rounds):
+            for done in range(rounds):
+                if progress is not None:
+                    progress("sequential requests, in rounds", done, rounds + 1)
                 _timed(ask, block, ask_samples)
                 default.run(block)
                 pinned.run(block)
+            if progress is not None:
+                progress("requests in flight", rounds, rounds + 1)
             load = default.under_load(load_seconds or (0.3 if quick else 1.0))
     finally:
         actor.stop()

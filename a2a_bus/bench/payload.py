@@ -36,7 +36,7 @@ from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_load import warm_up
 from a2a_bus.bench.kafka_paths import BenchEcho, BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
-from a2a_bus.bench.report import Curve, Point, Report, Row
+from a2a_bus.bench.report import Curve, Point, Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.runtime import loops
 
@@ -48,7 +48,6 @@ QUICK_SIZES = (100, 10_000, 900_000)
 #: Rounds in which the paths take turns, at each size.
 ROUNDS = 4
 
-Progress = Callable[[str, int, int], None]
 Call = Callable[[], Awaitable[Any]]
 
 

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
+#: How a long benchmark says where it is: the step's name, steps done, steps in all.
+Progress = Callable[[str, int, int], None]
+
 
 @dataclass
 class Row:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from a2a_bus.bench.kafka_load import Call
-from a2a_bus.bench.memory import Setting, Timings, report
 from a2a_bus.bench.memory_load import Level, by_in_flight, curves, note
 
 FOUND = {
@@ -51,15 +50,3 @@ async def test_each_path_runs_at_each_level_with_that_many_callers_in_flight() -
     assert set(found["slow"]) == {1, 8}
     # Eight callers each waiting 10 ms do about eight times the work of one.
     assert found["slow"][8].per_sec > 4 * found["slow"][1].per_sec
-
-
-def test_the_memory_report_carries_the_curves_when_the_load_was_measured() -> None:
-    timings = Timings(50.0, 90.0, 20_000.0)
-    setting = Setting(timings, Timings(20.0, 40.0, 40_000.0), timings)
-    out = report(timings, setting, setting, 1000, FOUND)
-    assert {c.name for c in out.curves} == {
-        "memory-throughput-by-in-flight",
-        "memory-cpu-by-in-flight",
-    }
-    assert any(n.startswith("by requests in flight") for n in out.notes)
-    assert not report(timings, setting, setting, 1000).curves
