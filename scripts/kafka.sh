@@ -406,9 +406,12 @@ cluster() {
       ;;
     stop)
       CLUSTER_ID=
+      # All at once: stopped one after the other, the last nodes wait for a quorum
+      # of controllers that is gone, until their SIGKILL 30 s later.
       for ((node = 1; node <= KAFKA_CLUSTER_SIZE; node++)); do
-        on_node "$node" stop
+        on_node "$node" stop &
       done
+      wait
       [[ ${KAFKA_KEEP_DATA:-0} == 1 ]] || rm -f "$id_file"
       ;;
     status)

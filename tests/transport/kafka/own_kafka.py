@@ -71,8 +71,9 @@ class OwnKafka:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.port(n)}" for n in range(1, self.nodes + 1))
 
-    def _script(self, command: str, *, check: bool = True) -> None:
-        """``kafka.sh COMMAND`` for the node, or ``kafka.sh cluster COMMAND``."""
+    def _script(self, command: str, *, check: bool = True) -> str:
+        """``kafka.sh COMMAND`` for the node, or ``kafka.sh cluster COMMAND``; what
+        it said on stderr."""
         args = [command] if self.nodes == 1 else ["cluster", command]
         # A single node restarts on its data too (a cluster's nodes always do).
         env = {**self.env, "KAFKA_KEEP_DATA": "1"} if command == "start" else self.env
@@ -86,6 +87,7 @@ class OwnKafka:
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"kafka.sh {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+        return done.stderr
 
     def start(self) -> None:
         """Start every node that does not run, on its data if it has some."""
@@ -111,12 +113,13 @@ class OwnKafka:
         """SIGKILL: no flush, no controlled shutdown."""
         self.signal(node, signal.SIGKILL)
 
-    def stop(self) -> None:
-        """Stop every node (a stopped one is woken first) and delete the data."""
+    def stop(self) -> str:
+        """Stop every node (a stopped one is woken first) and delete the data; what
+        the script said."""
         for node in range(1, self.nodes + 1):
             with contextlib.suppress(OSError, ValueError):
                 self.signal(node, signal.SIGCONT)
-        self._script("stop", check=False)
+        return self._script("stop", check=False)
 
 
 @contextlib.contextmanager
