@@ -40,7 +40,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from a2a_bus.bench.kafka_floor import FloorRequests
-from a2a_bus.bench.kafka_load import (
+from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
+from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
+from a2a_bus.bench.load import (
     IN_FLIGHT,
     ROUNDS,
     Path,
@@ -50,8 +52,6 @@ from a2a_bus.bench.kafka_load import (
     one_in_flight,
     round_spread,
 )
-from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
-from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target
 from a2a_bus.protocol import new_event
 from a2a_bus.runtime import loops

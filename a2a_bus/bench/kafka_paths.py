@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 from a2a_bus.bench.kafka_floor import echo_request
-from a2a_bus.bench.kafka_load import IN_FLIGHT_LEVELS
 from a2a_bus.bench.kafka_raw import TUNING
+from a2a_bus.bench.load import IN_FLIGHT_LEVELS
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.agent import Agent, method
 from a2a_bus.protocol import Adaptor, ext

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from a2a_bus.bench.kafka_load import IN_FLIGHT_LEVELS, Call, loaded
+from a2a_bus.bench.load import IN_FLIGHT_LEVELS, Call, loaded
 from a2a_bus.bench.report import Curve, Point
 
 

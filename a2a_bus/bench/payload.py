@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +33,9 @@ import pykka
 
 from a2a_bus.bench.kafka import delete_run_topics
 from a2a_bus.bench.kafka_floor import FloorRequests
-from a2a_bus.bench.kafka_load import warm_up
 from a2a_bus.bench.kafka_paths import BenchEcho, BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
+from a2a_bus.bench.load import Call, latencies, warm_up
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.runtime import loops
@@ -47,8 +47,6 @@ SIZES = (100, 1_000, 10_000, 100_000, 900_000)
 QUICK_SIZES = (100, 10_000, 900_000)
 #: Rounds in which the paths take turns, at each size.
 ROUNDS = 4
-
-Call = Callable[[], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -81,10 +79,7 @@ def requests_at(size: int, quick: bool) -> int:
 async def _timed(call: Call, count: int, samples: list[float]) -> float:
     """Run ``call`` ``count`` times, adding each round trip to ``samples``; CPU spent."""
     cpu = time.process_time()
-    for _ in range(count):
-        start = time.perf_counter()
-        await call()
-        samples.append(time.perf_counter() - start)
+    samples.extend(await latencies(call, count))
     return time.process_time() - cpu
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from a2a_bus.bench.kafka import FLOOR_CPU_TARGET, P50_TARGET, PUBLISH_TARGET, report
-from a2a_bus.bench.kafka_load import round_spread
+from a2a_bus.bench.load import round_spread
 
 PATH = {"p50_ms": 2.0, "p99_ms": 9.0, "rps_1": 400.0, "rps_many": 9000.0, "cpu_us": 80.0}
 

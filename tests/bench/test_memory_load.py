@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from a2a_bus.bench.kafka_load import Call
+from a2a_bus.bench.load import Call
 from a2a_bus.bench.memory_load import Level, by_in_flight, curves, note
 
 FOUND = {

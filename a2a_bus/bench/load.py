@@ -1,6 +1,7 @@
 """Load on a request/response path: callers in flight, rounds taken in turns, CPU.
 
-What the Kafka benchmark (:mod:`a2a_bus.bench.kafka`) measures its paths with:
+What the benchmarks measure their paths with (the Kafka benchmark,
+:mod:`a2a_bus.bench.kafka`, most of it; the in-memory load and payload sizes too):
 sequential latencies, throughput with a number of callers each waiting for its
 answer, this process's CPU per request meanwhile, and paths taking turns in
 rounds so that load from elsewhere on the machine hits them alike.

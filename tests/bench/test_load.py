@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from a2a_bus.bench.kafka_load import (
+from a2a_bus.bench.load import (
     IN_FLIGHT_LEVELS,
     Sizes,
     cpu_by_in_flight,
@@ -27,7 +27,9 @@ async def test_cpu_by_in_flight_measures_every_level_of_every_path() -> None:
         sum(range(2000))  # CPU the process spends per request
         await asyncio.sleep(0)
 
-    found = await cpu_by_in_flight({"fast": fast, "slow": slow}, Sizes(1, 0.2, 1))
+    # 0.1 s a level and path: a stall of the loop (a collection, a thread done with
+    # an earlier test) must not leave a level without requests.
+    found = await cpu_by_in_flight({"fast": fast, "slow": slow}, Sizes(1, 0.8, 1))
     assert set(found) == {"fast", "slow"}
     assert list(found["fast"]) == list(IN_FLIGHT_LEVELS) == list(found["slow"])
     assert all(us > 0 for costs in found.values() for us in costs.values())
