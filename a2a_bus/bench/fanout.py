@@ -24,6 +24,7 @@ from typing import Any
 
 import pykka
 
+from a2a_bus.bench.load import stop_actors
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.actor import thread_safe
@@ -137,8 +138,7 @@ async def on_floor(subscribers: int, events: int) -> FanOut:
         await timed(publish, arrivals, subscribers, min(events, 20))
         return await timed(publish, arrivals, subscribers, events)
     finally:
-        for actor in actors:
-            actor.stop()
+        await stop_actors(actors)
 
 
 async def measure(

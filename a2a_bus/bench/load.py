@@ -13,9 +13,11 @@ import asyncio
 import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import pykka
 
 #: Callers each waiting for its answer, in the measurements the targets are set at.
 IN_FLIGHT = 64
@@ -212,3 +214,10 @@ async def loaded(call: Call, in_flight: int, seconds: float) -> LoadedRun:
     rate = await throughput(call, in_flight, seconds)
     wall = time.perf_counter() - wall_start
     return LoadedRun(rate * wall, time.process_time() - cpu_start, wall)
+
+
+async def stop_actors(actors: Iterable[pykka.ActorRef[Any]]) -> None:
+    """Stop ``actors`` without blocking the loop: all asked at once, their ends
+    waited for in a worker thread."""
+    stopping = [actor.stop(block=False) for actor in actors]
+    await asyncio.to_thread(lambda: [future.get() for future in stopping])

@@ -35,7 +35,7 @@ from a2a_bus.bench.kafka import delete_run_topics
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BenchEcho, BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
-from a2a_bus.bench.load import Call, latencies, warm_up
+from a2a_bus.bench.load import Call, latencies, stop_actors, warm_up
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.runtime import loops
@@ -110,8 +110,9 @@ class _CheckingEcho(pykka.ThreadingActor):
 def _floor_call(actor: pykka.ActorRef[_CheckingEcho], params: list[Any]) -> Call:
     async def call() -> Any:
         orjson.dumps(params)  # the caller's check of what it sends
-        future = asyncio.get_running_loop().create_future()
-        actor.tell((asyncio.get_running_loop(), future, params[0]))
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        actor.tell((loop, future, params[0]))
         return await future
 
     return call
@@ -140,7 +141,7 @@ async def measure_memory(
                 await in_turns(paths, ROUNDS)  # warm: the payload's first copies
                 out[size] = await in_turns(paths, requests_at(size, quick))
     finally:
-        actor.stop()
+        await stop_actors([actor])
     return out
 
 

@@ -1,10 +1,14 @@
 """Load on a benchmark path: every level of callers in flight is measured for every
-path, records per fetch are counted for the paths that count their fetches, and the
-ratios of two paths taking turns are summed up round by round."""
+path, records per fetch are counted for the paths that count their fetches, the
+ratios of two paths taking turns are summed up round by round, and a benchmark's
+actors are stopped without blocking its loop."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pykka
 
 from a2a_bus.bench.load import (
     IN_FLIGHT_LEVELS,
@@ -12,6 +16,7 @@ from a2a_bus.bench.load import (
     cpu_by_in_flight,
     many_in_flight,
     round_spread,
+    stop_actors,
 )
 
 
@@ -72,3 +77,26 @@ async def test_records_per_fetch_are_counted_while_the_path_is_loaded_and_only_t
     assert 3.5 < found["counted"]["records_per_fetch"] <= 4.5
     assert "records_per_fetch" not in found["other"]
     assert found["counted"]["rps_many"] > 0
+
+
+async def test_actors_are_stopped_while_the_loop_goes_on() -> None:
+    class Slow(pykka.ThreadingActor):
+        def on_stop(self) -> None:
+            time.sleep(0.3)
+
+    actors = [Slow.start() for _ in range(3)]
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticking = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    before = ticks
+    await stop_actors(actors)
+    ticking.cancel()
+    assert not any(actor.is_alive() for actor in actors)
+    assert ticks - before >= 5  # the loop ran while the actors stopped
