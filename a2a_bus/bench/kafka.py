@@ -353,6 +353,8 @@ def report(results: dict[str, Any]) -> Report:
     if bus.get("rounds") and floor.get("rounds"):
         spread = round_spread(bus["rounds"], floor["rounds"])
         out.notes.append(f"bus / floor at {IN_FLIGHT} in flight, round by round: {spread}")
+    if all(path.get("busy") and path["cpu_us"] for path in (bus, floor)):
+        out.notes.append(busy_note(results))
     per_fetch = {
         name: results[name]["records_per_fetch"]
         for name in ("bus", "transport", "floor")
@@ -366,6 +368,24 @@ def report(results: dict[str, Any]) -> Report:
             "waits while that wave is at the broker (see docs/kafka.md)"
         )
     return out
+
+
+def busy_note(results: dict[str, Any]) -> str:
+    """How busy each path kept this process at ``IN_FLIGHT``, and the bus's
+    throughput against the floor's split into that and its CPU per request."""
+    bus, floor = results["bus"], results["floor"]
+    busy = ", ".join(
+        f"{name} {results[name]['busy']:.2f}"
+        for name in ("raw", "bus", "exactly_once", "transport", "floor")
+        if "busy" in results.get(name, {})
+    )
+    busy_ratio = bus["busy"] / floor["busy"]
+    cpu_ratio = bus["cpu_us"] / floor["cpu_us"]
+    return (
+        f"cores this process kept busy at {IN_FLIGHT} in flight (CPU s per wall s): {busy}; "
+        f"bus / floor throughput {busy_ratio / cpu_ratio:.2f}x = busy {busy_ratio:.2f}x "
+        f"/ CPU per request {cpu_ratio:.2f}x"
+    )
 
 
 def run(

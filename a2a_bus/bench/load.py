@@ -132,8 +132,12 @@ async def many_in_flight(
     request meanwhile; the paths take turns in ``ROUNDS`` blocks, as in
     :func:`one_in_flight`. Each round's figures are kept too (``rounds``: requests
     per second and CPU per request), so a report can say how far they spread.
-    For the paths ``fetched`` counts, also the records per fetch meanwhile
-    (``records_per_fetch``): how many requests travel together."""
+    ``busy`` is the CPU this process spent per second of wall time meanwhile (the
+    cores it kept busy): a path's throughput is its ``busy`` over its CPU per
+    request, so two paths' throughput ratio splits into how busy each kept the
+    process and what each request cost. For the paths ``fetched`` counts, also the
+    records per fetch meanwhile (``records_per_fetch``): how many requests travel
+    together."""
     for call in paths.values():
         await warm_up(call)
     counters = fetched or {}
@@ -160,6 +164,7 @@ async def many_in_flight(
             "rps_many": done[name] / wall[name],
             # CPU of this process per request at IN_FLIGHT (all threads)
             "cpu_us": cpu[name] / done[name] * 1e6 if done[name] else 0.0,
+            "busy": cpu[name] / wall[name] if wall[name] else 0.0,
             "rounds": rounds[name],
         }
         for name in paths

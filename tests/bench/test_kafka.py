@@ -102,6 +102,22 @@ def test_the_report_says_how_many_records_each_path_fetched_at_once() -> None:
     assert not any(n.startswith("records per fetch") for n in report(measured()).notes)
 
 
+def test_the_report_splits_the_throughput_ratio_into_how_busy_and_what_each_request_cost() -> None:
+    """Throughput is cores kept busy over CPU per request: a bus as cheap per request
+    as the floor but waiting on the broker a tenth of the time gets 0.9x its rate."""
+    results = measured()
+    results["bus"] |= {"busy": 0.9, "cpu_us": 100.0}
+    results["floor"] |= {"busy": 1.0, "cpu_us": 100.0}
+    results["raw"]["busy"] = 0.95
+    [note] = [n for n in report(results).notes if n.startswith("cores this process kept busy")]
+    assert "raw 0.95, bus 0.90, floor 1.00;" in note
+    assert "bus / floor throughput 0.90x = busy 0.90x / CPU per request 1.00x" in note
+    results["bus"] |= {"busy": 1.2, "cpu_us": 150.0}
+    [note] = [n for n in report(results).notes if n.startswith("cores this process kept busy")]
+    assert "throughput 0.80x = busy 1.20x / CPU per request 1.50x" in note
+    assert not any(n.startswith("cores this") for n in report(measured()).notes)
+
+
 def test_kafka_benchmark_without_a_broker_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from a2a_bus.bench.kafka import run
 

@@ -79,6 +79,24 @@ async def test_records_per_fetch_are_counted_while_the_path_is_loaded_and_only_t
     assert found["counted"]["rps_many"] > 0
 
 
+async def test_how_busy_a_path_kept_the_process_is_its_cpu_over_its_wall_time() -> None:
+    """A path that waits most of each request keeps the process less busy than one
+    that computes, and throughput times CPU per request is that busy share."""
+
+    async def computing() -> None:
+        sum(range(20_000))
+
+    async def waiting() -> None:
+        await asyncio.sleep(0.01)
+
+    found = await many_in_flight({"computing": computing, "waiting": waiting}, Sizes(1, 0.4, 1))
+    assert found["waiting"]["busy"] < found["computing"]["busy"]
+    for figures in found.values():
+        assert figures["busy"] > 0
+        rate_times_cost = figures["rps_many"] * figures["cpu_us"] / 1e6
+        assert abs(rate_times_cost - figures["busy"]) < 1e-6 * max(1.0, figures["busy"])
+
+
 async def test_actors_are_stopped_while_the_loop_goes_on() -> None:
     class Slow(pykka.ThreadingActor):
         def on_stop(self) -> None:
