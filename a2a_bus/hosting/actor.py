@@ -33,10 +33,9 @@ from a2a_bus.protocol import JsonRpcError
 from a2a_bus.runtime.fiber import Fiber
 from a2a_bus.runtime.keepalive import ACTORS
 from a2a_bus.runtime.tracing import ORIGIN, Origin, attach, detach, parent_of
+from a2a_bus.runtime.tuples import build
 
 log = logging.getLogger(__name__)
-
-_new_origin: Callable[[type[Origin], tuple[Any, ...]], Origin] = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -208,7 +207,7 @@ class AgentActor(pykka.ThreadingActor):
         if event is None:
             return None
         fields = (event.get_attributes(), self.agent.agent_id, job.label, self._tracer)
-        return _new_origin(Origin, fields)  # one per job: the named tuple's C constructor
+        return build(Origin, fields)  # one per job
 
     def _run_slice(self, job: Job, fiber: Fiber) -> None:
         """Run ``job``'s fiber until it parks (other messages go on) or ends."""

@@ -26,7 +26,7 @@ import abc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from cloudevents.core.v1.event import CloudEvent
 
@@ -55,10 +55,6 @@ class Delivery(NamedTuple):
     raw: bool = False
     headers: tuple[tuple[str, bytes], ...] = ()
 
-
-#: Builds a :class:`Delivery` from a tuple of all its fields in order, in C: the
-#: named tuple's own ``__new__`` is Python code, and one is built per record.
-new_delivery: Callable[[type[Delivery], tuple[Any, ...]], Delivery] = tuple.__new__
 
 Handler = Callable[[Delivery], Awaitable[None]]
 

@@ -23,6 +23,7 @@ from a2a_bus.protocol import (
     parse_json,
 )
 from a2a_bus.protocol.kafka_codec import is_structured
+from a2a_bus.runtime.tuples import build
 
 
 class Decoded(NamedTuple):
@@ -38,10 +39,6 @@ class DecodedRecord(NamedTuple):
 
     events: Sequence[Decoded] = ()
     failures: Sequence[Failure] = ()
-
-
-# The named tuples' C constructor, for the common case below (once per record).
-_new = tuple.__new__
 
 
 def decode_record(
@@ -60,8 +57,8 @@ def decode_record(
         except ProtocolError as exc:
             return DecodedRecord(failures=[exc.failure])
         attributes = event.get_attributes()
-        decoded = _new(Decoded, (event, (attributes["source"], attributes["id"]), False))
-        return _new(DecodedRecord, ((decoded,), ()))
+        decoded = build(Decoded, (event, (attributes["source"], attributes["id"]), False))
+        return build(DecodedRecord, ((decoded,), ()))
     if value is None:
         return DecodedRecord(failures=[_invalid("empty record (tombstone)")])
     try:

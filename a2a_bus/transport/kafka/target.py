@@ -21,12 +21,12 @@ from typing import Protocol
 from aiokafka import ConsumerRecord, TopicPartition
 
 from a2a_bus.protocol import Failure
+from a2a_bus.runtime.tuples import build
 from a2a_bus.transport.base import (
     DeadLetter,
     Delivery,
     Handler,
     UndecodableHandler,
-    new_delivery,
     report_undecodable,
 )
 from a2a_bus.transport.dead_letters import DLQ_EVENT_ID
@@ -177,7 +177,7 @@ class Target:
                     raw,
                     tuple(record.headers),
                 )
-                delivery = new_delivery(Delivery, fields)
+                delivery = build(Delivery, fields)
                 try:
                     await self._handler(delivery)
                 except asyncio.CancelledError:

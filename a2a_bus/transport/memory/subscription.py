@@ -19,6 +19,7 @@ from types import CoroutineType
 from typing import Any, Protocol
 
 from a2a_bus.protocol import Adaptor
+from a2a_bus.runtime.tuples import build
 from a2a_bus.transport.base import (
     DeadLetter,
     Delivery,
@@ -26,7 +27,6 @@ from a2a_bus.transport.base import (
     Subscription,
     TopicPattern,
     UndecodableHandler,
-    new_delivery,
     report_undecodable,
 )
 from a2a_bus.transport.dead_letters import delivered_letter
@@ -226,7 +226,7 @@ class MemorySubscription(Subscription):
             if original is None:
                 topic, partition = handling.progress.tp
                 fields = (event, topic, partition, record.offset, record.key, False, False, ())
-                delivery = new_delivery(Delivery, fields)
+                delivery = build(Delivery, fields)
                 handling.dedup_key, handling.delivery = dedup_key, delivery
                 try:
                     awaitable = self._handler(delivery)
