@@ -52,7 +52,7 @@ from a2a_bus.bench.load import (
     one_in_flight,
     round_spread,
 )
-from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target
+from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target, quiet
 from a2a_bus.protocol import new_event
 from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
@@ -169,13 +169,9 @@ async def delete_groups(admin: AIOKafkaAdminClient, groups: list[str]) -> None:
 async def measure(bootstrap: str, sizes: Sizes, progress: Progress | None = None) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:8]
     try:
-        return await _measure(bootstrap, sizes, run_id, progress or _quiet)
+        return await _measure(bootstrap, sizes, run_id, progress or quiet)
     finally:
         await delete_run_topics(bootstrap, run_id)
-
-
-def _quiet(what: str, done: int, total: int) -> None:
-    pass
 
 
 async def _measure(bootstrap: str, sizes: Sizes, run_id: str, progress: Progress) -> dict[str, Any]:

@@ -14,6 +14,10 @@ from rich.table import Table
 Progress = Callable[[str, int, int], None]
 
 
+def quiet(what: str, done: int, total: int) -> None:
+    """The :data:`Progress` of a benchmark run with nobody watching."""
+
+
 @dataclass
 class Row:
     case: str

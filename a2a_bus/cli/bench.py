@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, str] = {
     "agents": "a2a_bus.bench.agents",
     "payload": "a2a_bus.bench.payload",
     "fanout": "a2a_bus.bench.fanout",
+    "bytecodes": "a2a_bus.bench.bytecodes",
 }
 
 

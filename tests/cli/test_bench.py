@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -138,3 +140,14 @@ def test_the_tracing_benchmark_sets_the_trace_work_against_a_request() -> None:
     assert done.returncode in (0, 1), done.stderr  # 1 only means a target was missed
     assert "API-only trace work per request, in memory" in done.stdout
     assert "SDK + batch processor" in done.stdout
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+def test_the_bytecodes_benchmark_prints_each_path_s_count_and_the_packages_table(
+    kafka_bootstrap: str,
+) -> None:
+    done = run("bytecodes", "--quick", "--kafka", kafka_bootstrap)
+    assert done.returncode == 0, done.stderr  # no targets: nothing to miss
+    assert "bus: bytecodes per request, vs floor" in done.stdout
+    assert "a2a_bus/transport/kafka" in done.stdout and "records per fetch" in done.stdout

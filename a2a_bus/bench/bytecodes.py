@@ -1,0 +1,214 @@
+"""Bytecodes: the Python work of one Kafka request, counted, by package.
+
+Timings on a shared machine move by a third from one second to the next, so a
+change worth a few percent of CPU cannot be told from noise by timing it. This
+benchmark counts instead: every bytecode the event loop's thread runs while a
+path serves a fixed number of requests at 64 in flight, per request and by the
+package (or ``a2a_bus`` subpackage) of the function that ran it. The counts do
+not depend on what else the machine is doing; they move only with the way
+requests travel together (waves of fetched records), a few percent from run to
+run.
+
+The paths are the Kafka benchmark's (:mod:`a2a_bus.bench.kafka`): raw aiokafka,
+the floor (the least per-event work any bus on this stack must do) and the bus.
+Tracing every bytecode slows the process down fifty-fold or more, so the counts
+say how much Python each path runs, not how fast it runs. Actor threads started
+before the count are not traced: the pykka hop's own work is left out of the bus
+and the floor alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import CodeType, FrameType
+from typing import Any
+
+from rich.table import Table
+
+from a2a_bus.bench.kafka import delete_run_topics
+from a2a_bus.bench.kafka_floor import FloorRequests
+from a2a_bus.bench.kafka_paths import BusRequests
+from a2a_bus.bench.kafka_raw import RawPingPong
+from a2a_bus.bench.load import IN_FLIGHT, Call, Path, warm_up
+from a2a_bus.bench.report import Progress, Report, Row, quiet
+from a2a_bus.runtime import loops
+
+TITLE = "Kafka: Python bytecodes per request (counted, not timed)"
+#: Requests counted per path (quick runs count fewer).
+REQUESTS = 2_000
+QUICK_REQUESTS = 400
+#: Packages shown in the table: those where the bus runs most more than the floor.
+SHOWN = 14
+
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def package_of(filename: str) -> str:
+    """Where a function's code lives: ``a2a_bus/<subpackage>`` (a module directly
+    in ``a2a_bus`` by its own name), a third-party package's name, ``asyncio``,
+    ``stdlib``, ``generated`` (code made at run time: named tuples' ``__new__``,
+    dataclasses' ``__init__``) or ``other``."""
+    if filename.startswith("<"):
+        return "generated"
+    parts = filename.replace("\\", "/").split("/")
+    if "a2a_bus" in parts:
+        inner = parts[len(parts) - 1 - parts[::-1].index("a2a_bus") :]
+        if len(inner) > 2:
+            return "/".join(inner[:-1])
+        return "/".join(inner)  # a2a_bus/bus.py, a2a_bus/client.py
+    if "site-packages" in parts:
+        return parts[parts.index("site-packages") + 1].removesuffix(".py")
+    if filename.startswith(_STDLIB):
+        return "asyncio" if "asyncio" in parts else "stdlib"
+    return "other"
+
+
+class BytecodeCounter:
+    """Counts the bytecodes each function runs in the threads it traces (see
+    :meth:`counting`)."""
+
+    def __init__(self) -> None:
+        self.by_code: Counter[CodeType] = Counter()
+
+    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event != "call":  # (a coroutine's resumption is a call too)
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        code = frame.f_code
+        counts = self.by_code
+
+        def per_opcode(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                counts[code] += 1
+            return per_opcode
+
+        return per_opcode
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Count in this thread and in threads started meanwhile."""
+        previous, previous_threads = sys.gettrace(), threading.gettrace()
+        threading.settrace(self._trace)
+        sys.settrace(self._trace)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+            threading.settrace(previous_threads)
+
+    def by_package(self) -> Counter[str]:
+        found: Counter[str] = Counter()
+        for code, count in self.by_code.items():
+            found[package_of(code.co_filename)] += count
+        return found
+
+
+@dataclass
+class Counted:
+    """Each path's bytecodes per request by package, and the records per fetch of
+    the paths that count their fetches, while counting (how requests travelled)."""
+
+    bytecodes: dict[str, dict[str, float]] = field(default_factory=dict)
+    records_per_fetch: dict[str, float] = field(default_factory=dict)
+
+
+async def requests_at(call: Call, in_flight: int, count: int) -> None:
+    """Exactly ``count`` requests, by ``in_flight`` callers each waiting for its answer."""
+    left = count
+
+    async def caller() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await call()
+
+    await asyncio.gather(*(caller() for _ in range(in_flight)))
+
+
+async def per_request(call: Call, count: int) -> dict[str, float]:
+    """Bytecodes per request by package, over ``count`` requests at ``IN_FLIGHT``."""
+    await requests_at(call, IN_FLIGHT, IN_FLIGHT * 10)  # waves formed before counting
+    counter = BytecodeCounter()
+    with counter.counting():
+        await requests_at(call, IN_FLIGHT, count)
+    return {package: n / count for package, n in counter.by_package().items()}
+
+
+async def measure(bootstrap: str, count: int, progress: Progress) -> Counted:
+    run_id = uuid.uuid4().hex[:8]
+    floor, bus = FloorRequests(bootstrap, run_id), BusRequests(bootstrap, run_id)
+    paths: dict[str, Path] = {"raw": RawPingPong(bootstrap, run_id), "floor": floor, "bus": bus}
+    fetched = {"floor": floor.fetched, "bus": bus.fetched}
+    counted = Counted()
+    try:
+        for done, (name, path) in enumerate(paths.items()):
+            progress(f"counting {name}", done, len(paths))
+            await path.start()
+            try:
+                await warm_up(path.call)
+                before = fetched[name]() if name in fetched else (0, 0)
+                counted.bytecodes[name] = await per_request(path.call, count)
+                if name in fetched:
+                    fetches, records = (a - b for a, b in zip(fetched[name](), before, strict=True))
+                    counted.records_per_fetch[name] = records / fetches if fetches else 0.0
+            finally:
+                await path.stop()
+    finally:
+        await delete_run_topics(bootstrap, run_id)
+    return counted
+
+
+def report(counted: Counted, count: int) -> Report:
+    out = Report(TITLE)
+    found = counted.bytecodes
+    totals = {name: round(sum(packages.values())) for name, packages in found.items()}
+    for name in ("bus", "floor"):
+        out.add(Row(f"{name}: bytecodes per request", totals[name], "", totals["raw"], "raw"))
+    out.add(
+        Row("bus: bytecodes per request, vs floor", totals["bus"], "", totals["floor"], "floor")
+    )
+    bus, floor = found["bus"], found["floor"]
+    extra = sorted(bus.keys() | floor.keys(), key=lambda p: floor.get(p, 0) - bus.get(p, 0))
+    table = Table(title="bytecodes per request by package, where the bus runs most more")
+    for column in ("package", "raw", "floor", "bus", "bus - floor"):
+        table.add_column(column, justify="left" if column == "package" else "right")
+    for package in extra[:SHOWN]:
+        figures = [found[name].get(package, 0.0) for name in ("raw", "floor", "bus")]
+        table.add_row(package, *(f"{n:,.0f}" for n in figures), f"{figures[2] - figures[1]:+,.0f}")
+    out.tables.append(table)
+    out.notes.append(
+        f"bytecodes run on the event loop's thread, {count:,} requests per path at "
+        f"{IN_FLIGHT} in flight after {IN_FLIGHT * 10} uncounted; counts move a few percent "
+        "from run to run with how requests travel together, not with the machine's load"
+    )
+    if counted.records_per_fetch:
+        per_fetch = ", ".join(f"{name} {n:.1f}" for name, n in counted.records_per_fetch.items())
+        out.notes.append(
+            f"records per fetch while counting: {per_fetch} (a path slowed down by the count "
+            "may travel in other waves than untraced; fewer records per fetch, more aiokafka "
+            "work per request)"
+        )
+    return out
+
+
+def run(
+    quick: bool = False, bootstrap: str | None = None, progress: Progress | None = None
+) -> Report:
+    """Count on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
+    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        skipped = Report(f"{TITLE}: not run")
+        skipped.notes.append("no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS")
+        return skipped
+    count = QUICK_REQUESTS if quick else REQUESTS
+    found = loops.run(measure(bootstrap, count, progress or quiet))
+    return report(found, count)
