@@ -33,7 +33,7 @@ from typing import Any
 
 from rich.table import Table
 
-from a2a_bus.bench.kafka import delete_run_topics
+from a2a_bus.bench.kafka import delete_run_topics, not_run
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
@@ -206,9 +206,7 @@ def run(
     """Count on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        skipped = Report(f"{TITLE}: not run")
-        skipped.notes.append("no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS")
-        return skipped
+        return not_run(TITLE)
     count = QUICK_REQUESTS if quick else REQUESTS
     found = loops.run(measure(bootstrap, count, progress or quiet))
     return report(found, count)

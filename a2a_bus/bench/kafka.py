@@ -390,13 +390,18 @@ def run(
     """Measure on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
     bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        skipped = Report(f"{TITLE}: not run")
-        skipped.notes.append(
-            "no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS (a local one: scripts/kafka.sh start, "
-            "then eval $(scripts/kafka.sh env))"
-        )
-        return skipped
+        return not_run(TITLE)
     return report(loops.run(measure(bootstrap, Sizes.pick(quick), progress)))
+
+
+def not_run(title: str) -> Report:
+    """The report of a Kafka benchmark given no broker: it says so, and measures nothing."""
+    skipped = Report(f"{title}: not run")
+    skipped.notes.append(
+        "no Kafka broker: set KAFKA_BOOTSTRAP_SERVERS (a local one: scripts/kafka.sh start, "
+        "then eval $(scripts/kafka.sh env))"
+    )
+    return skipped
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--listen"]:

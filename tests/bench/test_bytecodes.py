@@ -86,6 +86,17 @@ def test_the_report_sets_the_bus_beside_the_floor_and_shows_the_packages_it_adds
     assert not any("records per fetch" in n for n in report(Counted(found), 1000).notes)
 
 
+def test_without_a_broker_the_count_says_so_and_measures_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from a2a_bus.bench.bytecodes import run
+
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    out = run(quick=True)
+    assert out.rows == [] and "not run" in out.title
+    assert any("no Kafka broker" in note for note in out.notes)
+
+
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
 async def test_every_path_is_counted_on_a_broker_and_the_bus_runs_its_own_layers(
