@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from a2a_bus.bench.kafka import delete_run_topics
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery
 from a2a_bus.transport.base import Inboxes

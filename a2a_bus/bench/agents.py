@@ -45,7 +45,7 @@ from rich.table import Table
 
 from a2a_bus.bench import agents_scale, census
 from a2a_bus.bench.agents_scale import Result, Spec
-from a2a_bus.bench.kafka import delete_run_topics
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target
 from a2a_bus.runtime import loops
 

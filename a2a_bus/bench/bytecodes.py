@@ -33,10 +33,11 @@ from typing import Any
 
 from rich.table import Table
 
-from a2a_bus.bench.kafka import delete_run_topics, not_run
+from a2a_bus.bench.kafka import not_run
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.load import IN_FLIGHT, Call, Path, warm_up
 from a2a_bus.bench.report import Progress, Report, Row, quiet
 from a2a_bus.runtime import loops

@@ -36,12 +36,10 @@ import time
 import uuid
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.protocol.admin import DeleteGroupsRequest
-
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.load import (
     IN_FLIGHT,
     ROUNDS,
@@ -135,35 +133,6 @@ async def publish_cost(
 
 
 # -- the run ----------------------------------------------------------------------------
-
-
-async def delete_run_topics(bootstrap: str, run_id: str) -> list[str]:
-    """Delete the topics and consumer groups whose names hold ``run_id``; the
-    topics' names.
-
-    Every run makes new topics and groups (so runs never see each other's
-    records); left behind, thousands of them slow a long-lived broker down.
-    """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        doomed = sorted(topic for topic in await admin.list_topics() if run_id in topic)
-        if doomed:
-            await admin.delete_topics(doomed)
-        groups = [group for group, *_ in await admin.list_consumer_groups() if run_id in group]
-        await delete_groups(admin, groups)
-        return doomed
-    finally:
-        await admin.close()
-
-
-async def delete_groups(admin: AIOKafkaAdminClient, groups: list[str]) -> None:
-    """Delete empty consumer groups (aiokafka's admin client has no call for it)."""
-    by_coordinator: dict[int, list[str]] = {}
-    for group in groups:
-        by_coordinator.setdefault(await admin.find_coordinator(group), []).append(group)
-    for coordinator, names in by_coordinator.items():
-        await admin._client.send(coordinator, DeleteGroupsRequest(names))
 
 
 async def measure(bootstrap: str, sizes: Sizes, progress: Progress | None = None) -> dict[str, Any]:

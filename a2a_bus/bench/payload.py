@@ -31,10 +31,10 @@ from typing import Any
 import orjson
 import pykka
 
-from a2a_bus.bench.kafka import delete_run_topics
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BenchEcho, BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.load import Call, latencies, stop_actors, warm_up
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row
 from a2a_bus.bus import Bus

@@ -12,7 +12,7 @@ import pytest
 from a2a_bus.bench import census
 from a2a_bus.bench.agents import THREADS_ALONE, Sizes, measure, report, run_scale
 from a2a_bus.bench.agents_scale import Result, Spec
-from a2a_bus.bench.kafka import delete_run_topics
+from a2a_bus.bench.kafka_topics import delete_run_topics
 
 MIB = 1024 * 1024
 

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from a2a_bus.bench.kafka import delete_run_topics
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.load import Path
 from a2a_bus.transport.kafka.config import KafkaSettings
 

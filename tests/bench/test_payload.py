@@ -8,10 +8,10 @@ import uuid
 import orjson
 import pytest
 
-from a2a_bus.bench.kafka import delete_run_topics
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
+from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.payload import (
     ROUNDS,
     Sample,

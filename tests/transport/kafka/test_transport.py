@@ -559,44 +559,6 @@ async def test_handlers_start_eagerly_and_may_publish_to_new_topics(
     assert all(task is None or not task.get_name().startswith("Task-") for task in tasks)
 
 
-async def test_benchmark_deletes_the_topics_and_groups_of_its_run(
-    transport: KafkaTransport, kafka_bootstrap: str, uid: str
-) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    from a2a_bus.bench.kafka import delete_run_topics
-
-    run_id = f"run{uid}"
-    ours = [f"bench.raw.req.{run_id}", f"bench{run_id}.agent.echo"]
-    other = f"kept.{uid}"
-    await transport.ensure_topics([*ours, other])
-    groups = {f"bench{run_id}.agent.echo": ours[1], f"kept-group.{uid}": other}
-    for group, topic in groups.items():  # a member joins, commits, and leaves
-        subscription = await transport.subscribe([topic], group, Recorder())
-        await subscription.stop()
-
-    async def group_names() -> set[str]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-        await admin.start()
-        try:
-            return {name for name, *_ in await admin.list_consumer_groups()}
-        finally:
-            await admin.close()
-
-    assert set(groups) <= await group_names()
-    assert await delete_run_topics(kafka_bootstrap, run_id) == sorted(ours)
-    left_groups = await group_names()
-    assert f"bench{run_id}.agent.echo" not in left_groups
-    assert f"kept-group.{uid}" in left_groups
-    for _ in range(50):  # deletion completes in the background on the broker
-        left = set(await transport.list_topics())
-        if not left & set(ours):
-            break
-        await asyncio.sleep(0.1)
-    assert not left & set(ours)
-    assert other in left
-
-
 async def cleanup_policy(bootstrap: str, topic: str) -> str:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
