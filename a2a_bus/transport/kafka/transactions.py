@@ -17,6 +17,7 @@ which member's outbox takes the answer to a consumed record.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -115,6 +116,7 @@ class TransactionalCommitter(Committer):
         if producer is None:
             raise KafkaError("the transactional producer is not started")
         taken = {tp: self.outbox.take({tp: offsets[tp][0]}) for tp in offsets}
+        committed = False
         try:
             await producer.begin_transaction()
             try:
@@ -122,14 +124,28 @@ class TransactionalCommitter(Committer):
                     for a in answers:  # acknowledged by the commit, which flushes them
                         await producer.send(a.topic, a.value, key=a.key, headers=a.headers)
                 await producer.send_offsets_to_transaction(dict(offsets), self._group)
-                await producer.commit_transaction()
+                committing = asyncio.ensure_future(producer.commit_transaction())
+                try:
+                    await asyncio.shield(committing)
+                except asyncio.CancelledError:
+                    # A commit asked for can no longer be aborted (aiokafka refuses to),
+                    # and whether it wrote its answers decides whether they are written
+                    # again: its end is waited for before the cancel goes on.
+                    await asyncio.wait([committing])
+                    committed = not committing.cancelled() and committing.exception() is None
+                    raise
+                committed = True
             except BaseException:
-                with contextlib.suppress(KafkaError):
-                    await producer.abort_transaction()
+                if not committed:
+                    with contextlib.suppress(KafkaError):
+                        await producer.abort_transaction()
                 raise
         except BaseException:
-            for tp, answers in taken.items():
-                if answers:
-                    self.outbox.give_back(tp, answers)
+            if not committed:
+                for tp, answers in taken.items():
+                    if answers:
+                        self.outbox.give_back(tp, answers)
             raise
-        self._metrics.produced += sum(len(a) for a in taken.values())
+        finally:
+            if committed:
+                self._metrics.produced += sum(len(a) for a in taken.values())

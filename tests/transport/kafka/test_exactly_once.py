@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -23,9 +24,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from a2a_bus.core.routing import Topics
-from a2a_bus.protocol import from_kafka, new_event
+from a2a_bus.protocol import from_kafka, new_event, to_kafka
 from a2a_bus.transport import Delivery
 from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes
+from a2a_bus.transport.kafka.broker import KafkaMetrics
+from a2a_bus.transport.kafka.commits import PartitionTracker
+from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.transactions import TransactionalCommitter
 from tests.buses import eventually
 from tests.transport.kafka.test_broker_faults import ServeWorker
 
@@ -242,6 +248,67 @@ async def test_a_member_forgets_the_dropped_answers_its_partition_was_committed_
         assert transport.answer_routes.dropped_marks == 0
     finally:
         await transport.stop()
+
+
+#: Commits cancelled, each at another point of its transaction.
+CANCELS = 60
+
+
+async def test_a_commit_cancelled_at_any_step_writes_each_answer_once(
+    kafka_bootstrap: str,
+) -> None:
+    """A member stopping cancels its committer wherever it is. Cancelled before the
+    commit, the transaction is aborted and its answers go into the next one;
+    cancelled while it commits (which cannot be aborted any more), its end is
+    waited for: either way every answer is committed once, and the committer
+    commits again afterwards."""
+    uid = uuid.uuid4().hex[:10]
+    source, answers_topic, group = f"eo.src.{uid}", f"eo.ans.{uid}", f"eo.cancel.{uid}"
+    tp = TopicPartition(source, 0)
+    transport = KafkaTransport(kafka_bootstrap, dlq_topic=f"eo.dlq.{uid}")
+    await transport.start()
+    await transport.ensure_topics([source, answers_topic], partitions=1)
+    await transport.stop()
+    tracker = PartitionTracker(0)
+    settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, delivery="exactly_once")
+    unstarted = AIOKafkaConsumer()  # the committer's writes do not use it
+    committer = TransactionalCommitter(
+        unstarted,
+        group,
+        {tp: tracker},
+        settings=settings,
+        routes=AnswerRoutes(),
+        metrics=KafkaMetrics(),
+    )
+    await committer.open()
+    committer.claim([tp])
+
+    def answer_to(offset: int) -> None:
+        tracker.add(offset)
+        tracker.finish(offset)
+        record = to_kafka(new_event({"type": "answer", "source": "tests"}, {"n": offset}))
+        answer = Answer(offset, answers_topic, record.value, record.key, record.headers)
+        committer.outbox.add(tp, answer)
+
+    try:
+        answer_to(0)
+        started = time.perf_counter()
+        assert await committer.commit([tp])
+        lasted = time.perf_counter() - started  # how long one transaction takes here
+        for offset in range(1, CANCELS + 1):
+            answer_to(offset)
+            commit = asyncio.create_task(committer.commit([tp]))
+            # Cancelled at a different point of its transaction each time, the commit too.
+            await asyncio.sleep(lasted * 1.5 * offset / CANCELS)
+            commit.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await commit
+        assert await committer.commit([tp])  # whatever the cancels left
+    finally:
+        await committer.close()
+        await unstarted.stop()
+    answers = await committed_answers(kafka_bootstrap, answers_topic)
+    assert sorted(a["n"] for a in answers) == list(range(CANCELS + 1))
 
 
 async def committed_answers(bootstrap: str, topic: str) -> list[Any]:
