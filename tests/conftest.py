@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -74,17 +75,6 @@ def _docker_answers() -> bool:
         return False
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def _run_script(script: str, command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPTS / script), command],
@@ -121,7 +111,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             container = stack.enter_context(KafkaContainer(KAFKA_IMAGE).with_kraft())
             yield container.get_bootstrap_server()
         elif shutil.which("java") and shutil.which("mvn"):
-            port, controller_port = _free_ports(2)
+            port, controller_port = free_ports(2)
             env = {
                 "KAFKA_PORT": str(port),
                 "KAFKA_CONTROLLER_PORT": str(controller_port),
@@ -150,7 +140,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             host = container.get_container_host_ip()
             yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
         elif shutil.which("redis-server") or (os.geteuid() == 0 and shutil.which("apt-get")):
-            [port] = _free_ports(1)
+            [port] = free_ports(1)
             env = {"REDIS_PORT": str(port), "A2A_STATE_DIR": str(tmp_path_factory.mktemp("redis"))}
             _start_with_script(stack, "redis.sh", env, "A2A_REQUIRE_REDIS")
             yield f"redis://127.0.0.1:{port}/0"

@@ -8,7 +8,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -21,6 +20,7 @@ import pytest
 from a2a_bus import Agent, Bus, RestartPolicy, method
 from a2a_bus.gateway import GatewaySettings, create_app
 from tests.buses import eventually
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 20.0  # seconds; a guard against hangs, never a performance limit
@@ -148,17 +148,6 @@ class OwnBroker:
         self._script("stop")
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[OwnBroker]:
     if not shutil.which("java"):
@@ -166,7 +155,7 @@ def own_broker(tmp_path: Path) -> Iterator[OwnBroker]:
         if os.environ.get("A2A_REQUIRE_KAFKA") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    broker = OwnBroker(tmp_path, *_free_ports(2))
+    broker = OwnBroker(tmp_path, *free_ports(2))
     broker.start()
     try:
         yield broker

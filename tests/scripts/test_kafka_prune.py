@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from tests.conftest import SCRIPTS, _free_ports, _run_script, _start_with_script
+from tests.conftest import SCRIPTS, _run_script, _start_with_script
+from tests.ports import free_ports
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -65,7 +66,7 @@ def test_prune_deletes_only_topics_idle_for_the_given_minutes(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     # kafka_bootstrap: the suite's broker policy (java and the jars, or a failure in CI).
-    port, controller_port = _free_ports(2)
+    port, controller_port = free_ports(2)
     env = {
         "KAFKA_PORT": str(port),
         "KAFKA_CONTROLLER_PORT": str(controller_port),

@@ -11,39 +11,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "kafka.sh"
 #: Seconds a start may take (the first one downloads Kafka); a guard, not a limit.
 START_TIMEOUT = 600
-
-
-def free_base_port(span: int) -> int:
-    """A port P such that P .. P+span-1 are free now (a broker's client and
-    controller ports, for each node)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + span > 65535:
-            continue
-        held = []
-        try:
-            for port in range(base, base + span):
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-    raise RuntimeError("no run of free ports found")
 
 
 class OwnKafka:
@@ -52,7 +29,7 @@ class OwnKafka:
 
     def __init__(self, state_dir: Path, nodes: int = 1) -> None:
         self.nodes = nodes
-        self.base = free_base_port(2 * nodes)
+        self.base = free_port_run(2 * nodes)
         self.env = {
             **os.environ,
             "KAFKA_PORT": str(self.base),
