@@ -4,12 +4,13 @@ draws scale curves with ``--plot`` and takes the broker from ``--kafka``."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_ports
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -119,9 +120,7 @@ def test_the_fanout_benchmark_prints_each_count_and_plots_its_curves(tmp_path: P
 
 
 def test_a_kafka_out_of_reach_is_one_error_line(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    [port] = free_ports(1)  # nothing listens on it
     done = subprocess.run(
         [sys.executable, "-m", "a2a_bus", "bench", "agents", "--kafka", f"127.0.0.1:{port}"],
         capture_output=True,

@@ -8,22 +8,23 @@ import pytest
 
 from a2a_bus.demo import demo_bus
 from a2a_bus.transport.memory.transport import MemoryTransport
+from tests.ports import free_ports
 
 from .test_failures import one_error_line
-from .test_serve_call import free_port, run
+from .test_serve_call import run
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_the_kafka_security_settings_come_from_the_environment() -> None:
-    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens: the protocol is in the error
+    bootstrap = f"127.0.0.1:{free_ports(1)[0]}"  # nothing listens: the protocol is in the error
     done = run("demo", "--kafka", bootstrap, extra={"A2A_KAFKA_SECURITY_PROTOCOL": "SSL"})
     line = one_error_line(done, 1)
     assert line.startswith(f"error: cannot reach Kafka at {bootstrap} (SSL): "), line
 
 
 def test_a_bad_setting_is_named_before_anything_starts() -> None:
-    bootstrap = f"127.0.0.1:{free_port()}"
+    bootstrap = f"127.0.0.1:{free_ports(1)[0]}"
     done = run("demo", "--kafka", bootstrap, extra={"A2A_REQUEST_TIMEOUT": "abc"})
     line = one_error_line(done, 2)
     assert line == "error: A2A_REQUEST_TIMEOUT='abc': expected a positive number of seconds"

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .test_serve_call import AGENTS, free_port, run
+from tests.ports import free_ports
+
+from .test_serve_call import AGENTS, run
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -40,7 +42,7 @@ def one_error_line(done: subprocess.CompletedProcess[str], code: int) -> str:
     ids=lambda command: command[0],
 )
 def test_an_unreachable_kafka_is_one_line(command: list[str]) -> None:
-    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
+    bootstrap = f"127.0.0.1:{free_ports(1)[0]}"  # nothing listens there
     done = run(*command, "--kafka", bootstrap)
     line = one_error_line(done, 1)
     assert line.startswith(f"error: cannot reach Kafka at {bootstrap}: "), line
@@ -48,7 +50,7 @@ def test_an_unreachable_kafka_is_one_line(command: list[str]) -> None:
 
 
 def test_bad_environment_values_are_named() -> None:
-    kafka = ("--kafka", f"127.0.0.1:{free_port()}")
+    kafka = ("--kafka", f"127.0.0.1:{free_ports(1)[0]}")
     cases = {
         "A2A_REQUEST_TIMEOUT": ("abc", "expected a positive number of seconds"),
         "A2A_HEARTBEAT": ("-1", "expected a positive number of seconds"),
@@ -63,7 +65,11 @@ def test_bad_environment_values_are_named() -> None:
         ), line
     # Read when a command makes its event loop, on the gateway path too.
     done = run(
-        "call", "add", "--url", f"http://127.0.0.1:{free_port()}", extra={"A2A_EVENT_LOOP": "foo"}
+        "call",
+        "add",
+        "--url",
+        f"http://127.0.0.1:{free_ports(1)[0]}",
+        extra={"A2A_EVENT_LOOP": "foo"},
     )
     assert "A2A_EVENT_LOOP='foo'" in one_error_line(done, 2)
     assert "never awaited" not in done.stderr
@@ -73,7 +79,7 @@ def test_bad_environment_values_are_named() -> None:
 
 def test_a_misspelt_kafka_variable_is_named_once() -> None:
     extra = {"A2A_KAFKA_BOOTSTRAP_SERVER": "127.0.0.1:9092"}
-    done = run("call", "add", "--kafka", f"127.0.0.1:{free_port()}", extra=extra)
+    done = run("call", "add", "--kafka", f"127.0.0.1:{free_ports(1)[0]}", extra=extra)
     assert done.returncode == 1
     warnings = [line for line in done.stderr.splitlines() if "A2A_KAFKA_BOOTSTRAP_SERVER " in line]
     assert warnings == [
@@ -125,7 +131,7 @@ def test_serve_refuses_bad_files(tmp_path: Path) -> None:
 def test_serve_refuses_a_gateway_timeout_that_is_not_positive(value: str) -> None:
     # -1 answered every request -32001 at once; 0, nan and inf served without saying so.
     # Kafka is out of reach: a value let through ends in that error instead (exit 1).
-    kafka = ("--kafka", f"127.0.0.1:{free_port()}")
+    kafka = ("--kafka", f"127.0.0.1:{free_ports(1)[0]}")
     extra = {"A2A_GATEWAY_REQUEST_TIMEOUT": value}
     done = run("serve", CALC, "--http", "127.0.0.1:0", *kafka, extra=extra)
     line = one_error_line(done, 2)
@@ -159,17 +165,17 @@ def test_serve_refuses_one_agent_twice() -> None:
 
 def test_publish_refuses_a_bad_subject_locally() -> None:
     # No gateway listens: the subject is refused before anything is sent.
-    done = run("publish", "bad.topic!", "{}", "--url", f"http://127.0.0.1:{free_port()}")
+    done = run("publish", "bad.topic!", "{}", "--url", f"http://127.0.0.1:{free_ports(1)[0]}")
     line = one_error_line(done, 2)
     assert "invalid subject 'bad.topic!'" in line
     assert done.stdout == ""
-    tail = run("tail", "news.#", "bad topic", "--url", f"http://127.0.0.1:{free_port()}")
+    tail = run("tail", "news.#", "bad topic", "--url", f"http://127.0.0.1:{free_ports(1)[0]}")
     assert "invalid subject 'bad topic'" in one_error_line(tail, 2)
 
 
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
 def test_call_refuses_a_timeout_that_is_not_positive(timeout: str) -> None:
-    done = run("call", "add", "--timeout", timeout, "--url", f"http://127.0.0.1:{free_port()}")
+    done = run("call", "add", "--timeout", timeout, "--url", f"http://127.0.0.1:{free_ports(1)[0]}")
     assert "--timeout" in one_error_line(done, 2)
 
 

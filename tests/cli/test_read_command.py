@@ -10,15 +10,16 @@ import orjson
 import pytest
 
 from a2a_bus import Bus
+from tests.ports import free_ports
 
-from .test_serve_call import AGENTS, Lines, free_port, run
+from .test_serve_call import AGENTS, Lines, run
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[str]:
-    port = free_port()
+    port = free_ports(1)[0]
     served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
     served.wait_for("listening on")
     yield f"http://127.0.0.1:{port}"
@@ -92,7 +93,9 @@ def test_client_commands_take_the_prefix_from_the_environment(kafka_bootstrap: s
 def test_serve_builds_its_bus_from_the_environment(kafka_bootstrap: str) -> None:
     prefix = f"s{uuid.uuid4().hex[:10]}"
     extra = {"A2A_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "A2A_PREFIX": prefix}
-    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{free_port()}", extra=extra)
+    served = Lines(
+        "serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{free_ports(1)[0]}", extra=extra
+    )
     try:
         assert served.wait_for("serving").rstrip().endswith(f"on Kafka at {kafka_bootstrap}")
         assert served.wait_for("ingress").rstrip().endswith(f"topic {prefix}.ingress")
@@ -100,7 +103,9 @@ def test_serve_builds_its_bus_from_the_environment(kafka_bootstrap: str) -> None
         assert served.stop() == 0
     # A2A_TRANSPORT=memory keeps it in memory despite a bootstrap in the environment.
     extra["A2A_TRANSPORT"] = "memory"
-    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{free_port()}", extra=extra)
+    served = Lines(
+        "serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{free_ports(1)[0]}", extra=extra
+    )
     try:
         assert served.wait_for("serving").rstrip().endswith("on the in-memory transport")
     finally:

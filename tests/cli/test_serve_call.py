@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,13 +42,6 @@ def env(extra: dict[str, str | None] | None = None, *, columns: bool = True) -> 
         else:
             out[name] = value
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Lines:
@@ -95,7 +89,7 @@ class Lines:
 
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[tuple[str, Lines]]:
-    port = free_port()
+    port = free_ports(1)[0]
     served = Lines("serve", f"{AGENTS}:Spec", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
     served.wait_for("listening on")
     yield f"http://127.0.0.1:{port}", served
@@ -151,10 +145,10 @@ def test_call_errors_exit_1(gateway: tuple[str, Lines]) -> None:
     bad = run("call", "echo", "{not json", "--url", url)
     assert bad.returncode == 2
     assert "not JSON" in bad.stderr
-    unreachable = run("call", "echo", "--url", f"http://127.0.0.1:{free_port()}")
+    unreachable = run("call", "echo", "--url", f"http://127.0.0.1:{free_ports(1)[0]}")
     assert unreachable.returncode == 1
     assert "cannot reach the gateway" in unreachable.stderr
-    tail_unreachable = run("tail", "news.*", "--url", f"http://127.0.0.1:{free_port()}")
+    tail_unreachable = run("tail", "news.*", "--url", f"http://127.0.0.1:{free_ports(1)[0]}")
     assert tail_unreachable.returncode == 1
     assert "cannot reach the gateway" in tail_unreachable.stderr
 
@@ -210,7 +204,7 @@ def test_call_timeout_holds_through_the_gateway(gateway: tuple[str, Lines]) -> N
 
 
 def test_serve_stops_cleanly_on_sigterm() -> None:
-    port = free_port()
+    port = free_ports(1)[0]
     targets = (f"{AGENTS}:Spec", f"{AGENTS}:Echo", f"{AGENTS}:Secret")
     served = Lines("serve", *targets, "--replicas", "2", "--http", f"127.0.0.1:{port}")
     # Not a terminal: still one line, however long.
@@ -230,14 +224,14 @@ def test_serve_refuses_what_is_not_an_agent(tmp_path: Path) -> None:
     assert "not an Agent subclass" in done.stderr
     agent_file = tmp_path / "helper.agent.yaml"
     agent_file.write_text("name: helper\nmax_turns: many\n")
-    done = run("serve", str(agent_file), "--http", f"127.0.0.1:{free_port()}")
+    done = run("serve", str(agent_file), "--http", f"127.0.0.1:{free_ports(1)[0]}")
     assert done.returncode == 2
     assert "max_turns" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_serve_warns_when_an_llm_agent_has_no_key() -> None:
     support = str(Path("agents") / "support.agent.yaml")
-    served = Lines("serve", support, "--http", f"127.0.0.1:{free_port()}")
+    served = Lines("serve", support, "--http", f"127.0.0.1:{free_ports(1)[0]}")
     served.wait_for("listening on")
     assert served.stop() == 0
     assert served.process.stderr is not None
@@ -248,7 +242,7 @@ def test_serve_warns_when_an_llm_agent_has_no_key() -> None:
 def test_serve_stops_on_sigint_while_a_live_view_is_open() -> None:
     # A live view (SSE) never ends by itself: the server closes it after its
     # shutdown grace instead of waiting for the client forever.
-    port = free_port()
+    port = free_ports(1)[0]
     served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
     served.wait_for("listening on")
     url = f"http://127.0.0.1:{port}"

@@ -11,7 +11,9 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_artifact_text, new_message, new_text_part
 from a2a.types import a2a_pb2 as pb
 
-from .test_serve_call import AGENTS, WAIT, Lines, free_port
+from tests.ports import free_ports
+
+from .test_serve_call import AGENTS, WAIT, Lines
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,7 +31,7 @@ async def talk(url: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("how", ["option", "environment"])
 def test_serve_puts_one_agent_at_the_root(how: str) -> None:
-    port = free_port()
+    port = free_ports(1)[0]
     args = ["serve", f"{AGENTS}:Spec", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}"]
     if how == "option":
         served = Lines(*args, "--a2a-root", "echo")

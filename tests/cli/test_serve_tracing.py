@@ -24,7 +24,8 @@ import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.cli.test_serve_call import ROOT, WAIT, Lines, free_port
+from tests.cli.test_serve_call import ROOT, WAIT, Lines
+from tests.ports import free_ports
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -113,7 +114,7 @@ def test_spans_of_two_serve_processes_on_kafka_join_one_trace(
     kafka_bootstrap: str, receiver: Receiver, tmp_path: Path
 ) -> None:
     prefix = f"t{uuid.uuid4().hex[:10]}"
-    port = free_port()
+    port = free_ports(1)[0]
     back = _serve(
         "back", kafka_bootstrap, prefix, receiver, "--http", "127.0.0.1:0", "--log-format", "json"
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,19 +27,14 @@ import httpx
 import pytest
 import yaml
 
+from tests.ports import free_ports
+
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "deploy" / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 WAIT = 90.0  # seconds; a guard against hangs on a loaded machine, never a performance limit
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def a2a_bus_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -108,7 +102,7 @@ def topology(kafka_bootstrap: str) -> Iterator[tuple[str, dict[str, Any], list[S
     service, the processes)."""
     compose = yaml.safe_load(COMPOSE.read_text())
     assert 'ENTRYPOINT ["a2a-bus"]' in DOCKERFILE.read_text()
-    gateway_port = free_port()
+    gateway_port = free_ports(1)[0]
     names = {"kafka:9092": kafka_bootstrap, "0.0.0.0:8080": f"127.0.0.1:{gateway_port}"}
     base = {k: v for k, v in os.environ.items() if "KAFKA_" not in k and not k.startswith("A2A_")}
     prefix = f"compose{uuid.uuid4().hex[:8]}"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.cli.test_serve_call import free_port
+from tests.ports import free_ports
 
 from .task_agents import LOG_ENV
 
@@ -147,7 +147,7 @@ class Cluster:
         """The base URL of gateway ``name``, started (on its former port) when it
         is not running, once it knows ``agents``."""
         running = self.gateways.get(name)
-        port = self.ports.setdefault(name, free_port())
+        port = self.ports.setdefault(name, free_ports(1)[0])
         base = f"http://127.0.0.1:{port}"
         if running is None or not running.alive:
             if running is not None:

@@ -5,7 +5,6 @@ id, give-up on 4xx, the URL policy at send time, order per config, the counters.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from a2a_bus.gateway.a2a.push import PushConfig, delivery_id, push_payload
 from a2a_bus.gateway.a2a.webhooks import Outcome, RetryPolicy, WebhookSender
 from a2a_bus.gateway.a2a.wire import Version
 from a2a_bus.gateway.url_policy import AllowList
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,9 +183,7 @@ async def test_429_is_retried(receiver: Receiver, sender: WebhookSender) -> None
 
 
 async def test_a_connection_refused_is_retried() -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    [port] = free_ports(1)  # nothing listens on it
     async with WebhookSender(LOOPBACK, FAST) as sender:
         config = PushConfig("t1", "c1", f"http://127.0.0.1:{port}/hook")
         assert await within(sender.deliver(config, b"{}", "d1")) is Outcome.FAILED
