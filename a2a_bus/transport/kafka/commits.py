@@ -40,9 +40,10 @@ class PartitionTracker:
     """Dispatched and finished offsets of one partition, in offset order."""
 
     def __init__(self, start: int | None = None, *, lease: int = 0) -> None:
-        # [offset, outstanding deliveries] in dispatch (= offset) order, and by offset
-        self._pending: deque[list[int]] = deque()
-        self._by_offset: dict[int, list[int]] = {}
+        #: Offsets handed out that the position has not passed yet, in offset order.
+        self._pending: deque[int] = deque()
+        #: Deliveries still running, by offset (a finished offset is not in it).
+        self._unfinished: dict[int, int] = {}
         self._position = start
         self._committed: int | None = None
         self.lease = lease
@@ -52,12 +53,12 @@ class PartitionTracker:
     def position(self) -> int | None:
         """The offset to commit: the first unfinished record, or one past the last."""
         if self._pending:
-            return self._pending[0][0]
+            return self._pending[0]
         return self._position
 
     @property
     def in_flight(self) -> int:
-        """Records handed out and not finished yet."""
+        """Records handed out that the position has not passed yet."""
         return len(self._pending)
 
     @property
@@ -71,35 +72,46 @@ class PartitionTracker:
     def handed_out_end(self, excluded: Collection[int] = ()) -> int | None:
         """One past the last offset handed out, ``excluded`` offsets (records
         that never reached a handler) left aside; the position if none is left."""
-        for entry in reversed(self._pending):
-            if entry[0] not in excluded:
-                return entry[0] + 1
+        for offset in reversed(self._pending):
+            if offset not in excluded:
+                return offset + 1
         return self.position
 
     def add(self, offset: int, deliveries: int = 1) -> None:
         """Record that ``offset`` was handed out as ``deliveries`` deliveries."""
-        if self._pending and offset <= self._pending[-1][0]:
-            raise ValueError(f"offset {offset} dispatched out of order")
-        if self._position is not None and not self._pending and offset < self._position:
+        pending = self._pending
+        if pending:
+            if offset <= pending[-1]:
+                raise ValueError(f"offset {offset} dispatched out of order")
+        elif self._position is not None and offset < self._position:
             raise ValueError(f"offset {offset} is below the position {self._position}")
-        if deliveries < 0:
+        if deliveries > 0:
+            self._unfinished[offset] = deliveries
+            pending.append(offset)
+        elif deliveries < 0:
             raise ValueError("deliveries must be >= 0")
-        entry = [offset, deliveries]
-        self._pending.append(entry)
-        self._by_offset[offset] = entry
-        if deliveries == 0:  # else the first pending entry is still unfinished
-            self._drain()
+        elif pending:  # finished at once: passed once those before it finish
+            pending.append(offset)
+        else:
+            self._position = offset + 1
 
     def finish(self, offset: int) -> None:
         """One delivery of ``offset`` finished."""
-        entry = self._by_offset.get(offset)
-        if entry is None:
-            raise ValueError(f"offset {offset} is not in flight")
-        if entry[1] <= 0:
-            raise ValueError(f"offset {offset} finished more often than dispatched")
-        entry[1] -= 1
-        if entry[1] == 0 and entry is self._pending[0]:
-            self._drain()
+        unfinished = self._unfinished
+        left = unfinished.get(offset)
+        if left is None:
+            raise ValueError(f"offset {offset} is not in flight (or finished already)")
+        if left > 1:
+            unfinished[offset] = left - 1
+            return
+        del unfinished[offset]
+        pending = self._pending
+        if pending[0] == offset:  # the position moves past the finished run it starts
+            popleft = pending.popleft
+            passed = popleft()
+            while pending and pending[0] not in unfinished:
+                passed = popleft()
+            self._position = passed + 1
 
     def covers(self, offset: int, lease_size: int) -> bool:
         """True if ``offset`` is below the acknowledged lease, so it may be handed
@@ -117,10 +129,3 @@ class PartitionTracker:
         """Remember what the broker acknowledged."""
         self._committed = position
         self.committed_lease = lease
-
-    def _drain(self) -> None:
-        pending = self._pending
-        while pending and pending[0][1] == 0:
-            offset = pending.popleft()[0]
-            del self._by_offset[offset]
-            self._position = offset + 1

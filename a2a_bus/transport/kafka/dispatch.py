@@ -185,23 +185,46 @@ class Dispatch:
         backlog's own task). The common case is synchronous (a free slot, the
         offset well inside the committed lease); only the rest awaits.
         """
+        runs, adaptor, trackers, commits = self._runs, self._adaptor, self._trackers, self._commits
+        topic, partition = tp
+        bound = self._redelivery_bound
+        wanted = self._commit_wanted
+        last = records[-1].offset
+        tracker: PartitionTracker | None = None
+        # Records up to this offset are under the acknowledged lease: the batch is
+        # checked once (by its last record) rather than record by record.
+        covered = -1
         for index, record in enumerate(records):
             if target.paused or target.in_flight >= target.max_in_flight:
                 if spill:
                     self._spill(target, tp, records[index:], epoch)
                     return
                 await target.wait_for_slot()
+                tracker = None  # looked up again after a wait
             if self.epoch != epoch:
                 return  # revoked: the new owner fetches from the commit
             offset = record.offset
-            tracker = self._trackers.get(tp)
-            if tracker is None or not self._commits.covers(tracker, offset):
-                tracker = await self._prepare(tp, offset, epoch)
-                if tracker is None:
-                    if self.epoch == epoch and tp in self._redelivery_bound:
-                        self._rewind(tp, offset, target)  # no lease yet: fetch it again later
-                    return
-            self._start(tp, record, tracker, target)
+            if tracker is None or offset > covered:
+                tracker = trackers.get(tp)
+                if tracker is not None and commits.covers(tracker, last):
+                    covered = last
+                elif tracker is None or not commits.covers(tracker, offset):
+                    tracker = await self._prepare(tp, offset, epoch)
+                    if tracker is None:
+                        if self.epoch == epoch and tp in bound:
+                            self._rewind(tp, offset, target)  # no lease yet: fetch it again later
+                        return
+                    covered = offset
+                else:
+                    covered = offset
+            # Decoded, counted in flight, and started (or queued behind the running
+            # record of its key); spelled out here, as this runs for every record.
+            value, headers, key = record.value, record.headers, record.key
+            decoded = decode_record(adaptor, topic, partition, offset, value, headers, key)
+            tracker.add(offset)
+            target.in_flight += 1
+            redelivered = offset < bound[tp]
+            runs.start(Handling(runs, target, tp, record, decoded, tracker, redelivered, wanted))
 
     def _spill(
         self, target: Target, tp: TopicPartition, records: list[ConsumerRecord], epoch: int
@@ -256,26 +279,3 @@ class Dispatch:
         with contextlib.suppress(IllegalStateError):
             if tp in self._consumer.assignment():
                 self._consumer.seek(tp, offset)
-
-    def _start(
-        self, tp: TopicPartition, record: ConsumerRecord, tracker: PartitionTracker, target: Target
-    ) -> None:
-        """Decode ``record``, count it in flight and start handling it (or queue it
-        behind the running record of its key)."""
-        decoded = decode_record(
-            self._adaptor,
-            tp.topic,
-            tp.partition,
-            record.offset,
-            record.value,
-            record.headers,
-            record.key,
-        )
-        tracker.add(record.offset)
-        target.in_flight += 1
-        redelivered = record.offset < self._redelivery_bound[tp]
-        self._runs.start(
-            Handling(
-                self._runs, target, tp, record, decoded, tracker, redelivered, self._commit_wanted
-            )
-        )

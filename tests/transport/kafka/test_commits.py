@@ -32,6 +32,21 @@ def test_a_multi_delivery_record_finishes_with_its_last_delivery() -> None:
     assert tracker.position == 1
 
 
+def test_a_record_without_deliveries_is_passed_with_those_before_it() -> None:
+    tracker = PartitionTracker(0)
+    tracker.add(0, deliveries=0)  # nothing running: the position passes it at once
+    assert tracker.position == 1 and tracker.in_flight == 0
+    tracker.add(1)
+    tracker.add(2, deliveries=0)
+    tracker.add(3)
+    assert tracker.position == 1
+    tracker.finish(1)
+    assert tracker.position == 3  # over the finished 1 and the empty 2
+    assert tracker.handed_out_end() == 4
+    tracker.finish(3)
+    assert tracker.position == 4 and tracker.in_flight == 0
+
+
 def test_tracker_rejects_misuse() -> None:
     tracker = PartitionTracker(5)
     tracker.add(5)
@@ -41,7 +56,11 @@ def test_tracker_rejects_misuse() -> None:
         tracker.finish(6)
     tracker.finish(5)
     with pytest.raises(ValueError):
+        tracker.finish(5)  # finished more often than handed out
+    with pytest.raises(ValueError):
         tracker.add(3)
+    with pytest.raises(ValueError):
+        tracker.add(7, deliveries=-1)
 
 
 def test_dirty_follows_position_and_lease() -> None:
