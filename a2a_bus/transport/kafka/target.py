@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
+from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import Failure
 from a2a_bus.runtime.tuples import build
@@ -124,76 +125,44 @@ class Target:
     async def handle(self, handling: Handling) -> None:
         """Dead-letter what did not decode, hand each event to the handler (once
         per de-duplication key), then count the record finished."""
-        tp = handling.tp
+        # Only what the common record needs is read up front: this runs for every record.
         record = handling.record
         decoded = handling.decoded
-        tracker = handling.tracker
-        redelivered = handling.redelivered
-        transport = self._transport
-        metrics = transport.metrics
         dedup = self._dedup
-        routes = transport.answer_routes
-        transactional = self._transactional
         finished = False
         try:
             if decoded.failures:
-                if self._dead_letter:
-                    reason = failure_reason(decoded.failures)
-                    await transport.dead_letter(_letter(record, reason, decoded.failures))
-                if self._on_undecodable is not None:
-                    await report_undecodable(
-                        self._on_undecodable,
-                        tp.topic,
-                        tp.partition,
-                        record.offset,
-                        record.key,
-                        record.headers,
-                        decoded.failures,
-                        record.value,
-                    )
+                await self._set_aside(handling)
             for event, dedup_key, raw in decoded.events:
                 original = dedup.claim(dedup_key)
-                if original is not None:
-                    await asyncio.shield(original)
-                    if dedup_key in dedup:
-                        if not (
-                            transactional
-                            and routes.was_dropped(tp.topic, tp.partition, record.offset)
-                        ):
-                            metrics.duplicates += 1  # the original counts: this is a copy
-                            continue
-                        # This very record was handled here, but its answer was dropped
-                        # with its uncommitted transaction: it comes back to be handled.
-                        dedup.forget(dedup_key)
-                    # Forgotten: the original was cancelled, or its answer dropped.
-                    dedup.claim(dedup_key)
+                if original is not None and not await self._after_original(
+                    handling, dedup_key, original
+                ):
+                    continue
+                tp = handling.tp
                 fields = (
                     event,
                     tp.topic,
                     tp.partition,
                     record.offset,
                     record.key,
-                    redelivered,
+                    handling.redelivered,
                     raw,
                     tuple(record.headers),
                 )
-                delivery = build(Delivery, fields)
                 try:
-                    await self._handler(delivery)
+                    await self._handler(build(Delivery, fields))
                 except asyncio.CancelledError:
                     dedup.forget(dedup_key)
                     raise
                 except Exception as exc:
-                    metrics.handler_errors += 1
-                    log.exception("%s: handler failed on %s", self.name, event.get_id())
-                    reason = f"handler-error: {type(exc).__name__}: {exc}"
-                    event_id = [(DLQ_EVENT_ID, event.get_id().encode())]
-                    await transport.dead_letter(_letter(record, reason, extra=event_id))
+                    await self._failed(record, event, exc)
                 else:
+                    metrics = self._transport.metrics
                     metrics.delivered += 1
-                    if redelivered:
+                    if handling.redelivered:
                         metrics.redelivered += 1
-                    if transactional and routes.was_dropped(tp.topic, tp.partition, record.offset):
+                    if self._transactional and self._answer_dropped(handling):
                         # Handled, but its answer went nowhere: a copy fetched again
                         # is handled again, not skipped.
                         dedup.forget(dedup_key)
@@ -201,12 +170,68 @@ class Target:
                     dedup.done(dedup_key)
             finished = True
         finally:
-            if transactional:
-                routes.settled(tp.topic, tp.partition, record.offset)
-            self.release(1)
+            if self._transactional:
+                tp = handling.tp
+                self._transport.answer_routes.settled(tp.topic, tp.partition, record.offset)
+            # (release, spelled out)
+            self.in_flight -= 1
+            if self._slot_freed is not None:  # rarely: only while the dispatch loop waits
+                self._wake()
             if finished:
-                tracker.finish(record.offset)
+                handling.tracker.finish(record.offset)
                 handling.commit_wanted.set()
+
+    async def _set_aside(self, handling: Handling) -> None:
+        """Dead-letter (and report) what did not decode of ``handling``'s record."""
+        tp, record, failures = handling.tp, handling.record, handling.decoded.failures
+        if self._dead_letter:
+            reason = failure_reason(failures)
+            await self._transport.dead_letter(_letter(record, reason, failures))
+        if self._on_undecodable is not None:
+            await report_undecodable(
+                self._on_undecodable,
+                tp.topic,
+                tp.partition,
+                record.offset,
+                record.key,
+                record.headers,
+                failures,
+                record.value,
+            )
+
+    async def _after_original(
+        self, handling: Handling, dedup_key: Hashable, original: asyncio.Future[None]
+    ) -> bool:
+        """Wait for the handling of the copy claimed first; whether this one is to
+        be handled after all (claimed again) or skipped as a duplicate."""
+        await asyncio.shield(original)
+        dedup = self._dedup
+        if dedup_key in dedup:
+            if not (self._transactional and self._answer_dropped(handling)):
+                self._transport.metrics.duplicates += 1  # the original counts: this is a copy
+                return False
+            # This very record was handled here, but its answer was dropped with
+            # its uncommitted transaction: it comes back to be handled.
+            dedup.forget(dedup_key)
+        # Forgotten: the original was cancelled, or its answer dropped.
+        dedup.claim(dedup_key)
+        return True
+
+    async def _failed(self, record: ConsumerRecord, event: CloudEvent, exc: Exception) -> None:
+        """The handler raised on ``event``: dead-letter ``record`` with the reason."""
+        self._transport.metrics.handler_errors += 1
+        log.error("%s: handler failed on %s", self.name, event.get_id(), exc_info=exc)
+        reason = f"handler-error: {type(exc).__name__}: {exc}"
+        event_id = [(DLQ_EVENT_ID, event.get_id().encode())]
+        await self._transport.dead_letter(_letter(record, reason, extra=event_id))
+
+    def _answer_dropped(self, handling: Handling) -> bool:
+        """exactly_once: the answer to ``handling``'s record went with an aborted
+        transaction (see :mod:`a2a_bus.transport.kafka.answers`)."""
+        tp = handling.tp
+        return self._transport.answer_routes.was_dropped(
+            tp.topic, tp.partition, handling.record.offset
+        )
 
 
 class Routing(Protocol):
