@@ -60,6 +60,31 @@ def test_threads_started_while_counting_are_counted_and_not_after() -> None:
     assert counter.by_code[_loop.__code__] == counted
 
 
+def test_a_thread_started_while_armed_is_counted_only_while_counting_and_apart() -> None:
+    counter = BytecodeCounter()
+    go, ran = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        _loop(50)  # armed, not counting yet
+        ran.set()
+        go.wait()
+        _loop(50)  # while counting
+
+    with counter.armed():
+        thread = threading.Thread(target=worker)
+        thread.start()  # started before the count: an actor thread of a path
+        ran.wait()
+        assert counter.by_code == {} and counter.elsewhere == 0
+        with counter.counting():
+            go.set()
+            thread.join()
+            _loop(50)  # this thread's own
+    counted = counter.by_code[_loop.__code__]
+    assert counted > 0
+    assert 0 < counter.elsewhere < sum(counter.by_code.values())
+    assert counter.elsewhere >= counted / 2  # one of the two counted runs was the worker's
+
+
 def test_the_report_sets_the_bus_beside_the_floor_and_shows_the_packages_it_adds_most() -> None:
     found = {
         "raw": {"aiokafka": 2000.0, "asyncio": 100.0},
@@ -72,7 +97,7 @@ def test_the_report_sets_the_bus_beside_the_floor_and_shows_the_packages_it_adds
             "asyncio": 150.0,
         },
     }
-    out = report(Counted(found, {"floor": 32.0, "bus": 64.0}), 1000)
+    out = report(Counted(found, {"floor": 32.0, "bus": 64.0}, {"floor": 160.0, "bus": 150.0}), 1000)
     rows = {row.case: row for row in out.rows}
     vs_floor = rows["bus: bytecodes per request, vs floor"]
     assert (vs_floor.value, vs_floor.baseline) == (5050, 2650)
@@ -83,7 +108,11 @@ def test_the_report_sets_the_bus_beside_the_floor_and_shows_the_packages_it_adds
     assert list(table.columns[4].cells)[:2] == ["+1,500", "+700"]
     assert any("1,000 requests per path" in note for note in out.notes)
     assert any("records per fetch while counting: floor 32.0, bus 64.0" in n for n in out.notes)
+    assert any(
+        "outside the event loop's thread (the actors'): floor 160, bus 150" in n for n in out.notes
+    )
     assert not any("records per fetch" in n for n in report(Counted(found), 1000).notes)
+    assert not any("outside the event loop" in n for n in report(Counted(found), 1000).notes)
 
 
 def test_without_a_broker_the_count_says_so_and_measures_nothing(
@@ -110,4 +139,7 @@ async def test_every_path_is_counted_on_a_broker_and_the_bus_runs_its_own_layers
     for layer in ("a2a_bus/core", "a2a_bus/hosting", "a2a_bus/transport/kafka"):
         assert found["bus"][layer] > 0, layer
     assert set(counted.records_per_fetch) == {"floor", "bus"}
+    # The floor's and the bus's handlers run on actor threads started with the path.
+    assert counted.elsewhere["floor"] > 0 and counted.elsewhere["bus"] > 0
+    assert found["bus"]["pykka"] > 0
     assert all(n >= 1 for n in counted.records_per_fetch.values())
