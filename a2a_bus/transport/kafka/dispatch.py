@@ -208,14 +208,13 @@ class Dispatch:
                 tracker = trackers.get(tp)
                 if tracker is not None and commits.covers(tracker, last):
                     covered = last
-                elif tracker is None or not commits.covers(tracker, offset):
-                    tracker = await self._prepare(tp, offset, epoch)
-                    if tracker is None:
-                        if self.epoch == epoch and tp in bound:
-                            self._rewind(tp, offset, target)  # no lease yet: fetch it again later
-                        return
-                    covered = offset
-                else:
+                else:  # this record alone, holding a lease for it first if need be
+                    if tracker is None or not commits.covers(tracker, offset):
+                        tracker = await self._prepare(tp, offset, epoch)
+                        if tracker is None:
+                            if self.epoch == epoch and tp in bound:
+                                self._rewind(tp, offset, target)  # no lease yet: fetch it later
+                            return
                     covered = offset
             # Decoded, counted in flight, and started (or queued behind the running
             # record of its key); spelled out here, as this runs for every record.
