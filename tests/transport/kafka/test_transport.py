@@ -247,6 +247,33 @@ async def test_records_of_a_stopped_owner_come_back_flagged(kafka_bootstrap: str
         assert flags == {3: True, 4: True, 5: False}
 
 
+async def test_records_fetched_together_are_each_handed_out_under_an_acknowledged_lease(
+    kafka_bootstrap: str, uid: str
+) -> None:
+    """A fetched batch runs past a lease of 4 records: each record is handed out only
+    once a commit carrying a lease past it was acknowledged, so the k-th lease (at most
+    4 records past the last) comes before offset 4k is handed out."""
+    lease = 4
+    async with KafkaTransport(
+        kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}", redelivery_lease=lease
+    ) as kafka:
+        assert isinstance(kafka, KafkaTransport)
+        topic = f"test.lease.{uid}"
+        for n in range(40):  # distinct keys: the whole batch is handed out at once
+            await kafka.publish(topic, event(n, key=f"k{n}"))
+        commits_seen: dict[int, int] = {}
+
+        async def handler(delivery: Delivery) -> None:
+            # The handler's first step runs as its record is handed out.
+            commits_seen.setdefault(delivery.offset, kafka.metrics.commits)
+
+        await kafka.subscribe([topic], f"g-{uid}", handler, from_beginning=True)
+        await eventually(lambda: len(commits_seen) == 40, "40 records handed out")
+        short = {o: k for o, k in commits_seen.items() if k < o // lease + 1}
+        assert short == {}, "handed out before a lease covered them"
+        assert kafka.metrics.fetched < 2 * 40  # they came many to a fetch
+
+
 async def test_clean_handover_flags_nothing(kafka_bootstrap: str, uid: str) -> None:
     async with KafkaTransport(kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}") as kafka:
         assert isinstance(kafka, KafkaTransport)
