@@ -15,7 +15,7 @@ first step and None after, so ``asyncio.timeout`` cannot be used inside it
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 Done = Callable[[BaseException | None], None]
@@ -89,3 +89,34 @@ def run_eagerly(
     run = _WithCallback(coro, done, loop)
     run.step()
     return run
+
+
+class Started:
+    """The rest of a coroutine whose first step ran already and yielded ``first``.
+
+    Awaiting it waits for ``first`` as the coroutine would have, then runs the
+    coroutine to its end, passing its waits (and a cancellation) through. For code
+    that runs a coroutine's first step itself to see whether it finishes at once.
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        coro, awaited = self._coro, self._first
+        while True:
+            try:
+                yield awaited
+            except BaseException as exc:  # thrown in at this wait: the coroutine's to handle
+                try:
+                    awaited = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                awaited = coro.send(None)
+            except StopIteration as stop:
+                return stop.value

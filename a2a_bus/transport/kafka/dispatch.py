@@ -190,6 +190,7 @@ class Dispatch:
         bound = self._redelivery_bound
         wanted = self._commit_wanted
         last = records[-1].offset
+        at_once = target.at_once
         tracker: PartitionTracker | None = None
         # Records up to this offset are under the acknowledged lease: the batch is
         # checked once (by its last record) rather than record by record.
@@ -220,10 +221,20 @@ class Dispatch:
             # record of its key); spelled out here, as this runs for every record.
             value, headers, key = record.value, record.headers, record.key
             decoded = decode_record(adaptor, topic, partition, offset, value, headers, key)
+            redelivered = offset < bound[tp]
+            started = None
+            if at_once and (key is None or runs.idle(tp, key)):
+                ran = target.run_at_once(tp, record, decoded, redelivered)
+                if ran is True:
+                    tracker.add(offset, 0)
+                    continue
+                if ran is not False:
+                    started = ran
             tracker.add(offset)
             target.in_flight += 1
-            redelivered = offset < bound[tp]
-            runs.start(Handling(runs, target, tp, record, decoded, tracker, redelivered, wanted))
+            runs.start(
+                Handling(runs, target, tp, record, decoded, tracker, redelivered, wanted, started)
+            )
 
     def _spill(
         self, target: Target, tp: TopicPartition, records: list[ConsumerRecord], epoch: int

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
@@ -62,6 +62,7 @@ class Handling(EagerRun):
         "decoded",
         "record",
         "redelivered",
+        "started",
         "target",
         "tp",
         "tracker",
@@ -78,6 +79,7 @@ class Handling(EagerRun):
         tracker: PartitionTracker,
         redelivered: bool,
         commit_wanted: asyncio.Event,
+        started: Awaitable[None] | None = None,
     ) -> None:
         self._runs = runs
         self.target = target
@@ -88,6 +90,9 @@ class Handling(EagerRun):
         self.redelivered = redelivered
         #: Set once the record finished: its member's committer commits soon.
         self.commit_wanted = commit_wanted
+        #: The handler's run of its one event, begun already and not finished (see
+        #: :meth:`~a2a_bus.transport.kafka.target.Target.run_at_once`).
+        self.started = started
         #: Records of its key queued behind it while it runs (made for the first).
         self.waiting: deque[Handling] | None = None
 
@@ -128,6 +133,10 @@ class KeyedRuns:
         # (_begin, spelled out: this runs for every record)
         self._running.add(handling)
         handling.begin()
+
+    def idle(self, tp: TopicPartition, key: bytes) -> bool:
+        """Whether no record of ``key`` on ``tp`` is running (or queued)."""
+        return (tp, key) not in self._busy
 
     def drop_queued(self, which: Which) -> list[Handling]:
         """Forget the records waiting behind a running record that ``which``

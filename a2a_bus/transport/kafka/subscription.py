@@ -47,6 +47,9 @@ class KafkaSubscription(Subscription):
             max_in_flight=max_in_flight,
             on_undecodable=on_undecodable,
             dead_letter=dead_letter,
+            # Where no progress is kept, a record whose handler finishes at once
+            # needs none of the handling's bookkeeping.
+            at_once=not durable,
         )
         self._member = GroupMember(
             transport,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Hashable, Iterable, Sequence
+from types import CoroutineType
 from typing import Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
@@ -32,9 +33,10 @@ from a2a_bus.transport.base import (
 )
 from a2a_bus.transport.dead_letters import DLQ_EVENT_ID
 from a2a_bus.transport.dedup import DedupWindow
+from a2a_bus.transport.eager import Started
 from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.keys import Handling
-from a2a_bus.transport.records import failure_reason
+from a2a_bus.transport.records import DecodedRecord, failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class Target:
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
         dead_letter: bool = True,
+        at_once: bool = False,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -67,6 +70,8 @@ class Target:
         self._dedup = DedupWindow(transport.settings.dedup_window)
         #: exactly_once: answers go out with the commit, and one may be dropped.
         self._transactional = transport.settings.exactly_once
+        #: Its records are run at once where they can be (:meth:`run_at_once`).
+        self.at_once = at_once and not self._transactional
         #: Records handed out and not finished (queued behind their key or running).
         self.in_flight = 0
         self._slot_freed: asyncio.Future[None] | None = None
@@ -134,24 +139,20 @@ class Target:
             if decoded.failures:
                 await self._set_aside(handling)
             for event, dedup_key, raw in decoded.events:
-                original = dedup.claim(dedup_key)
-                if original is not None and not await self._after_original(
-                    handling, dedup_key, original
-                ):
-                    continue
-                tp = handling.tp
-                fields = (
-                    event,
-                    tp.topic,
-                    tp.partition,
-                    record.offset,
-                    record.key,
-                    handling.redelivered,
-                    raw,
-                    tuple(record.headers),
-                )
+                started = handling.started
+                if started is None:
+                    original = dedup.claim(dedup_key)
+                    if original is not None and not await self._after_original(
+                        handling, dedup_key, original
+                    ):
+                        continue
+                    started = self._handler(
+                        _delivery(handling.tp, record, event, handling.redelivered, raw)
+                    )
+                else:  # claimed and begun by run_at_once
+                    handling.started = None
                 try:
-                    await self._handler(build(Delivery, fields))
+                    await started
                 except asyncio.CancelledError:
                     dedup.forget(dedup_key)
                     raise
@@ -180,6 +181,38 @@ class Target:
             if finished:
                 handling.tracker.finish(record.offset)
                 handling.commit_wanted.set()
+
+    def run_at_once(
+        self, tp: TopicPartition, record: ConsumerRecord, decoded: DecodedRecord, redelivered: bool
+    ) -> Awaitable[None] | bool:
+        """Handle a record of one event now, if its handler finishes without waiting.
+
+        True: handled and finished. False: nothing was done (a record to set
+        aside, of several events, or a copy of one claimed before), so it is handed
+        out as usual. Otherwise the handler waits: the rest of its run, to hand out
+        as the record's ``started`` handling, which ends the record as usual.
+        """
+        if decoded.failures or len(decoded.events) != 1:
+            return False
+        event, dedup_key, raw = decoded.events[0]
+        dedup = self._dedup
+        if dedup.claim(dedup_key) is not None:
+            return False  # a copy: the usual handling waits for its original
+        run = self._handler(_delivery(tp, record, event, redelivered, raw))
+        if type(run) is not CoroutineType:
+            return run  # an awaitable of another kind: awaited as usual
+        try:
+            waiting = run.send(None)
+        except StopIteration:
+            dedup.done(dedup_key)
+            metrics = self._transport.metrics
+            metrics.delivered += 1
+            if redelivered:
+                metrics.redelivered += 1
+            return True
+        except BaseException as exc:
+            return _raising(exc)  # the usual handling deals with it
+        return Started(run, waiting)
 
     async def _set_aside(self, handling: Handling) -> None:
         """Dead-letter (and report) what did not decode of ``handling``'s record."""
@@ -257,6 +290,23 @@ class OneTarget:
         return (self._target,)
 
 
+def _delivery(
+    tp: TopicPartition, record: ConsumerRecord, event: CloudEvent, redelivered: bool, raw: bool
+) -> Delivery:
+    """What the handler is given for ``event`` of ``record``."""
+    fields = (
+        event,
+        tp.topic,
+        tp.partition,
+        record.offset,
+        record.key,
+        redelivered,
+        raw,
+        tuple(record.headers),
+    )
+    return build(Delivery, fields)
+
+
 def _letter(
     record: ConsumerRecord,
     reason: str,
@@ -275,3 +325,8 @@ def _letter(
         failures,
         extra,
     )
+
+
+async def _raising(exc: BaseException) -> None:
+    """What the first step of a handler raised, raised where it is awaited."""
+    raise exc

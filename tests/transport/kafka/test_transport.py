@@ -201,12 +201,14 @@ async def test_commit_never_passes_an_unfinished_offset(kafka_bootstrap: str, ui
             await asyncio.sleep(0.05)
 
 
+# durable=False: records whose handler finishes at once skip the usual handling.
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "non-durable"])
 async def test_reproduced_identical_event_is_handled_once(
-    transport: KafkaTransport, uid: str
+    transport: KafkaTransport, uid: str, durable: bool
 ) -> None:
     topic = f"test.dedup.{uid}"
     recorder = Recorder()
-    await transport.subscribe([topic], f"g-{uid}", recorder)
+    await transport.subscribe([topic], f"g-{uid}", recorder, durable=durable)
     original = event(1, key="same")
     await transport.publish(topic, original)
     await transport.publish(topic, original)  # a producer-side retry of the same event
@@ -386,8 +388,9 @@ async def test_garbage_goes_to_the_dlq_with_reason_and_is_committed(
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "non-durable"])
 async def test_handler_error_goes_to_the_dlq(
-    transport: KafkaTransport, kafka_bootstrap: str, uid: str
+    transport: KafkaTransport, kafka_bootstrap: str, uid: str, durable: bool
 ) -> None:
     topic = f"test.raising.{uid}"
     calls: list[int] = []
@@ -397,9 +400,9 @@ async def test_handler_error_goes_to_the_dlq(
         assert isinstance(data, dict)
         calls.append(data["n"])
         if data["n"] == 1:
-            raise ValueError("bad number")
+            raise ValueError("bad number")  # in the handler's first step
 
-    await transport.subscribe([topic], f"g-{uid}", handler)
+    await transport.subscribe([topic], f"g-{uid}", handler, durable=durable)
     for n in range(3):
         await transport.publish(topic, event(n, key="k"))
     await eventually(lambda: len(calls) == 3, "three calls")
@@ -708,6 +711,43 @@ async def test_a_non_durable_subscription_commits_nothing(
     committed = await transport.committed_offsets(kept, partitions)
     assert sum(max(0, offset) for offset, _ in committed.values()) == 5
     assert all(o < 0 for o, _ in (await transport.committed_offsets(passing, partitions)).values())
+
+
+async def test_a_non_durable_subscription_keeps_a_key_in_order_behind_a_waiting_handler(
+    transport: KafkaTransport, uid: str
+) -> None:
+    # Records whose handler finishes at once are handled without the usual
+    # bookkeeping, but never ahead of an earlier record of their key still running.
+    topic = f"test.atonce.{uid}"
+    gate = asyncio.Event()
+    started: list[tuple[str, int]] = []
+    finished: list[tuple[str, int]] = []
+
+    async def handler(delivery: Delivery) -> None:
+        data = delivery.event.get_data()
+        assert isinstance(data, dict)
+        step = (str(delivery.event.get_extension("partitionkey")), data["n"])
+        started.append(step)
+        if step == ("slow", 0):
+            await gate.wait()
+        finished.append(step)
+
+    subscription = await transport.subscribe(
+        [topic], f"g-{uid}", handler, durable=False, from_beginning=True
+    )
+    for n in range(5):
+        await transport.publish(topic, event(n, key="slow"))
+        await transport.publish(topic, event(n, key="quick"))
+    await eventually(lambda: len(finished) == 5, "the quick key's records")
+    assert finished == [("quick", n) for n in range(5)]
+    assert started.count(("slow", 0)) == 1 and ("slow", 1) not in started
+    # The waiting record and the four queued behind it; none of the finished ones.
+    assert subscription.in_flight == 5
+    gate.set()
+    await eventually(lambda: len(finished) == 10, "every record")
+    assert [n for key, n in finished if key == "slow"] == list(range(5))
+    assert subscription.in_flight == 0
+    assert transport.metrics.delivered == 10
 
 
 async def member_ids(admin: AIOKafkaAdminClient, group: str) -> set[str]:
