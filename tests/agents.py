@@ -45,6 +45,19 @@ class Echo(Agent):
         return value
 
 
+class Gated(Agent):
+    """Holds every call until its class's ``gate`` opens (set a fresh one per test)."""
+
+    agent_id = "gated"
+    gate = threading.Event()
+
+    @method
+    def hold(self, value: Any) -> Any:
+        if not type(self).gate.wait(60.0):  # a guard against a hung test, not a limit
+            raise RuntimeError("the gate never opened")
+        return value
+
+
 class Recorder:
     """Thread-safe record of what subscribers saw."""
 

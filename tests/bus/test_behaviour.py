@@ -7,6 +7,7 @@ fixture) and is marked ``kafka``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,7 @@ from a2a_bus import Bus, JsonRpcError
 from a2a_bus.discovery.directory import card_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dead_letters import DLQ_REASON
-from tests.agents import RECORDER, Calc, Echo, Flaky, Phoenix, Slow, Ticker, subscriber
+from tests.agents import RECORDER, Calc, Echo, Flaky, Gated, Phoenix, Slow, Ticker, subscriber
 from tests.buses import (
     WAIT,
     eventually,
@@ -375,15 +376,19 @@ async def test_backpressure_bounds_the_mailbox(make_bus: Callable[..., Awaitable
 
 
 async def test_graceful_shutdown_drains_in_flight(make_bus: Callable[..., Awaitable[Bus]]) -> None:
-    bus = await make_bus((Echo, 1))
+    # The handler holds every call until the gate opens, so all eight are in flight
+    # however the requests travel (a write retried by the producer arrives late).
+    Gated.gate = threading.Event()
+    bus = await make_bus((Gated, 1))
     client = bus.async_client()
-    calls = [
-        asyncio.ensure_future(client.request("echo", "echo", {"value": i, "delay": 0.05}))
-        for i in range(8)
-    ]
+    calls = [asyncio.ensure_future(client.request("gated", "hold", {"value": i})) for i in range(8)]
     host = bus.hosts[0]
     await eventually(lambda: host.replicas[0].held == 8)
-    await asyncio.wait_for(bus.astop(), WAIT)
+    stopping = asyncio.ensure_future(bus.astop())
+    await asyncio.sleep(0.2)
+    assert not stopping.done()  # the stop waits for the calls in flight
+    Gated.gate.set()
+    await asyncio.wait_for(stopping, WAIT)
     assert [call.result() for call in calls] == list(range(8))
     assert bus.metrics.in_flight == 0
 
