@@ -9,7 +9,10 @@ cannot take yet wait in its backlog, handed out in order by a task of their own
 as it takes records again, and its partitions are paused while that backlog is
 long, so one slow target never holds up the others. Before a record is handed
 out, a committed lease must cover it (see
-:mod:`a2a_bus.transport.kafka.commits`).
+:mod:`a2a_bus.transport.kafka.commits`). A target that keeps no progress takes a
+record whose key has none running straight to its handler
+(:meth:`~a2a_bus.transport.kafka.target.Target.run_at_once`): one that finishes
+there needs no handling of its own.
 """
 
 from __future__ import annotations
