@@ -80,15 +80,22 @@ async def latencies(call: Call, count: int) -> list[float]:
 
 
 async def throughput(call: Call, in_flight: int, seconds: float) -> float:
-    """Requests per second with ``in_flight`` callers each waiting for its answer."""
+    """Requests per second with ``in_flight`` callers each waiting for its answer.
+
+    Each caller makes at least one request, so a loop that starts the callers
+    late (a collection, another thread holding the GIL) still measures a rate
+    rather than none.
+    """
     done = 0
     stop_at = time.perf_counter() + seconds
 
     async def caller() -> None:
         nonlocal done
-        while time.perf_counter() < stop_at:
+        while True:
             await call()
             done += 1
+            if time.perf_counter() >= stop_at:
+                return
 
     start = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(in_flight)))

@@ -17,6 +17,7 @@ from a2a_bus.bench.load import (
     many_in_flight,
     round_spread,
     stop_actors,
+    throughput,
 )
 
 
@@ -40,6 +41,21 @@ async def test_cpu_by_in_flight_measures_every_level_of_every_path() -> None:
     assert all(us > 0 for costs in found.values() for us in costs.values())
     assert calls["fast"] > 0 and calls["slow"] > 0
     assert found["slow"][16] > found["fast"][16]
+
+
+async def test_a_run_whose_time_is_up_before_its_callers_start_still_measures_a_rate() -> None:
+    """Each caller makes one request at least: a loop that starts the callers late
+    leaves no level of a benchmark without requests."""
+    calls = 0
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0)
+
+    rate = await throughput(call, 4, 0.0)
+    assert calls == 4
+    assert rate > 0
 
 
 def test_the_spread_of_two_paths_ratios_is_paired_round_by_round() -> None:
