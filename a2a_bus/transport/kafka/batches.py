@@ -12,6 +12,16 @@ of ``send``; while the producer still holds an undrained batch of a partition
 (its node has a request in flight) the next one keeps filling, which is what
 ``send`` does too.
 
+An answer's acknowledgement waits for the next hand-over to be written. What it sets
+off (finishing the record the answer answers: its commit, its dedup claim, its slot)
+is needed by nothing urgent, while the same wake of the loop usually brings the
+records that make the next wave of requests. So a record added with ``ack_later``
+has its acknowledgement held until the produce request of the next hand-over is on
+the wire, and settled while the broker works on it; or after :data:`ACK_WAIT`
+seconds when nothing is handed over. While a full subscription waits for the slots
+those records free (:meth:`Batches.acks_at_once`), none is held. Other publishers,
+and every failure, are settled as the acknowledgement arrives.
+
 Records are assigned to partitions as aiokafka's default partitioner does
 (:mod:`a2a_bus.transport.kafka.partitioning`), so keys land where they did.
 
@@ -31,7 +41,7 @@ import contextlib
 import copy
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -52,6 +62,11 @@ MAX_REQUEST_SIZE = 1048576
 RETRY_BACKOFF = 0.25
 #: Seconds between two looks for batches past their delivery timeout.
 SWEEP_INTERVAL = 0.5
+#: Seconds an ``ack_later`` acknowledgement waits at most for a hand-over.
+ACK_WAIT = 0.005
+#: Loop iterations from a hand-over to its produce request being written: aiokafka's
+#: sender is woken, drains the batches, and writes them from a task of its own.
+WRITE_ITERATIONS = 3
 
 
 def producer_options(settings: KafkaSettings) -> dict[str, Any]:
@@ -99,7 +114,17 @@ class _Pending:
     (with the size of each one's value, for the broker's size refusal), and its
     records, to build it again if it fails without being written."""
 
-    __slots__ = ("builder", "deadline", "error", "producer", "records", "sizes", "tp", "waiters")
+    __slots__ = (
+        "builder",
+        "deadline",
+        "error",
+        "later",
+        "producer",
+        "records",
+        "sizes",
+        "tp",
+        "waiters",
+    )
 
     def __init__(self, builder: Any, tp: TopicPartition, deadline: float) -> None:
         self.builder = builder
@@ -108,6 +133,8 @@ class _Pending:
         self.deadline = deadline
         self.waiters: list[asyncio.Future[None]] = []
         self.sizes: list[int] = []
+        #: Per waiter: whether its acknowledgement may wait (``ack_later``).
+        self.later: list[bool] = []
         self.records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         #: The producer it was handed to.
         self.producer: AIOKafkaProducer | None = None
@@ -136,6 +163,12 @@ class Batches:
         self._producer = producer
         self._renew = renew
         self._delivery_timeout = delivery_timeout
+        #: Acknowledged ``ack_later`` publishers not told yet, and the timer that
+        #: tells them if no hand-over comes first.
+        self._held: list[asyncio.Future[None]] = []
+        self._held_until: asyncio.TimerHandle | None = None
+        #: Waiters for acknowledgements at once (see :meth:`acks_at_once`).
+        self._impatient = 0
         #: Batches not acknowledged yet, oldest (earliest deadline) first.
         self._outstanding: dict[_Pending, None] = {}
         self._sweeping: asyncio.TimerHandle | None = None
@@ -171,6 +204,7 @@ class Batches:
                 await self._renewing
         self._producer.client.cluster.remove_listener(self._metadata_changed)
         await self._producer.stop()
+        self.settle_acks()
 
     def _metadata_changed(self, _: object) -> None:
         self._partitions.clear()
@@ -196,9 +230,11 @@ class Batches:
         key: bytes | None,
         value: bytes | None,
         headers: list[tuple[str, bytes]],
+        ack_later: bool = False,
     ) -> asyncio.Future[None]:
         """Append a record; the future is done when the broker acknowledged it (a
-        broker's size refusal as :class:`KafkaRecordTooLarge`)."""
+        broker's size refusal as :class:`KafkaRecordTooLarge`). ``ack_later``: the
+        acknowledgement may wait for the next hand-over (see the module)."""
         check_size(key, value, headers)
         tps = self._tps.get(topic)
         if tps is None:
@@ -228,11 +264,38 @@ class Batches:
         last = queue[-1]
         last.waiters.append(future)
         last.sizes.append(0 if value is None else len(value))
+        last.later.append(ack_later)
         last.records.append((key, value, headers))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
         return future
+
+    @property
+    def held_acks(self) -> int:
+        """Acknowledgements held for the next hand-over."""
+        return len(self._held)
+
+    @contextlib.contextmanager
+    def acks_at_once(self) -> Iterator[None]:
+        """Hold no acknowledgement while inside (those held are settled on entry):
+        for a subscription that waits for records to finish."""
+        self.settle_acks()
+        self._impatient += 1
+        try:
+            yield
+        finally:
+            self._impatient -= 1
+
+    def settle_acks(self) -> None:
+        """Tell the publishers whose acknowledgements are held, now."""
+        if self._held_until is not None:
+            self._held_until.cancel()
+            self._held_until = None
+        held, self._held = self._held, []
+        for waiter in held:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def wait_handed_over(self) -> None:
         """Wait until every record added so far is with the producer."""
@@ -244,6 +307,15 @@ class Batches:
             if tp not in self._handing_over:
                 self._handing_over.add(tp)
                 run_eagerly(self._hand_over(tp), partial(self._handed_over, tp), self._loop)
+        if self._held:
+            self._loop.call_soon(self._settle_acks_after, WRITE_ITERATIONS)
+
+    def _settle_acks_after(self, iterations: int) -> None:
+        """:meth:`settle_acks` once ``iterations`` more loop iterations ran."""
+        if iterations:
+            self._loop.call_soon(self._settle_acks_after, iterations - 1)
+        else:
+            self.settle_acks()
 
     async def _hand_over(self, tp: TopicPartition) -> None:
         """Hand the batches of ``tp`` to the producer, oldest first; the producer
@@ -282,7 +354,25 @@ class Batches:
             return
         if error is not None and pending.producer is self._producer:
             self._start_renewal(error)  # before the publishers hear of it
+        if error is None and not self._impatient and True in pending.later:
+            self._outstanding.pop(pending, None)
+            self._hold(pending)
+            return
         self._settle(pending, error)
+
+    def _hold(self, pending: _Pending) -> None:
+        """Tell ``pending``'s publishers it was acknowledged: the ``ack_later`` ones
+        at the next hand-over's write (or :data:`ACK_WAIT`), the others now."""
+        held = self._held
+        for waiter, later in zip(pending.waiters, pending.later, strict=True):
+            if waiter.done():
+                continue  # its publisher was cancelled
+            if later:
+                held.append(waiter)
+            else:
+                waiter.set_result(None)
+        if held and self._held_until is None:
+            self._held_until = self._loop.call_later(ACK_WAIT, self.settle_acks)
 
     def _again(self, pending: _Pending, error: BaseException) -> bool:
         """Whether ``pending`` failed without being written and may go again (then

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -82,5 +83,8 @@ class Broker(Protocol):
     async def committed_offsets(
         self, group: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, tuple[int, str]]: ...
+
+    def acks_at_once(self) -> AbstractContextManager[None]:
+        """While inside, acknowledgements are not held for the next hand-over."""
 
     async def dead_letter(self, letter: DeadLetter) -> None: ...

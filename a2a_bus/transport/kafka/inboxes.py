@@ -162,7 +162,11 @@ class KafkaInboxes(Inboxes):
             self._broker, handler, f"inbox {topic}", topic=topic, max_in_flight=max_in_flight
         )
         if self._runs is None:
-            self._runs = KeyedRuns(asyncio.get_running_loop(), f"inboxes {self.group_prefix}")
+            self._runs = KeyedRuns(
+                asyncio.get_running_loop(),
+                f"inboxes {self.group_prefix}",
+                self._broker.acks_at_once,
+            )
         self._targets[topic] = target
         try:
             if self._joins_later(topic):

@@ -16,9 +16,11 @@ original that the previous member's handler is still running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
@@ -108,9 +110,17 @@ class Handling(EagerRun):
 class KeyedRuns:
     """The records being handled or waiting behind their key."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        name: str,
+        acks_at_once: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    ) -> None:
         self._loop = loop
         self._name = name
+        #: While :meth:`drain` waits, its handlings' acknowledgements are not held
+        #: (:meth:`~a2a_bus.transport.kafka.batches.Batches.acks_at_once`).
+        self._acks_at_once = acks_at_once
         #: The running record of each busy key; the records queued behind it are its ``waiting``.
         self._busy: dict[tuple[TopicPartition, bytes], Handling] = {}
         self._running: set[Handling] = set()
@@ -160,14 +170,15 @@ class KeyedRuns:
         ``which`` picks is running, the records queued behind them included; the
         handlings still running then."""
         deadline = None if timeout is None else self._loop.time() + timeout
-        while True:
-            running = self.running(which)
-            left = None if deadline is None else deadline - self._loop.time()
-            if not running or (left is not None and left <= 0):
-                return running
-            if self._finished_one is None or self._finished_one.done():
-                self._finished_one = self._loop.create_future()
-            await asyncio.wait([self._finished_one], timeout=left)
+        with self._acks_at_once():
+            while True:
+                running = self.running(which)
+                left = None if deadline is None else deadline - self._loop.time()
+                if not running or (left is not None and left <= 0):
+                    return running
+                if self._finished_one is None or self._finished_one.done():
+                    self._finished_one = self._loop.create_future()
+                await asyncio.wait([self._finished_one], timeout=left)
 
     def _begin(self, handling: Handling) -> None:
         self._running.add(handling)

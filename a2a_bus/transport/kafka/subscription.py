@@ -56,7 +56,7 @@ class KafkaSubscription(Subscription):
             topics,
             group,
             OneTarget(self._target),
-            KeyedRuns(asyncio.get_running_loop(), name),
+            KeyedRuns(asyncio.get_running_loop(), name, transport.acks_at_once),
             from_beginning=from_beginning,
             durable=durable,
         )

@@ -107,9 +107,14 @@ class Target:
             self._wake()
 
     async def wait_for_slot(self) -> None:
-        while self.full:
-            self._slot_freed = asyncio.get_running_loop().create_future()
-            await self._slot_freed
+        if not self.full:
+            return
+        # Its records may be done but for their answers' acknowledgements: while
+        # it waits, those are not held for a hand-over that may not come.
+        with self._transport.acks_at_once():
+            while self.full:
+                self._slot_freed = asyncio.get_running_loop().create_future()
+                await self._slot_freed
 
     def release(self, records: int) -> None:
         """``records`` left the in-flight count (finished or dropped)."""

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -238,17 +239,21 @@ class KafkaTransport(Transport):
         """The record's acknowledgement: a future once the topic is known (see
         :meth:`_send`); retried while the broker is away, up to the settings'
         ``delivery_timeout_ms`` (then ``NotDelivered``). In exactly_once mode an
-        answer (``answering``) joins the transaction of the record it answers."""
+        answer (``answering``) joins the transaction of the record it answers;
+        otherwise its acknowledgement may wait for the next hand-over (only the
+        record it answers waits for it: see :mod:`~a2a_bus.transport.kafka.batches`)."""
         if self._content_mode == "structured":  # the default: one constant header
             value = dump_structured(event)
             key = record_key(event) if key is None else key
-            if answering is not None and self._exactly_once:
+            if answering is None:
+                return self._send(topic, value, key, _STRUCTURED)
+            if self._exactly_once:
                 return self._answer(answering, topic, value, key, list(_STRUCTURED))
-            return self._send(topic, value, key, _STRUCTURED)
+            return self._send(topic, value, key, _STRUCTURED, True)
         record = to_kafka(event, self._content_mode, key)
         if answering is not None and self._exactly_once:
             return self._answer(answering, topic, record.value, record.key, record.headers)
-        return self._send(topic, record.value, record.key, record.headers)
+        return self._send(topic, record.value, record.key, record.headers, answering is not None)
 
     async def publish_raw(
         self,
@@ -262,7 +267,7 @@ class KafkaTransport(Transport):
         if answering is not None and self._exactly_once:
             await self._answer(answering, topic, value, key, list(headers))
             return
-        await self._send(topic, value, key, list(headers))
+        await self._send(topic, value, key, list(headers), answering is not None)
         if topic == self.settings.dlq_topic:  # the bus's own dead letters come this way too
             self.metrics.dead_lettered += 1
 
@@ -272,14 +277,16 @@ class KafkaTransport(Transport):
         value: bytes | None,
         key: bytes | None,
         headers: list[tuple[str, bytes]],
+        ack_later: bool = False,
     ) -> Awaitable[None]:
         """The record's acknowledgement; a plain future (no coroutine per record)
-        once the topic and its partitions are known."""
+        once the topic and its partitions are known (``ack_later``: see
+        :meth:`Batches.add`)."""
         batches = self._require(self._batches)
         partitions = batches.partitions(topic) if topic in self._known_topics else None
         if partitions is None:
-            return self._send_unknown(topic, value, key, headers)
-        sent = batches.add(topic, pick_partition(key, *partitions), key, value, headers)
+            return self._send_unknown(topic, value, key, headers, ack_later)
+        sent = batches.add(topic, pick_partition(key, *partitions), key, value, headers, ack_later)
         self.metrics.produced += 1
         return sent
 
@@ -289,6 +296,7 @@ class KafkaTransport(Transport):
         value: bytes | None,
         key: bytes | None,
         headers: list[tuple[str, bytes]],
+        ack_later: bool = False,
     ) -> None:
         """:meth:`_send` to a topic not created or not in the metadata yet."""
         batches = self._require(self._batches)
@@ -300,7 +308,7 @@ class KafkaTransport(Transport):
             await batches.producer.partitions_for(topic)  # waits for metadata
             if batches.partitions(topic) is None:
                 raise UnknownTopicOrPartitionError(topic)
-        await self._send(topic, value, key, headers)  # both known now
+        await self._send(topic, value, key, headers, ack_later)  # both known now
 
     async def _answer(
         self,
@@ -333,6 +341,13 @@ class KafkaTransport(Transport):
                 consumed.partition,
                 consumed.offset,
             )
+
+    def acks_at_once(self) -> AbstractContextManager[None]:
+        """While inside, answers' acknowledgements are not held for the next
+        hand-over (a full subscription waits for the records they finish)."""
+        if self._batches is None:
+            return contextlib.nullcontext()
+        return self._batches.acks_at_once()
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Write ``letter`` to the dead-letter topic (retried ``max_retries`` times);
