@@ -18,8 +18,9 @@ is needed by nothing urgent, while the same wake of the loop usually brings the
 records that make the next wave of requests. So a record added with ``ack_later``
 has its acknowledgement held until the produce request of the next hand-over is on
 the wire, and settled while the broker works on it; or after :data:`ACK_WAIT`
-seconds when nothing is handed over. While a full subscription waits for the slots
-those records free (:meth:`Batches.acks_at_once`), none is held. Other publishers,
+seconds when nothing is handed over. None is held while a record waits for another
+to finish (:meth:`Batches.acks_at_once`: a full subscription, a key with records
+queued behind it, a drain). Other publishers,
 and every failure, are settled as the acknowledgement arrives.
 
 Records are assigned to partitions as aiokafka's default partitioner does

@@ -118,9 +118,13 @@ class KeyedRuns:
     ) -> None:
         self._loop = loop
         self._name = name
-        #: While :meth:`drain` waits, its handlings' acknowledgements are not held
+        #: While :meth:`drain` waits, or records wait behind their key, the
+        #: acknowledgements that finish records are not held
         #: (:meth:`~a2a_bus.transport.kafka.batches.Batches.acks_at_once`).
         self._acks_at_once = acks_at_once
+        #: Records queued behind their key, and the hold lifted while there are any.
+        self._queued = 0
+        self._lifted = contextlib.ExitStack()
         #: The running record of each busy key; the records queued behind it are its ``waiting``.
         self._busy: dict[tuple[TopicPartition, bytes], Handling] = {}
         self._running: set[Handling] = set()
@@ -138,6 +142,9 @@ class KeyedRuns:
                 if running.waiting is None:
                     running.waiting = deque()
                 running.waiting.append(handling)
+                if not self._queued:  # it waits for its key's record to finish, at once
+                    self._lifted.enter_context(self._acks_at_once())
+                self._queued += 1
                 return
             self._busy[handling.tp, key] = handling
         # (_begin, spelled out: this runs for every record)
@@ -159,7 +166,15 @@ class KeyedRuns:
             if waiting:
                 dropped.extend(waiting)
                 waiting.clear()
+        self._dequeued(len(dropped))
         return dropped
+
+    def _dequeued(self, records: int) -> None:
+        """``records`` queued behind their key started or were dropped."""
+        if records:
+            self._queued -= records
+            if not self._queued:
+                self._lifted.close()
 
     def running(self, which: Which) -> list[Handling]:
         """The handlings running now that ``which`` picks."""
@@ -196,6 +211,7 @@ class KeyedRuns:
             if waiting:
                 following = waiting.popleft()
                 following.waiting = waiting
+                self._dequeued(1)
                 self._busy[handling.tp, key] = following
                 if self._depth < _MAX_DEPTH:
                     self._depth += 1

@@ -107,15 +107,25 @@ async def test_the_other_publishers_of_a_batch_hear_at_once(
     assert batched.held_acks == 0
 
 
-async def test_a_full_subscription_settles_the_acknowledgements_that_keep_its_slots(
-    kafka_bootstrap: str, uid: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("max_in_flight", "same_key"),
+    [(1, False), (64, True)],
+    ids=["a-full-subscription", "a-record-queued-behind-its-key"],
+)
+async def test_a_record_waiting_for_another_to_finish_does_not_wait_for_its_held_ack(
+    kafka_bootstrap: str,
+    uid: str,
+    monkeypatch: pytest.MonkeyPatch,
+    max_in_flight: int,
+    same_key: bool,
 ) -> None:
-    """A handler that answers holds its slot until the answer is acknowledged: with
-    one slot and no other hand-over coming, the next record needs the held
-    acknowledgement settled, not ``ACK_WAIT`` (here longer than the test). The last
-    answer's acknowledgement is held until the stop, which waits for its record."""
+    """A handler that answers keeps its record unfinished until the answer is
+    acknowledged. The next record waits for it when the subscription is full (one
+    slot) or when they share a key; with no other hand-over coming, that wait must
+    not last ``ACK_WAIT`` (here longer than the test). The last answer's
+    acknowledgement is held until the stop, which waits for its record."""
     monkeypatch.setattr(batches, "ACK_WAIT", FOREVER)
-    topic, answers = f"test.full.{uid}", f"test.full.answers.{uid}"
+    topic, answers = f"test.waiting.{uid}", f"test.waiting.answers.{uid}"
     handled: list[int] = []
     async with KafkaTransport(kafka_bootstrap, dlq_topic=f"test.dlq.{uid}") as kafka:
         assert isinstance(kafka, KafkaTransport)
@@ -127,11 +137,11 @@ async def test_a_full_subscription_settles_the_acknowledgements_that_keep_its_sl
             handled.append(data["n"])
             await kafka.publish(answers, event(data["n"]), answering=delivery)
 
-        await kafka.subscribe([topic], f"g-{uid}", answer, max_in_flight=1)
+        await kafka.subscribe([topic], f"g-{uid}", answer, max_in_flight=max_in_flight)
         for n in range(3):
-            await kafka.publish(topic, event(n, key="one-key"))
+            await kafka.publish(topic, event(n, key="one-key" if same_key else f"k{n}"))
         await eventually(lambda: len(handled) == 3, "three answered records")
-    assert handled == [0, 1, 2]
+    assert sorted(handled) == [0, 1, 2]
     # The stop waited for the last handler without holding its acknowledgement:
     # it finished rather than being cancelled at the end of the drain.
     assert kafka.metrics.delivered == 3
