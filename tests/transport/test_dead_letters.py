@@ -22,7 +22,7 @@ from a2a_bus.transport.dead_letters import (
     delivered_letter,
 )
 from a2a_bus.transport.errors import NotDelivered, RecordTooLarge, TransportError
-from a2a_bus.transport.kafka.batches import KafkaRecordTooLarge
+from a2a_bus.transport.kafka.producing import KafkaRecordTooLarge
 from a2a_bus.transport.kafka.transport import KafkaTransport
 from a2a_bus.transport.memory.transport import MemoryTransport
 

@@ -31,15 +31,14 @@ that never left it: one that waited too long for its partition's earlier batch
 to be sent, or for a leader. Such a batch was never written, so it is handed
 over again, with the same records, after a short pause, until it is acknowledged
 or its ``delivery_timeout`` runs out; then its publishers get
-:class:`KafkaNotDelivered`. Batches aiokafka did send are retried by the idempotent
-producer itself (no duplicates, order kept).
+:class:`~a2a_bus.transport.kafka.producing.KafkaNotDelivered`. Batches aiokafka did
+send are retried by the idempotent producer itself (no duplicates, order kept).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -47,18 +46,17 @@ from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from a2a_bus.transport.eager import run_eagerly
-from a2a_bus.transport.errors import NotDelivered, RecordTooLarge
-from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.producing import (
+    KafkaNotDelivered,
+    check_size,
+    publisher_error,
+    unwritten,
+)
 
 log = logging.getLogger(__name__)
 
-#: The producer's ``max_request_size`` (aiokafka's default, passed explicitly).
-#: The bounds of :mod:`a2a_bus.core.payload` keep what the bus makes under it.
-MAX_REQUEST_SIZE = 1048576
 #: Seconds between two hand-overs of a batch that failed without being written.
 RETRY_BACKOFF = 0.25
 #: Seconds between two looks for batches past their delivery timeout.
@@ -68,46 +66,6 @@ ACK_WAIT = 0.005
 #: Loop iterations from a hand-over to its produce request being written: aiokafka's
 #: sender is woken, drains the batches, and writes them from a task of its own.
 WRITE_ITERATIONS = 3
-
-
-def producer_options(settings: KafkaSettings) -> dict[str, Any]:
-    """The options of every producer the transport starts: idempotent, ``acks=all``,
-    the settings' tuning and connection."""
-    return {
-        "enable_idempotence": True,
-        "acks": "all",
-        "linger_ms": settings.linger_ms,
-        "max_batch_size": settings.max_batch_size,
-        "max_request_size": MAX_REQUEST_SIZE,
-        "compression_type": settings.compression_type,
-        **settings.client_kwargs(),
-    }
-
-
-class KafkaNotDelivered(NotDelivered, KafkaTimeoutError):
-    """A record Kafka did not acknowledge within the delivery timeout (the broker
-    was away): the transport's error, and still a ``KafkaError``."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "not delivered"
-
-
-def check_size(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
-    """Raise :class:`KafkaRecordTooLarge` for a record over the request size."""
-    size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
-    if size > MAX_REQUEST_SIZE:
-        raise KafkaRecordTooLarge(
-            f"the record is {size} bytes, more than the maximum request size "
-            f"({MAX_REQUEST_SIZE}) of the Kafka producer"
-        )
-
-
-class KafkaRecordTooLarge(RecordTooLarge, MessageSizeTooLargeError):
-    """A record Kafka does not take (what the payload and envelope bounds missed):
-    the transport's size error, and still aiokafka's."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "record too large"
 
 
 class _Pending:
@@ -234,7 +192,8 @@ class Batches:
         ack_later: bool = False,
     ) -> asyncio.Future[None]:
         """Append a record; the future is done when the broker acknowledged it (a
-        broker's size refusal as :class:`KafkaRecordTooLarge`). ``ack_later``: the
+        broker's size refusal as
+        :class:`~a2a_bus.transport.kafka.producing.KafkaRecordTooLarge`). ``ack_later``: the
         acknowledgement may wait for the next hand-over (see the module)."""
         check_size(key, value, headers)
         tps = self._tps.get(topic)
@@ -467,18 +426,6 @@ class Batches:
             self._idle.set()
 
 
-def unwritten(error: BaseException) -> bool:
-    """Whether a batch that failed with ``error`` was never written, and may be
-    handed over again without a duplicate: aiokafka fails an idempotent
-    producer's batch with a retriable error only before it sent it (waiting for
-    room, or for a leader); what it sent, it retries itself."""
-    if isinstance(error, MessageSizeTooLargeError):
-        return False
-    return isinstance(error, KafkaTimeoutError) or (
-        isinstance(error, KafkaError) and error.retriable
-    )
-
-
 def _settle(pending: _Pending, error: BaseException | None) -> None:
     for waiter, size in zip(pending.waiters, pending.sizes, strict=True):
         if waiter.done():
@@ -486,14 +433,4 @@ def _settle(pending: _Pending, error: BaseException | None) -> None:
         if error is None:
             waiter.set_result(None)
         else:
-            waiter.set_exception(_publisher_error(error, size))
-
-
-def _publisher_error(error: BaseException, size: int) -> BaseException:
-    """What the publisher of a record of ``size`` bytes gets for ``error``."""
-    if isinstance(error, MessageSizeTooLargeError) and not isinstance(error, KafkaRecordTooLarge):
-        # The broker's limit (the topic's max.message.bytes) is below the producer's.
-        detail = f"the broker refused the record of {size} bytes as too large: {error}"
-        return KafkaRecordTooLarge(detail)
-    # A copy each, so tracebacks do not pile up on one exception object.
-    return copy.copy(error)
+            waiter.set_exception(publisher_error(error, size))

@@ -29,11 +29,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from a2a_bus.transport.kafka.answers import AnswerRoutes, Outbox
-from a2a_bus.transport.kafka.batches import producer_options
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer
 from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.producing import producer_options
 
 log = logging.getLogger(__name__)
 

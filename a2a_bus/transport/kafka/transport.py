@@ -50,11 +50,12 @@ from a2a_bus.transport.base import (
 from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
 from a2a_bus.transport.kafka.admin import ClusterAdmin
 from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes, Outbox
-from a2a_bus.transport.kafka.batches import Batches, check_size, producer_options
+from a2a_bus.transport.kafka.batches import Batches
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.inboxes import KafkaInboxes
 from a2a_bus.transport.kafka.partitioning import pick_partition
+from a2a_bus.transport.kafka.producing import check_size, producer_options
 from a2a_bus.transport.kafka.reader import EndOffsets, read_topic
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.kafka.watch import BrokerWatch
