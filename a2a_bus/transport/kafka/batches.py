@@ -20,8 +20,8 @@ has its acknowledgement held until the produce request of the next hand-over is 
 the wire, and settled while the broker works on it; or after :data:`ACK_WAIT`
 seconds when nothing is handed over. None is held while a record waits for another
 to finish (:meth:`Batches.acks_at_once`: a full subscription, a key with records
-queued behind it, a drain). Other publishers,
-and every failure, are settled as the acknowledgement arrives.
+queued behind it, a drain). Other publishers, and every failure, are settled as the
+acknowledgement arrives.
 
 Records are assigned to partitions as aiokafka's default partitioner does
 (:mod:`a2a_bus.transport.kafka.partitioning`), so keys land where they did.
