@@ -1,5 +1,5 @@
-"""Python bytecodes per Kafka request, counted by package for raw aiokafka, the floor
-and the bus; same as ``a2a-bus bench bytecodes``.
+"""Python bytecodes per Kafka request, counted by package for raw aiokafka, the floor,
+the bare transport and the bus; same as ``a2a-bus bench bytecodes``.
 
 python benchmarks/bench_bytecodes.py [bootstrap]    # or $KAFKA_BOOTSTRAP_SERVERS
 """

@@ -10,7 +10,9 @@ requests travel together (waves of fetched records), a few percent from run to
 run.
 
 The paths are the Kafka benchmark's (:mod:`a2a_bus.bench.kafka`): raw aiokafka,
-the floor (the least per-event work any bus on this stack must do) and the bus.
+the floor (the least per-event work any bus on this stack must do), the bare
+transport (two ``KafkaTransport`` instances, no agent, no correlator) and the bus;
+the bus against the bare transport is what the layers above the transport add.
 Tracing every bytecode slows the process down fifty-fold or more, so the counts
 say how much Python each path runs, not how fast it runs. Every thread a path
 starts is traced (the actor threads of the bus and of the floor alike), and the
@@ -37,7 +39,7 @@ from rich.table import Table
 
 from a2a_bus.bench.kafka import not_run
 from a2a_bus.bench.kafka_floor import FloorRequests
-from a2a_bus.bench.kafka_paths import BusRequests
+from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
 from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.load import IN_FLIGHT, Call, Path, warm_up
@@ -173,8 +175,14 @@ async def per_request(call: Call, count: int, counter: BytecodeCounter) -> dict[
 async def measure(bootstrap: str, count: int, progress: Progress) -> Counted:
     run_id = uuid.uuid4().hex[:8]
     floor, bus = FloorRequests(bootstrap, run_id), BusRequests(bootstrap, run_id)
-    paths: dict[str, Path] = {"raw": RawPingPong(bootstrap, run_id), "floor": floor, "bus": bus}
-    fetched = {"floor": floor.fetched, "bus": bus.fetched}
+    transport = TransportRequests(bootstrap, run_id)
+    paths: dict[str, Path] = {
+        "raw": RawPingPong(bootstrap, run_id),
+        "floor": floor,
+        "transport": transport,
+        "bus": bus,
+    }
+    fetched = {"floor": floor.fetched, "transport": transport.fetched, "bus": bus.fetched}
     counted = Counted()
     try:
         for done, (name, path) in enumerate(paths.items()):
@@ -203,19 +211,32 @@ def report(counted: Counted, count: int) -> Report:
     out = Report(TITLE)
     found = counted.bytecodes
     totals = {name: round(sum(packages.values())) for name, packages in found.items()}
-    for name in ("bus", "floor"):
-        out.add(Row(f"{name}: bytecodes per request", totals[name], "", totals["raw"], "raw"))
+    for name in ("bus", "floor", "transport"):
+        if name in totals:
+            out.add(Row(f"{name}: bytecodes per request", totals[name], "", totals["raw"], "raw"))
     out.add(
         Row("bus: bytecodes per request, vs floor", totals["bus"], "", totals["floor"], "floor")
     )
+    if "transport" in totals:  # what the layers above the transport add
+        out.add(
+            Row(
+                "bus: bytecodes per request, vs transport only",
+                totals["bus"],
+                "",
+                totals["transport"],
+                "transport",
+            )
+        )
     bus, floor = found["bus"], found["floor"]
     extra = sorted(bus.keys() | floor.keys(), key=lambda p: floor.get(p, 0) - bus.get(p, 0))
+    paths = [name for name in ("raw", "floor", "transport", "bus") if name in found]
     table = Table(title="bytecodes per request by package, where the bus runs most more")
-    for column in ("package", "raw", "floor", "bus", "bus - floor"):
+    for column in ("package", *paths, "bus - floor"):
         table.add_column(column, justify="left" if column == "package" else "right")
     for package in extra[:SHOWN]:
-        figures = [found[name].get(package, 0.0) for name in ("raw", "floor", "bus")]
-        table.add_row(package, *(f"{n:,.0f}" for n in figures), f"{figures[2] - figures[1]:+,.0f}")
+        figures = [found[name].get(package, 0.0) for name in paths]
+        added = bus.get(package, 0.0) - floor.get(package, 0.0)
+        table.add_row(package, *(f"{n:,.0f}" for n in figures), f"{added:+,.0f}")
     out.tables.append(table)
     out.notes.append(
         f"bytecodes run in every thread of the path, {count:,} requests per path at "

@@ -113,6 +113,28 @@ def test_the_report_sets_the_bus_beside_the_floor_and_shows_the_packages_it_adds
     )
     assert not any("records per fetch" in n for n in report(Counted(found), 1000).notes)
     assert not any("outside the event loop" in n for n in report(Counted(found), 1000).notes)
+    assert not any("transport" in row.case for row in out.rows)  # not counted: not shown
+
+
+def test_the_report_sets_the_bus_beside_the_bare_transport_when_it_was_counted() -> None:
+    found = {
+        "raw": {"aiokafka": 2000.0},
+        "floor": {"aiokafka": 1000.0, "a2a_bus/protocol": 1500.0},
+        "transport": {"aiokafka": 1100.0, "a2a_bus/transport/kafka": 900.0},
+        "bus": {"aiokafka": 1100.0, "a2a_bus/transport/kafka": 1000.0, "a2a_bus/core": 700.0},
+    }
+    out = report(Counted(found), 1000)
+    rows = {row.case: row for row in out.rows}
+    vs_transport = rows["bus: bytecodes per request, vs transport only"]
+    assert (vs_transport.value, vs_transport.baseline) == (2800, 2000)
+    assert rows["transport: bytecodes per request"].value == 2000
+    [table] = out.tables
+    headers = [column.header for column in table.columns]
+    assert headers == ["package", "raw", "floor", "transport", "bus", "bus - floor"]
+    by_package = dict(zip(table.columns[0].cells, table.columns[3].cells, strict=True))
+    assert by_package["a2a_bus/transport/kafka"] == "900"
+    added = dict(zip(table.columns[0].cells, table.columns[5].cells, strict=True))
+    assert added["a2a_bus/core"] == "+700" and added["a2a_bus/protocol"] == "-1,500"
 
 
 def test_without_a_broker_the_count_says_so_and_measures_nothing(
@@ -133,12 +155,15 @@ async def test_every_path_is_counted_on_a_broker_and_the_bus_runs_its_own_layers
 ) -> None:
     counted = await measure(kafka_bootstrap, 64, quiet)
     found = counted.bytecodes
-    assert set(found) == {"raw", "floor", "bus"}
+    assert set(found) == {"raw", "floor", "transport", "bus"}
     assert found["raw"]["aiokafka"] > 0 and "a2a_bus/core" not in found["raw"]
     assert found["floor"]["a2a_bus/protocol"] > 0 and "a2a_bus/core" not in found["floor"]
     for layer in ("a2a_bus/core", "a2a_bus/hosting", "a2a_bus/transport/kafka"):
         assert found["bus"][layer] > 0, layer
-    assert set(counted.records_per_fetch) == {"floor", "bus"}
+    # The bare transport runs the transport's layers and none above them.
+    assert found["transport"]["a2a_bus/transport/kafka"] > 0
+    assert "a2a_bus/core" not in found["transport"] and "a2a_bus/hosting" not in found["transport"]
+    assert set(counted.records_per_fetch) == {"floor", "transport", "bus"}
     # The floor's and the bus's handlers run on actor threads started with the path.
     assert counted.elsewhere["floor"] > 0 and counted.elsewhere["bus"] > 0
     assert found["bus"]["pykka"] > 0

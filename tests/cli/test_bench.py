@@ -149,4 +149,5 @@ def test_the_bytecodes_benchmark_prints_each_path_s_count_and_the_packages_table
     done = run("bytecodes", "--quick", "--kafka", kafka_bootstrap)
     assert done.returncode == 0, done.stderr  # no targets: nothing to miss
     assert "bus: bytecodes per request, vs floor" in done.stdout
+    assert "vs transport only" in done.stdout
     assert "a2a_bus/transport/kafka" in done.stdout and "records per fetch" in done.stdout
