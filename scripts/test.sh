@@ -9,6 +9,11 @@
 #
 # A service that cannot be provided is reported and its tests skip, unless
 # A2A_REQUIRE_KAFKA=1, A2A_REQUIRE_REDIS=1 or A2A_REQUIRE_KCAT=1 makes it an error.
+#
+# The tests run in A2A_TEST_WORKERS processes (pytest-xdist, default 2; a file's
+# tests stay in one), sharing the broker and Redis: most of the suite's time is
+# spent waiting on brokers and processes, not computing. 0 runs them in pytest's
+# own process.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -106,6 +111,13 @@ provide() {
   export "${variable?}"
 }
 
+workers=${A2A_TEST_WORKERS:-2}
+[[ $workers =~ ^[0-9]+$ ]] || die "A2A_TEST_WORKERS must be a whole number, not '$workers'"
+parallel=()
+if ((workers > 0)); then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+
 ensure_venv
 phase_done "setup of .venv"
 install_packages
@@ -117,7 +129,7 @@ provide redis REDIS_URL A2A_REQUIRE_REDIS
 phase_done "services"
 
 set +e
-"$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest ${parallel[@]+"${parallel[@]}"} "$@"
 code=$?
 set -e
 phase_done "pytest"
