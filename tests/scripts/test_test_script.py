@@ -1,4 +1,4 @@
-"""``scripts/test.sh``: the suite runs in ``A2A_TEST_WORKERS`` processes."""
+"""``scripts/test.sh``: ``A2A_TEST_WORKERS`` runs the tests in that many processes."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ TEST_SCRIPT = SCRIPTS / "test.sh"
 SAMPLE = "tests/protocol/test_event_kind.py"
 
 
-def _run(workers: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(workers: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     # The servers are named (unused by the sample): the script starts none.
     env = {
-        **os.environ,
-        "A2A_TEST_WORKERS": workers,
+        **{name: value for name, value in os.environ.items() if name != "A2A_TEST_WORKERS"},
+        **({} if workers is None else {"A2A_TEST_WORKERS": workers}),
         "KAFKA_BOOTSTRAP_SERVERS": os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1"),
         "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:1/0"),
     }
@@ -35,8 +35,10 @@ def test_a_worker_count_that_is_no_whole_number_is_refused_before_anything_start
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("workers", "spread"), [("2", True), ("0", False)])
-def test_the_tests_are_spread_over_the_workers_asked_for(workers: str, spread: bool) -> None:
+@pytest.mark.parametrize(("workers", "spread"), [("2", True), ("0", False), (None, False)])
+def test_the_tests_are_spread_over_workers_only_when_asked(
+    workers: str | None, spread: bool
+) -> None:
     done = _run(workers, SAMPLE, "-p", "no:cacheprovider", "-v")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert ("[gw1]" in done.stdout or "[gw0]" in done.stdout) is spread
