@@ -10,10 +10,12 @@
 # A service that cannot be provided is reported and its tests skip, unless
 # A2A_REQUIRE_KAFKA=1, A2A_REQUIRE_REDIS=1 or A2A_REQUIRE_KCAT=1 makes it an error.
 #
-# A2A_TEST_WORKERS=N runs the tests in N processes (pytest-xdist; a file's tests
-# stay in one), sharing the broker and Redis. The default, 0, runs them in
-# pytest's own process: the fault tests' timing does not hold while another
-# worker loads the CPUs (see docs/testing.md), so it suits the quick subset.
+# The tests not marked slow run in A2A_TEST_WORKERS processes (pytest-xdist; a
+# file's tests stay in one), sharing the broker and Redis; then the slow ones run
+# in pytest's own process, as their fault timing does not hold while another
+# worker loads the CPUs (see docs/testing.md). The default is 2 workers on a
+# machine with 2 CPUs or more, else 0; 0 runs everything in one process, once.
+# The exit code is pytest's: 5 (no tests) only when neither run collected any.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -111,12 +113,51 @@ provide() {
   export "${variable?}"
 }
 
-workers=${A2A_TEST_WORKERS:-0}
+default_workers() {
+  local cpus
+  cpus=$(nproc 2>/dev/null || echo 1)
+  if ((cpus >= 2)); then echo 2; else echo 0; fi
+}
+workers=${A2A_TEST_WORKERS:-$(default_workers)}
 [[ $workers =~ ^[0-9]+$ ]] || die "A2A_TEST_WORKERS must be a whole number, not '$workers'"
-parallel=()
-if ((workers > 0)); then
-  parallel=(-n "$workers" --dist loadfile)
-fi
+
+# The arguments without their marker expression (-m EXPR or -mEXPR; the last one
+# counts, as in pytest), which each run combines with its own.
+args=()
+marker=""
+while (($#)); do
+  case $1 in
+    -m)
+      (($# >= 2)) || die "-m needs a marker expression"
+      marker=$2
+      shift 2
+      ;;
+    -m?*)
+      marker=${1#-m}
+      shift
+      ;;
+    *)
+      args+=("$1")
+      shift
+      ;;
+  esac
+done
+# both EXPR: the tests matching the user's expression (if any) and EXPR
+both() {
+  if [[ -n $marker ]]; then echo "($marker) and ($1)"; else echo "$1"; fi
+}
+# the exit code of two pytest runs: a failure wins; 5 (no tests) only when both had none
+merged() {
+  local first=$1 second=$2
+  if ((first != 0 && first != 5)); then echo "$first"
+  elif ((second != 0 && second != 5)); then echo "$second"
+  elif ((first == 5 && second == 5)); then echo 5
+  else echo 0
+  fi
+}
+pytest_run() {
+  "$VENV/bin/python" -m pytest "$@" ${args[@]+"${args[@]}"}
+}
 
 ensure_venv
 phase_done "setup of .venv"
@@ -129,8 +170,20 @@ provide redis REDIS_URL A2A_REQUIRE_REDIS
 phase_done "services"
 
 set +e
-"$VENV/bin/python" -m pytest ${parallel[@]+"${parallel[@]}"} "$@"
-code=$?
+if ((workers == 0)); then
+  if [[ -n $marker ]]; then pytest_run -m "$marker"; else pytest_run; fi
+  code=$?
+  phase_done "pytest"
+else
+  say "the tests not marked slow, in $workers workers"
+  pytest_run -n "$workers" --dist loadfile -m "$(both "not slow")"
+  quick=$?
+  phase_done "pytest of the tests not marked slow"
+  say "the tests marked slow, in one process"
+  pytest_run -m "$(both slow)"
+  slow=$?
+  phase_done "pytest of the tests marked slow"
+  code=$(merged "$quick" "$slow")
+fi
 set -e
-phase_done "pytest"
 exit "$code"
