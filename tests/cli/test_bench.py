@@ -151,3 +151,20 @@ def test_the_bytecodes_benchmark_prints_each_path_s_count_and_the_packages_table
     assert "bus: bytecodes per request, vs floor" in done.stdout
     assert "vs transport only" in done.stdout
     assert "a2a_bus/transport/kafka" in done.stdout and "records per fetch" in done.stdout
+
+
+def _readme_benchmarks() -> set[str]:
+    """The names in the first column of the README's benchmark table."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    return {
+        line.split("|")[1].strip().strip("`")
+        for line in section.splitlines()
+        if line.startswith("| `")
+    }
+
+
+def test_the_readme_benchmark_table_has_rows_for_every_benchmark_and_no_other() -> None:
+    from a2a_bus.cli.bench import BENCHMARKS
+
+    assert _readme_benchmarks() == set(BENCHMARKS)
