@@ -614,12 +614,16 @@ async def test_a_killed_process_records_come_back_flagged_and_no_others(
 ) -> None:
     topics = [f"test.inbox.{uid}.{i}" for i in range(3)]
     total = 900
-    victim = await start_worker(topics, 0.02)  # records stay in flight a while
+    # The victim finishes no record before it is killed: whatever it took is still in
+    # flight then, however late the kill comes (with a short wait it could finish its
+    # share first on a loaded machine, and nothing would come back).
+    victim = await start_worker(topics, 10 * WAIT)
     survivor = await start_worker(topics, 0.02)
     for n in range(total):
         await transport.publish(topics[n % 3], event(n, key=f"k{n}"))
     await eventually(
-        lambda: sum(e["pid"] == victim.pid for e in read_log(tmp_path)) >= 100,
+        # Its slots (64 a topic) hold at least this many of its partitions' records.
+        lambda: sum(e["pid"] == victim.pid for e in read_log(tmp_path)) >= 30,
         "the victim at work",
         timeout=WAIT,
     )
