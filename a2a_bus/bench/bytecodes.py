@@ -24,6 +24,7 @@ count) is not counted; the calls it makes while counting are.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 import threading
@@ -123,7 +124,12 @@ class BytecodeCounter:
 
     @contextmanager
     def counting(self) -> Iterator[None]:
-        """Count while inside (arming the counter here unless it is armed)."""
+        """Count while inside (arming the counter here unless it is armed).
+
+        Garbage made before is collected first: a collection while counting would
+        run its finalizers (closing coroutines of an earlier bus, say) inside the count.
+        """
+        gc.collect()
         with nullcontext() if self._home is not None else self.armed():
             self._on = True
             try:

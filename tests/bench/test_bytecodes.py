@@ -5,6 +5,7 @@ real count of every path on a broker."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -44,6 +45,26 @@ def test_the_counter_counts_each_bytecode_run_the_same_way_each_time() -> None:
     counter = BytecodeCounter()
     _loop(10)  # not counting
     assert counter.by_code == {}
+
+
+class _Garbage:
+    """An object in a reference cycle whose finalizer runs :func:`_loop`."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        _loop(10)
+
+
+def test_garbage_made_before_the_count_is_collected_before_it() -> None:
+    # A collection during the count would otherwise run this earlier garbage's
+    # finalizer (a process that ran other work first: a test worker) inside it.
+    _Garbage()
+    counter = BytecodeCounter()
+    with counter.counting():
+        gc.collect()
+    assert _loop.__code__ not in counter.by_code
 
 
 def test_threads_started_while_counting_are_counted_and_not_after() -> None:
