@@ -95,6 +95,11 @@ class KafkaSettings:
     #: process, which waits 1.5 ms per partition it consumes (at least
     #: ``fetch_max_wait_ms``): each idle fetch costs Python work per partition.
     inbox_fetch_max_wait_ms: int = 5_000
+    #: The fetch wait of subscriptions that keep no progress (``durable=False``: a
+    #: node's reply topic, the agent registry, live views): always running and
+    #: mostly idle, they would otherwise cost an idle process a fetch each
+    #: ``fetch_max_wait_ms``. A fetch returns as soon as a record arrives.
+    nondurable_fetch_max_wait_ms: int = 500
     max_poll_records: int = 500
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1_000
@@ -157,6 +162,11 @@ class KafkaSettings:
             values[f.name] = _convert(f.name, f.type, raw)
         values.update(overrides)
         return cls(**values)
+
+    def fetch_wait_ms(self, durable: bool) -> int:
+        """The fetch wait of a subscription's consumer (the inbox consumer's is
+        :func:`~a2a_bus.transport.kafka.inboxes.idle_fetch_wait`)."""
+        return self.fetch_max_wait_ms if durable else self.nondurable_fetch_max_wait_ms
 
     def client_kwargs(self) -> dict[str, Any]:
         """Connection and security options shared by producer, consumer and admin."""

@@ -59,6 +59,7 @@ class KafkaSubscription(Subscription):
             KeyedRuns(asyncio.get_running_loop(), name, transport.acks_at_once),
             from_beginning=from_beginning,
             durable=durable,
+            fetch_max_wait_ms=transport.settings.fetch_wait_ms(durable),
         )
         self._on_stop = on_stop
 

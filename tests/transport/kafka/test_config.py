@@ -34,6 +34,15 @@ def test_settings_from_env() -> None:
     assert "ssl_context" not in kwargs
 
 
+def test_subscriptions_that_keep_no_progress_wait_longer_on_an_idle_fetch() -> None:
+    settings = KafkaSettings()
+    assert settings.fetch_wait_ms(durable=True) == settings.fetch_max_wait_ms == 100
+    assert settings.fetch_wait_ms(durable=False) == settings.nondurable_fetch_max_wait_ms == 500
+    tuned = KafkaSettings.from_env({"A2A_KAFKA_NONDURABLE_FETCH_MAX_WAIT_MS": "250"})
+    assert tuned.fetch_wait_ms(durable=False) == 250
+    assert tuned.fetch_wait_ms(durable=True) == 100
+
+
 def test_settings_reject_bad_numbers() -> None:
     with pytest.raises(ValueError, match="A2A_KAFKA_PARTITIONS"):
         KafkaSettings.from_env({"A2A_KAFKA_PARTITIONS": "three"})
