@@ -74,6 +74,8 @@ class GroupMember:
         self._runs = runs
         self._is_pattern = isinstance(topics, TopicPattern)
         wait = settings.fetch_max_wait_ms if fetch_max_wait_ms is None else fetch_max_wait_ms
+        #: How long the broker may hold an idle fetch of this member's consumer.
+        self.fetch_max_wait_ms = wait
         self._consumer = AIOKafkaConsumer(
             group_id=group,
             enable_auto_commit=False,

@@ -85,6 +85,11 @@ class KafkaSubscription(Subscription):
         return self._member.assignment
 
     @property
+    def fetch_max_wait_ms(self) -> int:
+        """How long the broker may hold an idle fetch of this subscription."""
+        return self._member.fetch_max_wait_ms
+
+    @property
     def in_flight(self) -> int:
         """Records being handled now."""
         return self._target.in_flight

@@ -24,6 +24,7 @@ from a2a_bus.core.errors import transport_refusal
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
 from a2a_bus.transport.errors import NotDelivered
+from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.kafka.transport import KafkaTransport
 from tests.buses import eventually
 from tests.transport.kafka.own_kafka import OwnKafka
@@ -70,6 +71,24 @@ async def test_the_metrics_count_fetches_that_returned_records_and_the_records_t
     assert fetches >= 1
     assert fetched >= 10  # a partition fetched before its start was learned is fetched again
     assert fetched / fetches >= 2
+
+
+async def test_a_subscription_that_keeps_no_progress_waits_longer_on_an_idle_fetch(
+    transport: KafkaTransport, uid: str
+) -> None:
+    """Its records still come: a record that arrives ends the broker's wait."""
+    topic = f"test.idle-wait.{uid}"
+    durable, live = Recorder(), Recorder()
+    subscriptions = [
+        await transport.subscribe([topic], f"g-{uid}", durable),
+        await transport.subscribe([topic], f"live-{uid}", live, durable=False),
+    ]
+    assert [s.fetch_max_wait_ms for s in subscriptions if isinstance(s, KafkaSubscription)] == [
+        transport.settings.fetch_max_wait_ms,
+        transport.settings.nondurable_fetch_max_wait_ms,
+    ]
+    await transport.publish(topic, event(7))
+    await eventually(lambda: durable.numbers() == live.numbers() == [7], "the record twice")
 
 
 async def test_one_publish_fans_out_to_three_groups(
