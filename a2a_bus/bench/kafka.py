@@ -51,6 +51,7 @@ from a2a_bus.bench.load import (
     round_spread,
 )
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target, quiet
+from a2a_bus.bench.retried_writes import counting_retried_writes
 from a2a_bus.protocol import new_event
 from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
@@ -138,7 +139,10 @@ async def publish_cost(
 async def measure(bootstrap: str, sizes: Sizes, progress: Progress | None = None) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:8]
     try:
-        return await _measure(bootstrap, sizes, run_id, progress or quiet)
+        with counting_retried_writes() as retried:
+            results = await _measure(bootstrap, sizes, run_id, progress or quiet)
+        results["retried_writes"] = retried.count
+        return results
     finally:
         await delete_run_topics(bootstrap, run_id)
 
@@ -304,6 +308,13 @@ def report(results: dict[str, Any]) -> Report:
             for name, costs in by_level.items()
         )
         out.notes.append(f"CPU per request (us) by requests in flight: {levels}")
+    retried = results.get("retried_writes")
+    if retried:
+        out.notes.append(
+            f"writes the broker refused as NOT_ENOUGH_REPLICAS and the producer sent again: "
+            f"{retried} (its check of transactional writes, met on the exactly_once path; "
+            "docs/decisions/0010)"
+        )
     writes = ", ".join(f"{n}: {w:g}" for n, w in results["writes_per_publish"].items())
     out.notes.append(f"records written per publish by number of subscribers: {writes}")
     out.notes.append(

@@ -126,3 +126,10 @@ def test_kafka_benchmark_without_a_broker_says_so(monkeypatch: pytest.MonkeyPatc
     assert report.rows == []
     assert "not run" in report.title
     assert "KAFKA_BOOTSTRAP_SERVERS" in report.notes[0]
+
+
+def test_the_report_counts_writes_the_broker_refused_and_the_producer_sent_again() -> None:
+    [note] = [n for n in report(measured(retried_writes=87)).notes if "NOT_ENOUGH_REPLICAS" in n]
+    assert "sent again: 87 " in note
+    assert not any("NOT_ENOUGH_REPLICAS" in n for n in report(measured()).notes)
+    assert not any("NOT_ENOUGH_REPLICAS" in n for n in report(measured(retried_writes=0)).notes)
