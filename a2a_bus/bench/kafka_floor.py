@@ -34,7 +34,6 @@ from typing import Any
 
 import pykka
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
@@ -42,7 +41,6 @@ from a2a_bus.hosting.actor import thread_safe
 from a2a_bus.protocol import Adaptor, Failure, ext, from_kafka, to_kafka
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.kafka.batches import Batches
-from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.partitioning import pick_partition
 
 #: As the bus's default de-duplication window.
@@ -75,16 +73,12 @@ class FloorRequests(RawPingPong):
         self.fetches = 0
         self.records_fetched = 0
 
+    def topic_partitions(self) -> dict[str, int]:
+        """Shaped as the bus's: requests over an agent inbox's partitions, answers
+        on a one-partition reply topic."""
+        return {self.requests: self.partitions, self.replies: 1}
+
     async def start(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
-        await admin.start()
-        try:
-            partitions = KafkaSettings().inbox_partitions
-            await admin.create_topics(
-                [NewTopic(self.requests, partitions, 1), NewTopic(self.replies, 1, 1)]
-            )
-        finally:
-            await admin.close()
         await super().start()
         for topic in (self.requests, self.replies):  # their partitions, for _produce
             await self.producer.partitions_for(topic)

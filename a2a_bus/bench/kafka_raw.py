@@ -8,6 +8,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from a2a_bus.bench.kafka_topics import create_run_topics
+from a2a_bus.transport.kafka.config import KafkaSettings
+
 #: Producer and consumer tuning shared by every side (see docs/kafka.md).
 TUNING: dict[str, Any] = {"linger_ms": 0, "fetch_max_wait_ms": 100, "max_poll_records": 500}
 
@@ -31,8 +34,18 @@ class RawPingPong:
         #: The bytes each request carries (None: its key, the counter).
         self.payload: bytes | None = None
         self.tasks: list[asyncio.Task[None]] = []
+        #: Partitions of its request topic (an agent inbox's, by default); made up
+        #: front, so the shape does not depend on the broker's ``num.partitions``.
+        self.partitions = KafkaSettings().inbox_partitions
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Its topics and their partitions, made before it starts: ``partitions``
+        for both (the shape the benchmark's broker gave them when they were left
+        to its default)."""
+        return {self.requests: self.partitions, self.replies: self.partitions}
 
     async def start(self) -> None:
+        await create_run_topics(self.bootstrap, self.topic_partitions())
         common = {"bootstrap_servers": self.bootstrap}
         producer = {"enable_idempotence": True, "acks": "all", "linger_ms": TUNING["linger_ms"]}
         consumer = {

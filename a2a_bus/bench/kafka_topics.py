@@ -1,4 +1,5 @@
-"""The topics and consumer groups a Kafka benchmark's run made, deleted when it ends.
+"""The topics and consumer groups of a Kafka benchmark's run: made with the
+partitions a path needs, deleted when the run ends.
 
 Every run makes new topics and groups, named with its run id, so that runs never
 see each other's records; left behind, thousands of them slow a long-lived broker
@@ -7,8 +8,21 @@ down.
 
 from __future__ import annotations
 
-from aiokafka.admin import AIOKafkaAdminClient
+from collections.abc import Mapping
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.protocol.admin import DeleteGroupsRequest
+
+
+async def create_run_topics(bootstrap: str, partitions: Mapping[str, int]) -> None:
+    """Create each topic of ``partitions`` with its number of partitions (one
+    replica), rather than leave its shape to the broker's ``num.partitions``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, n, 1) for name, n in partitions.items()])
+    finally:
+        await admin.close()
 
 
 async def delete_run_topics(bootstrap: str, run_id: str) -> list[str]:

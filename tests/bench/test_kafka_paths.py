@@ -97,3 +97,23 @@ async def test_the_floor_spreads_requests_over_an_inbox_s_partitions_and_replies
     finally:
         await path.stop()
         await delete_run_topics(kafka_bootstrap, run_id)
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+async def test_the_raw_baseline_makes_its_topics_whatever_the_broker_s_default(
+    kafka_bootstrap: str,
+) -> None:
+    """Left to the broker, the raw path's topics took its ``num.partitions`` (and it
+    warned that they did not exist yet); made up front, they have the path's own."""
+    run_id = uuid.uuid4().hex[:8]
+    path = RawPingPong(kafka_bootstrap, run_id)
+    path.partitions = 2  # not this broker's default (3), nor aiokafka's (1)
+    await path.start()
+    try:
+        await asyncio.wait_for(asyncio.gather(*(path.call() for _ in range(BURST))), WAIT)
+        assert len(await path.producer.partitions_for(path.requests)) == 2
+        assert len(await path.producer.partitions_for(path.replies)) == 2
+    finally:
+        await path.stop()
+        await delete_run_topics(kafka_bootstrap, run_id)
