@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from a2a_bus.protocol.constants import ROUTING_PARAMS
 from a2a_bus.protocol.errors import ErrorCode, Failure
 
 RESERVED_METHOD_PREFIX = "rpc."
@@ -79,6 +80,8 @@ def classify_call(message: dict[str, Any]) -> Kind | Failure:
     params = message.get("params", _ABSENT)
     if params is not _ABSENT and type(params) not in _PARAMS_TYPES:
         return _invalid(message, 'member "params" must be an array or an object')
+    if not ROUTING_PARAMS.isdisjoint(message):
+        return _invalid(message, _misplaced(message))
     if method.startswith(RESERVED_METHOD_PREFIX):
         return Failure(
             ErrorCode.METHOD_NOT_FOUND,
@@ -87,6 +90,16 @@ def classify_call(message: dict[str, Any]) -> Kind | Failure:
             f"method names beginning with {RESERVED_METHOD_PREFIX!r} are reserved",
         )
     return _REQUEST if "id" in message else _NOTIFICATION
+
+
+def _misplaced(message: dict[str, Any]) -> str:
+    """Why a call with a routing member beside ``params`` is refused: ignored there,
+    it would send the call where its method leads, not where it says."""
+    member = min(ROUTING_PARAMS.intersection(message))
+    return (
+        f'member "{member}" belongs in "params" (params.{member} routes the call); '
+        "beside it, it would be ignored"
+    )
 
 
 def _classify_response(message: dict[str, Any]) -> Kind | Failure:

@@ -166,6 +166,8 @@ async def test_specification_example(client: httpx.AsyncClient, body: str, expec
         ({"jsonrpc": "2.0", "method": "echo", "params": "p", "id": None}, None),
         ({"jsonrpc": "1.0", "method": "echo", "id": {"not": "an id"}}, None),
         ({"jsonrpc": "1.0", "method": "echo", "id": True}, None),
+        # routing members go in params: beside it, the call would be routed by method
+        ({"jsonrpc": "2.0", "method": "echo", "params": [1], "_agentId": "echo", "id": 9}, 9),
     ],
 )
 async def test_an_invalid_request_is_answered_with_its_readable_id(

@@ -33,7 +33,14 @@ def _elements(body: Any) -> list[Any]:
     return body if isinstance(body, list) else [body]
 
 
-@pytest.mark.parametrize("body", _vector_bodies())
+#: Calls with a routing member beside ``params``, which the adaptor refuses.
+MISPLACED_ROUTING = [
+    pytest.param({"jsonrpc": "2.0", "method": "add", member: value, "id": 1}, id=member)
+    for member, value in (("_agentId", "calc"), ("_topic", "t"), ("_seq", 0), ("_sessionId", "s"))
+]
+
+
+@pytest.mark.parametrize("body", _vector_bodies() + MISPLACED_ROUTING)
 def test_schemas_accept_exactly_what_the_adaptor_converts(body: Any) -> None:
     request, response, event = (
         _schema("jsonrpc-request"),
