@@ -3,7 +3,8 @@
 Positional params (an array) bind in order, named params (an object) by name;
 the routing members (``_agentId``, ``_topic``, ``_seq``, ``_sessionId``) are
 dropped first. A mismatch — missing, extra, or a value of the wrong simple
-type — raises -32602. Handlers whose parameters are all plain
+type, also an item of a ``list[T]``, ``dict[str, T]`` or a stream sent as one
+array — raises -32602, before the handler runs. Handlers whose parameters are all plain
 (positional-or-keyword, no stream) bind without ``inspect.Signature.bind``,
 which is most of the cost of a small request.
 
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable
 from operator import methodcaller
 from typing import Any, NamedTuple
 
-from a2a_bus.hosting.schema import accepted_types, schema_for
+from a2a_bus.hosting.schema import ItemCheck, accepted_types, item_check, schema_for
 from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode, JsonRpcError
 
 _PLAIN = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -52,10 +53,15 @@ class Binder:
         self.stream_param = stream_param
         #: The types each checked parameter's value may have (``type(v) in types``).
         self.checks: dict[str, frozenset[type]] = {}
-        for name in signature.parameters:
+        #: The checks of the items of each container parameter (not ``*args``/``**kwargs``).
+        self.item_checks: dict[str, ItemCheck] = {}
+        for name, parameter in signature.parameters.items():
             types = accepted_types(hints.get(name, Any)) if name != stream_param else None
             if types is not None:
                 self.checks[name] = types
+            items = item_check(hints.get(name, Any))
+            if items is not None and parameter.kind not in (_VAR_POSITIONAL, _VAR_KEYWORD):
+                self.item_checks[name] = items
         parameters = list(signature.parameters.values())
         self._plain = stream_param is None and all(p.kind is _PLAIN for p in parameters)
         self._names = tuple(p.name for p in parameters)
@@ -132,8 +138,12 @@ class Binder:
 
     def _check_positional(self, params: list[Any]) -> None:
         rows = self._type_rows
-        if rows is not None and tuple(map(type, params)) in rows:
-            return
+        if rows is None or tuple(map(type, params)) not in rows:
+            self._check_positional_types(params)
+        if self.item_checks:
+            self._check_items(dict(zip(self._names, params, strict=False)))
+
+    def _check_positional_types(self, params: list[Any]) -> None:
         count = len(params)
         if count > self._count:
             raise invalid("too many positional arguments")
@@ -157,6 +167,8 @@ class Binder:
         return Bound((), params, params)
 
     def _check(self, bound: Bound) -> Bound:
+        if self.item_checks:
+            self._check_items(bound.arguments)  # (a value of the wrong type has no items)
         checks = self.checks
         if not checks:
             return bound
@@ -180,6 +192,13 @@ class Binder:
                     expected = schema_for(self.hints[name])
                     raise invalid(f"{label}: expected {expected}, got {type(item).__name__}")
         return bound
+
+    def _check_items(self, arguments: dict[str, Any]) -> None:
+        """-32602 naming the first item of a container argument that does not fit."""
+        for name, check in self.item_checks.items():
+            if name in arguments and (misfit := check(arguments[name], name)) is not None:
+                label, hint, item = misfit
+                raise invalid(f"{label}: expected {schema_for(hint)}, got {type(item).__name__}")
 
 
 #: Most rows of value types :func:`_type_rows` lists for one handler.

@@ -151,6 +151,58 @@ def accepted_types(annotation: Any) -> frozenset[type] | None:
     return None
 
 
+#: Finds the first item of a value that does not fit a hint: ``(value, label)`` ->
+#: ``(the item's label, the hint it misses, the item)``, or None when all fit.
+ItemCheck = Callable[[Any, str], "tuple[str, Any, Any] | None"]
+
+
+def item_check(annotation: Any) -> ItemCheck | None:
+    """The check of the items of a container hint (``list[T]``, ``dict[str, T]``, a
+    stream ``Iterator[T]`` sent as one array, nested, optional or annotated), for
+    the items :func:`accepted_types` can check; None when there is nothing to check.
+
+    Only a value that is a JSON array (or object, for a dict) is looked into: the
+    value's own type is :func:`accepted_types`' to check.
+    """
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return item_check(args[0])
+    if origin in (typing.Union, types.UnionType):
+        checks = [check for a in args if (check := item_check(a)) is not None]
+        return checks[0] if len(checks) == 1 else None  # one container in the union
+    if origin is list or origin in _STREAMS:
+        return _each(args[0], _list_items) if args else None
+    if origin is dict and len(args) == 2:
+        return _each(args[1], _dict_items)
+    return None
+
+
+def _list_items(value: Any, label: str) -> Iterable[tuple[str, Any]]:
+    return ((f"{label}[{i}]", item) for i, item in enumerate(value)) if type(value) is list else ()
+
+
+def _dict_items(value: Any, label: str) -> Iterable[tuple[str, Any]]:
+    return ((f"{label}[{k!r}]", item) for k, item in value.items()) if type(value) is dict else ()
+
+
+def _each(item: Any, items: Callable[[Any, str], Iterable[tuple[str, Any]]]) -> ItemCheck | None:
+    types_ = accepted_types(item)
+    nested = item_check(item)
+    if types_ is None and nested is None:
+        return None  # Any, or a hint not checked
+
+    def check(value: Any, label: str) -> tuple[str, Any, Any] | None:
+        for where, value_item in items(value, label):
+            if types_ is not None and type(value_item) not in types_:
+                return where, item, value_item
+            if nested is not None and (misfit := nested(value_item, where)) is not None:
+                return misfit
+        return None
+
+    return check
+
+
 # -- docstrings and signatures ---------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
-"""Unit tests of parameter binding, schema inference and agent cards."""
+"""Parameter binding (unit tests, and a request through a bus), schemas and agent cards."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import inspect
 import itertools
@@ -11,9 +12,11 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
-from a2a_bus import Agent, JsonRpcError, method, subscribe
+from a2a_bus import Agent, Bus, JsonRpcError, method, subscribe
 from a2a_bus.core.streams import SeqReceiver
 from a2a_bus.hosting.schema import function_schema, parse_docstring, schema_for
+
+WAIT = 30.0  # bound on a single await, not a performance assertion
 
 
 @dataclass
@@ -139,6 +142,85 @@ def test_variadic_params_are_checked_item_by_item() -> None:
     with pytest.raises(JsonRpcError) as error:
         labels.bind({"a": "x", "b": 2})
     assert error.value.data == "b: expected {'type': 'string'}, got int"
+
+
+class Containers(Agent):
+    agent_id = "containers"
+
+    @method
+    def mean(self, values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    @method
+    def stock(self, counts: dict[str, int], grid: list[list[int]] | None = None) -> int:
+        return sum(counts.values())
+
+    @method
+    def anything(self, values: list[Any], loose: list) -> int:  # type: ignore[type-arg]
+        return len(values)
+
+
+def _refusal(spec_name: str, params: Any, agent: type[Agent] = Containers) -> Any:
+    spec = agent.methods[spec_name]
+    with pytest.raises(JsonRpcError) as error:
+        if isinstance(params, list):
+            spec.binder.caller(spec.attribute, params)  # the path of an array of params
+        else:
+            spec.bind(params)
+    assert error.value.code == -32602
+    return error.value.data
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "detail"),
+    [
+        ("mean", [[1, 2.5, "3"]], "values[2]: expected {'type': 'number'}, got str"),
+        ("mean", {"values": [1, None]}, "values[1]: expected {'type': 'number'}, got NoneType"),
+        (
+            "stock",
+            {"counts": {"a": 1, "b": "2"}},
+            "counts['b']: expected {'type': 'integer'}, got str",
+        ),
+        (
+            "stock",
+            [{"a": 1}, [[1], [2, True]]],
+            "grid[1][1]: expected {'type': 'integer'}, got bool",
+        ),
+        (
+            "stock",
+            {"counts": {}, "grid": [[1], 2]},
+            "grid[1]: expected {'type': 'array', 'items': {'type': 'integer'}}, got int",
+        ),
+    ],
+)
+def test_an_item_of_a_container_param_that_does_not_fit_is_invalid_params(
+    name: str, params: Any, detail: str
+) -> None:
+    """Refused before the handler runs, naming the item: run, it would crash on the
+    caller's input (and be retried and dead-lettered as a crash)."""
+    assert _refusal(name, params) == detail
+
+
+def test_container_params_whose_items_fit_or_are_not_typed_bind() -> None:
+    assert Containers.methods["mean"].bind([[1, 2.5]]).args == ([1, 2.5],)
+    assert Containers.methods["stock"].bind({"counts": {"a": 1}, "grid": None}).arguments == {
+        "counts": {"a": 1},
+        "grid": None,
+    }
+    assert Containers.methods["anything"].bind([[1, "x", None], ["y", {}]]).args == (
+        [1, "x", None],
+        ["y", {}],
+    )
+    assert _refusal("mean", {"values": "1, 2"}) == (
+        "values: expected {'type': 'array', 'items': {'type': 'number'}}, got str"
+    )
+
+
+def test_a_stream_sent_as_one_array_has_its_items_checked() -> None:
+    assert Shapes.methods["total"].bind({"values": [1, 2]}).arguments == {"values": [1, 2]}
+    assert _refusal("total", {"values": [1, "2"]}, Shapes) == (
+        "values[1]: expected {'type': 'integer'}, got str"
+    )
 
 
 def test_card_schemas_from_type_hints() -> None:
@@ -297,3 +379,36 @@ def test_seq_receiver_orders_drops_repeats_and_reports_gaps() -> None:
     with pytest.raises(JsonRpcError) as error:
         gappy.finish(3)
     assert "gap at seq 1" in str(error.value.data)
+
+
+class Averager(Agent):
+    agent_id = "averager"
+    runs = 0
+
+    @method
+    def mean(self, values: list[float]) -> float:
+        Averager.runs += 1
+        return sum(values) / len(values)
+
+
+async def test_a_bad_item_is_answered_invalid_params_without_running_the_handler() -> None:
+    """Through a bus: the caller hears -32602 naming the item; the handler never ran,
+    so nothing crashed, was retried or was dead-lettered."""
+    bus = Bus.memory()
+    await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        await asyncio.wait_for(bus.aspawn(Averager), WAIT)
+        client = bus.async_client()
+        Averager.runs = 0
+        with pytest.raises(JsonRpcError) as error:
+            await asyncio.wait_for(client.request("averager", "mean", [[1, "x"]]), WAIT)
+        assert (error.value.code, error.value.data) == (
+            -32602,
+            "values[1]: expected {'type': 'number'}, got str",
+        )
+        assert Averager.runs == 0
+        assert (bus.metrics.dead_letters, bus.metrics.redeliveries) == (0, 0)
+        assert await asyncio.wait_for(client.request("averager", "mean", [[1, 2]]), WAIT) == 1.5
+        assert Averager.runs == 1
+    finally:
+        await asyncio.wait_for(bus.astop(), WAIT)
