@@ -29,6 +29,9 @@ from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, key
 from a2a_bus.transport.base import TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+#: The longest topic name: Kafka's limit, held on every transport, so that a name
+#: that works in memory works on Kafka too.
+MAX_TOPIC_CHARS = 249
 _SEGMENT = r"[A-Za-z0-9_-]+"
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
@@ -97,10 +100,10 @@ class Topics:
         return _agent_topic(self.prefix, agent_id)
 
     def subject(self, subject: str) -> str:
-        return f"{self.prefix}.topic.{validate_subject(subject)}"
+        return bounded(f"{self.prefix}.topic.{validate_subject(subject)}", "subject")
 
     def reply(self, node: str) -> str:
-        return f"{self.prefix}.reply.{validate_name(node, 'node id')}"
+        return bounded(f"{self.prefix}.reply.{validate_name(node, 'node id')}", "node id")
 
     @property
     def registry(self) -> str:
@@ -135,7 +138,19 @@ class Topics:
 @functools.lru_cache(maxsize=4096)
 def _agent_topic(prefix: str, agent_id: str) -> str:
     # Cached: every request is routed to an agent's topic.
-    return f"{prefix}.agent.{validate_name(agent_id)}"
+    return bounded(f"{prefix}.agent.{validate_name(agent_id)}", "agent id")
+
+
+def bounded(topic: str, what: str) -> str:
+    """``topic``, unless it is longer than :data:`MAX_TOPIC_CHARS` (the ``what`` it
+    names is then too long: -32600)."""
+    if len(topic) > MAX_TOPIC_CHARS:
+        raise RoutingError(
+            INVALID_REQUEST,
+            f"{what} too long: its topic {topic[:40]}... would have {len(topic)} characters, "
+            f"more than the {MAX_TOPIC_CHARS} a topic name may have",
+        )
+    return topic
 
 
 def subject_regex(pattern: str) -> str:

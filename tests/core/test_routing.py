@@ -8,6 +8,7 @@ import pytest
 
 from a2a_bus import Bus, JsonRpcError
 from a2a_bus.core.routing import (
+    MAX_TOPIC_CHARS,
     RouteKind,
     RoutingError,
     Topics,
@@ -128,6 +129,8 @@ def test_stream_chunks_share_a_key() -> None:
         (lambda: validate_subject("a..b"), "invalid subject 'a..b': segments are"),
         (lambda: validate_subject(""), "invalid subject ''"),
         (lambda: Topics("bad prefix"), "invalid topic prefix 'bad prefix'"),
+        (lambda: topics.subject("s" * 240), "subject too long: its topic a2a.topic.sss"),
+        (lambda: topics.agent("a" * 240), "agent id too long: its topic a2a.agent.aaa"),
     ],
 )
 def test_a_bad_name_answers_invalid_request_with_the_detail_in_data(
@@ -165,3 +168,18 @@ def test_a_request_or_stream_to_an_invalid_agent_id_is_invalid_request_with_data
             list(client.stream("no body!", "count", {"to": 2}))
         assert (streamed.value.code, streamed.value.message) == (-32600, "Invalid Request")
         assert streamed.value.data.startswith("invalid agent id 'no body!'")
+
+
+def test_names_are_bounded_by_the_longest_topic_kafka_takes_on_every_transport() -> None:
+    """A subject or agent id whose topic would pass Kafka's 249 characters is refused
+    when routed, in memory as on Kafka (where the broker would refuse the topic)."""
+    longest = "s" * (MAX_TOPIC_CHARS - len("a2a.topic."))
+    assert len(topics.subject(longest)) == MAX_TOPIC_CHARS
+    assert len(topics.agent("a" * (MAX_TOPIC_CHARS - len("a2a.agent.")))) == MAX_TOPIC_CHARS
+    with pytest.raises(RoutingError) as raised:
+        topics.subject(longest + "s")
+    assert "would have 250 characters, more than the 249" in str(raised.value)
+    with Bus.memory(heartbeat=60.0) as bus, pytest.raises(JsonRpcError) as published:
+        bus.client().publish(longest + "s", {"n": 1})
+    assert (published.value.code, published.value.message) == (-32600, "Invalid Request")
+    assert published.value.data.startswith("subject too long")

@@ -160,6 +160,27 @@ async def test_events_refuses_a_huge_integer_with_400(client: httpx.AsyncClient)
 
 
 @pytest.mark.timeout(300)  # a Kafka bus starts: the default guard
+async def test_an_event_whose_topic_would_be_too_long_gets_400(make_bus: MakeBus) -> None:
+    """Kafka takes topic names of at most 249 characters: a longer subject is the
+    sender's error on both transports (before, Kafka's check answered 500 and
+    memory took it), and an RPC publish to one is -32600."""
+    bus = await make_bus()
+    app = create_app(bus, GatewaySettings(request_timeout=WAIT))
+    message = to_structured(news(1, subject="s" * 300), JSONFormat())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        response = await asyncio.wait_for(
+            http.post("/events", content=message.body, headers=message.headers), WAIT
+        )
+        assert response.status_code == 400, response.text
+        assert "subject too long" in response.json()["error"]
+        call = {"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"_topic": "t" * 300}}
+        answer = (await asyncio.wait_for(http.post("/rpc", json=call), WAIT)).json()
+    assert (answer["error"]["code"], answer["id"]) == (-32600, 1)
+    assert answer["error"]["data"].startswith("subject too long")
+
+
+@pytest.mark.timeout(300)  # a Kafka bus starts: the default guard
 async def test_events_over_the_payload_bound_get_413(make_bus: MakeBus) -> None:
     """An event whose data is over the bound (bytes count as base64: 800,000 are
     1,066,668) is refused with 413 on both transports, nothing published; before,

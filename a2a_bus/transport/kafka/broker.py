@@ -26,7 +26,10 @@ _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 def check_topic_name(topic: str) -> None:
     """Raise ValueError unless ``topic`` is a name Kafka accepts."""
     if not _TOPIC_NAME.match(topic):
-        raise ValueError(f"invalid Kafka topic name {topic!r}: use [A-Za-z0-9._-]")
+        raise ValueError(
+            f"invalid Kafka topic name {topic[:60]!r} ({len(topic)} characters): "
+            "use 1 to 249 of [A-Za-z0-9._-]"
+        )
 
 
 @dataclass
