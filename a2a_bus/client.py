@@ -33,9 +33,10 @@ from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.core.correlation import check_timeout
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import envelope_refusal, refusal
-from a2a_bus.core.routing import RoutingError, is_wildcard, validate_subject
+from a2a_bus.core.routing import RoutingError, is_wildcard, validate_name, validate_subject
 from a2a_bus.core.service import JsonRpcService, Reply
 from a2a_bus.core.streams import ABORT_PARAM, CHUNK_PARAM, END_PARAM
 from a2a_bus.protocol import (
@@ -125,6 +126,11 @@ class AsyncClient:
         if isinstance(item, Failure):
             raise JsonRpcError(item.code, item.message, item.data)
         if agent is not None:
+            if type(agent) is not str:  # a string's own checks come with its route
+                try:
+                    validate_name(agent)
+                except RoutingError as exc:
+                    raise exc.json_rpc_error() from None
             item.get_attributes()[ext.TARGET_AGENT] = agent
         origin = ORIGIN.get()
         if origin is not None:  # sent by a handler (or for a door's request): continue it
@@ -142,6 +148,8 @@ class AsyncClient:
         A streaming (generator) method's result is the list of all its items (at
         most 1 MiB of JSON, else -32005): use :meth:`stream` to read them as they come.
         """
+        if timeout is not None:
+            check_timeout(timeout)
         event = self._event(agent, method, params, request=True)
         sent = self._dispatcher.send(event, timeout=timeout, fresh=True)
         return _unwrap(await self._portal.on_loop(sent))
@@ -226,12 +234,16 @@ class AsyncClient:
         return reply.response
 
     def _answer(self, item: CloudEvent | Failure, timeout: float | None) -> Awaitable[Reply]:
+        if timeout is not None:
+            check_timeout(timeout)  # here, not as the service's internal error
         origin = ORIGIN.get()
         if origin is not None and not isinstance(item, Failure):
             continue_origin(origin, item.get_attributes())
         return self._portal.on_loop(self._service.answer(item, timeout=timeout))
 
     async def _send(self, event: CloudEvent, timeout: float | None = None) -> dict[str, Any] | None:
+        if timeout is not None:
+            check_timeout(timeout)
         return await self._portal.on_loop(self._dispatcher.send(event, timeout=timeout))
 
     async def call(
@@ -301,6 +313,8 @@ class AsyncClient:
     async def _stream_event(
         self, event: CloudEvent, timeout: float | None
     ) -> AsyncGenerator[Any, None]:
+        if timeout is not None:
+            check_timeout(timeout)
         portal, dispatcher = self._portal, self._dispatcher
         stream = await portal.on_loop(dispatcher.open_stream(event, timeout=timeout))
         items = stream.__aiter__()

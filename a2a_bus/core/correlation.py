@@ -138,14 +138,14 @@ class Correlator:
         """A future resolved with the response message, or a timeout error response."""
         loop = self._loop or self._use_loop()
         future = loop.create_future()
-        self._add(request_id, _Pending(future, None, timeout, loop.time() + timeout), loop)
+        self._add(request_id, _Pending(future, None, timeout, _deadline(loop, timeout)), loop)
         return future
 
     def expect_stream(self, request_id: str, timeout: float) -> ReplyStream:
         """A stream of items; ``timeout`` bounds the wait for each chunk."""
         loop = self._loop or self._use_loop()
         stream = ReplyStream()
-        self._add(request_id, _Pending(None, stream, timeout, loop.time() + timeout), loop)
+        self._add(request_id, _Pending(None, stream, timeout, _deadline(loop, timeout)), loop)
         return stream
 
     def _use_loop(self) -> asyncio.AbstractEventLoop:
@@ -403,3 +403,17 @@ class Correlator:
             pending.future.set_result(response)
         if pending.stream is not None:
             pending.stream.fail(JsonRpcError.from_dict(response["error"]))
+
+
+def check_timeout(timeout: float) -> float:
+    """``timeout``, unless it is no positive number of seconds (ValueError): NaN
+    would never end a wait, and 0 or less would end it before any answer.
+    ``math.inf`` waits for as long as it takes."""
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return timeout
+
+
+def _deadline(loop: asyncio.AbstractEventLoop, timeout: float) -> float:
+    """When a wait of ``timeout`` seconds from now ends (:func:`check_timeout`)."""
+    return loop.time() + check_timeout(timeout)

@@ -215,7 +215,9 @@ class Dispatcher:
                 tracer, attributes, route.topic, self._system, request=True, caller_id=caller_id
             )
         correlator = self.correlator
-        future = correlator.expect(request_id, timeout or self.context.request_timeout)
+        if timeout is None:
+            timeout = self.context.request_timeout
+        future = correlator.expect(request_id, timeout)
         self._metrics.requests += 1
         try:
             sent = transport.publish(route.topic, outgoing, key=route.key)
@@ -282,7 +284,9 @@ class Dispatcher:
                 stream.fail(exc.json_rpc_error())
                 return stream
         request_id, outgoing = self._request_event(event, route.agent_id)
-        stream = self.correlator.expect_stream(request_id, timeout or self.context.request_timeout)
+        if timeout is None:
+            timeout = self.context.request_timeout
+        stream = self.correlator.expect_stream(request_id, timeout)
         self.context.metrics.requests += 1
         tracer = self._tracing.tracer
         try:

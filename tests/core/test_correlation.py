@@ -1,17 +1,27 @@
-"""The correlator alone: deadlines on one timer, answers at most once, late replies counted."""
+"""The correlator: deadlines on one timer, answers at most once, late replies counted;
+a timeout that is no positive number of seconds is refused, alone and from the client."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
-from a2a_bus.core.correlation import Correlator
+from a2a_bus import Agent, Bus, method
+from a2a_bus.client import AsyncClient, Call
+from a2a_bus.core.correlation import Correlator, check_timeout
 from a2a_bus.core.metrics import Metrics
 from a2a_bus.protocol import JsonRpcError, new_event
 from a2a_bus.transport.base import Delivery
+from tests.buses import make_bus
+
+__all__ = ["make_bus"]  # the fixture: the client's tests run on both transports
 
 WAIT = 30.0
+MakeBus = Callable[..., Awaitable[Bus]]
 
 
 async def test_a_shorter_deadline_set_later_still_expires_first() -> None:
@@ -89,3 +99,64 @@ async def test_a_stream_whose_queue_is_full_still_fails() -> None:
     with pytest.raises(JsonRpcError) as failure:
         await asyncio.wait_for(read(), WAIT)
     assert failure.value.code == -32002 and items == list(range(1024))
+
+
+@pytest.mark.parametrize("timeout", [0, -1, -0.5, math.nan])
+async def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused(
+    timeout: float,
+) -> None:
+    """NaN would never end a wait (the caller would hang on a silent agent); 0 or
+    less would end it before any answer."""
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        check_timeout(timeout)
+    correlator = Correlator(Metrics())
+    with pytest.raises(ValueError):
+        correlator.expect("r", timeout)
+    with pytest.raises(ValueError):
+        correlator.expect_stream("s", timeout)
+    assert len(correlator) == 0
+    correlator.close()
+
+
+class Counter(Agent):
+    agent_id = "counter"
+    calls = 0
+
+    @method
+    def bump(self) -> int:
+        Counter.calls += 1
+        return Counter.calls
+
+    @method
+    def upto(self, n: int) -> Any:
+        Counter.calls += 1
+        yield from range(n)
+
+
+async def _drain(client: AsyncClient, timeout: float) -> list[Any]:
+    return [item async for item in client.stream("counter", "upto", [2], timeout=timeout)]
+
+
+CALLS: dict[str, Callable[[AsyncClient, float], Awaitable[Any]]] = {
+    "request": lambda client, t: client.request("counter", "bump", timeout=t),
+    "call": lambda client, t: client.call(
+        {"jsonrpc": "2.0", "id": 1, "method": "bump", "params": {}}, timeout=t
+    ),
+    "batch": lambda client, t: client.batch([Call("counter", "bump")], timeout=t),
+    "stream": _drain,
+}
+
+
+@pytest.mark.timeout(300)  # a Kafka bus starts: the default guard
+@pytest.mark.parametrize("way", list(CALLS))
+async def test_the_client_refuses_a_bad_timeout_before_sending_and_waits_on_inf(
+    make_bus: MakeBus, way: str
+) -> None:
+    client = (await make_bus(Counter)).async_client()
+    Counter.calls = 0
+    for bad in (0, math.nan):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            await asyncio.wait_for(CALLS[way](client, bad), WAIT)
+    assert Counter.calls == 0  # nothing was sent
+    assert await asyncio.wait_for(CALLS[way](client, math.inf), WAIT)
+    assert Counter.calls == 1

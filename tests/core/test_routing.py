@@ -168,6 +168,11 @@ def test_a_request_or_stream_to_an_invalid_agent_id_is_invalid_request_with_data
             list(client.stream("no body!", "count", {"to": 2}))
         assert (streamed.value.code, streamed.value.message) == (-32600, "Invalid Request")
         assert streamed.value.data.startswith("invalid agent id 'no body!'")
+        for not_a_name in (5, ["calc"]):  # not a string at all: the same answer, no TypeError
+            with pytest.raises(JsonRpcError) as typed:
+                client.request(not_a_name, "echo", {})  # type: ignore[arg-type]
+            assert (typed.value.code, typed.value.message) == (-32600, "Invalid Request")
+            assert typed.value.data.startswith(f"invalid agent id {not_a_name!r}")
 
 
 def test_names_are_bounded_by_the_longest_topic_kafka_takes_on_every_transport() -> None:

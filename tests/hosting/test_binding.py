@@ -6,7 +6,7 @@ import asyncio
 import enum
 import inspect
 import itertools
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -15,8 +15,12 @@ import pytest
 from a2a_bus import Agent, Bus, JsonRpcError, method, subscribe
 from a2a_bus.core.streams import SeqReceiver
 from a2a_bus.hosting.schema import function_schema, parse_docstring, schema_for
+from tests.buses import make_bus
+
+__all__ = ["make_bus"]  # the fixture: the request through a bus runs on both transports
 
 WAIT = 30.0  # bound on a single await, not a performance assertion
+MakeBus = Callable[..., Awaitable[Bus]]
 
 
 @dataclass
@@ -391,24 +395,22 @@ class Averager(Agent):
         return sum(values) / len(values)
 
 
-async def test_a_bad_item_is_answered_invalid_params_without_running_the_handler() -> None:
+@pytest.mark.timeout(300)  # a Kafka bus starts: the default guard
+async def test_a_bad_item_is_answered_invalid_params_without_running_the_handler(
+    make_bus: MakeBus,
+) -> None:
     """Through a bus: the caller hears -32602 naming the item; the handler never ran,
     so nothing crashed, was retried or was dead-lettered."""
-    bus = Bus.memory()
-    await asyncio.wait_for(bus.astart(), WAIT)
-    try:
-        await asyncio.wait_for(bus.aspawn(Averager), WAIT)
-        client = bus.async_client()
-        Averager.runs = 0
-        with pytest.raises(JsonRpcError) as error:
-            await asyncio.wait_for(client.request("averager", "mean", [[1, "x"]]), WAIT)
-        assert (error.value.code, error.value.data) == (
-            -32602,
-            "values[1]: expected {'type': 'number'}, got str",
-        )
-        assert Averager.runs == 0
-        assert (bus.metrics.dead_letters, bus.metrics.redeliveries) == (0, 0)
-        assert await asyncio.wait_for(client.request("averager", "mean", [[1, 2]]), WAIT) == 1.5
-        assert Averager.runs == 1
-    finally:
-        await asyncio.wait_for(bus.astop(), WAIT)
+    bus = await make_bus(Averager)
+    client = bus.async_client()
+    Averager.runs = 0
+    with pytest.raises(JsonRpcError) as error:
+        await asyncio.wait_for(client.request("averager", "mean", [[1, "x"]]), WAIT)
+    assert (error.value.code, error.value.data) == (
+        -32602,
+        "values[1]: expected {'type': 'number'}, got str",
+    )
+    assert Averager.runs == 0
+    assert (bus.metrics.dead_letters, bus.metrics.redeliveries) == (0, 0)
+    assert await asyncio.wait_for(client.request("averager", "mean", [[1, 2]]), WAIT) == 1.5
+    assert Averager.runs == 1
