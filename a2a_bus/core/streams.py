@@ -232,6 +232,8 @@ class InboundStream:
 
     def fail(self, error: JsonRpcError) -> None:
         with self._ready:
+            if self._error is not None:
+                return  # the first failure is the reader's: later ones (a gap) follow from it
             self._error = error
             self._items.append(_END)
             self._wake_reader()

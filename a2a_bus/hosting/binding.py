@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterable
 from operator import methodcaller
 from typing import Any, NamedTuple
 
-from a2a_bus.hosting.schema import ItemCheck, accepted_types, item_check, schema_for
+from a2a_bus.hosting.schema import (
+    ItemCheck,
+    accepted_types,
+    item_check,
+    schema_for,
+    stream_item_type,
+    value_check,
+)
 from a2a_bus.protocol import ROUTING_PARAMS, ErrorCode, JsonRpcError
 
 _PLAIN = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -62,6 +69,12 @@ class Binder:
             items = item_check(hints.get(name, Any))
             if items is not None and parameter.kind not in (_VAR_POSITIONAL, _VAR_KEYWORD):
                 self.item_checks[name] = items
+        #: The check of each item of a stream sent chunk by chunk.
+        self._chunk_check = (
+            value_check(stream_item_type(hints.get(stream_param, Any)))
+            if stream_param is not None
+            else None
+        )
         parameters = list(signature.parameters.values())
         self._plain = stream_param is None and all(p.kind is _PLAIN for p in parameters)
         self._names = tuple(p.name for p in parameters)
@@ -189,16 +202,27 @@ class Binder:
                 items = [(name, value)]
             for label, item in items:
                 if type(item) not in types:
-                    expected = schema_for(self.hints[name])
-                    raise invalid(f"{label}: expected {expected}, got {type(item).__name__}")
+                    raise _misfit(label, self.hints[name], item)
         return bound
 
     def _check_items(self, arguments: dict[str, Any]) -> None:
         """-32602 naming the first item of a container argument that does not fit."""
         for name, check in self.item_checks.items():
             if name in arguments and (misfit := check(arguments[name], name)) is not None:
-                label, hint, item = misfit
-                raise invalid(f"{label}: expected {schema_for(hint)}, got {type(item).__name__}")
+                raise _misfit(*misfit)
+
+    def chunk_refusal(self, item: Any, seq: int) -> JsonRpcError | None:
+        """-32602 for the ``seq``-th chunk of a stream when its item does not fit the
+        stream parameter's item type (``numbers[3]: expected ...``), else None."""
+        check = self._chunk_check
+        if check is None:
+            return None
+        misfit = check(item, f"{self.stream_param}[{seq}]")
+        return None if misfit is None else _misfit(*misfit)
+
+
+def _misfit(label: str, hint: Any, item: Any) -> JsonRpcError:
+    return invalid(f"{label}: expected {schema_for(hint)}, got {type(item).__name__}")
 
 
 #: Most rows of value types :func:`_type_rows` lists for one handler.

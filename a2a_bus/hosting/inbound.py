@@ -95,7 +95,12 @@ class InboundStreams:
             self._drop(session)
             await self._answer(delivery, message, outcome)
         elif not running.done():
-            await stream.put(seq, params.get(CHUNK_PARAM))
+            item = params.get(CHUNK_PARAM)
+            misfit = spec.binder.chunk_refusal(item, seq) if isinstance(seq, int) else None
+            if misfit is not None:  # the handler reads what came before, then this error
+                stream.fail(misfit)
+                return
+            await stream.put(seq, item)
 
     def _linger(self, session: str, entry: _Session, _: object) -> None:
         if self._sessions.get(session) is entry:

@@ -186,17 +186,30 @@ def _dict_items(value: Any, label: str) -> Iterable[tuple[str, Any]]:
     return ((f"{label}[{k!r}]", item) for k, item in value.items()) if type(value) is dict else ()
 
 
-def _each(item: Any, items: Callable[[Any, str], Iterable[tuple[str, Any]]]) -> ItemCheck | None:
-    types_ = accepted_types(item)
-    nested = item_check(item)
+def value_check(annotation: Any) -> ItemCheck | None:
+    """The check of one value against a hint: its own type (:func:`accepted_types`)
+    and its items (:func:`item_check`); None when the hint checks nothing."""
+    types_ = accepted_types(annotation)
+    nested = item_check(annotation)
     if types_ is None and nested is None:
         return None  # Any, or a hint not checked
 
     def check(value: Any, label: str) -> tuple[str, Any, Any] | None:
+        if types_ is not None and type(value) not in types_:
+            return label, annotation, value
+        return None if nested is None else nested(value, label)
+
+    return check
+
+
+def _each(item: Any, items: Callable[[Any, str], Iterable[tuple[str, Any]]]) -> ItemCheck | None:
+    check_item = value_check(item)
+    if check_item is None:
+        return None
+
+    def check(value: Any, label: str) -> tuple[str, Any, Any] | None:
         for where, value_item in items(value, label):
-            if types_ is not None and type(value_item) not in types_:
-                return where, item, value_item
-            if nested is not None and (misfit := nested(value_item, where)) is not None:
+            if (misfit := check_item(value_item, where)) is not None:
                 return misfit
         return None
 

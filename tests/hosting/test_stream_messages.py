@@ -85,3 +85,23 @@ async def test_stream_to_a_method_that_takes_no_stream_names_the_problem(
     assert raised.value.code == ErrorCode.INVALID_PARAMS
     detail = str(raised.value.data)
     assert "_end" not in detail and "_seq" not in detail and "chunk" not in detail, detail
+
+
+async def test_a_chunk_whose_item_does_not_fit_ends_the_stream_with_invalid_params(
+    make_bus: MakeBus,
+) -> None:
+    """Each chunk's item is checked against the stream's item type (``Iterator[int]``):
+    the handler reads the chunks before it, then the stream fails with -32602 naming
+    the chunk, which the handler raises to the caller. Before, it crashed on the
+    item (or took it), and the crash was neither retried nor the caller's error."""
+    bus = await make_bus(Calc)
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as raised:
+        await asyncio.wait_for(client.stream_to("calc", "collect", [1, 2, "3", 4]), WAIT + 5)
+    assert (raised.value.code, raised.value.data) == (
+        ErrorCode.INVALID_PARAMS,
+        "numbers[2]: expected {'type': 'integer'}, got str",
+    )
+    assert bus.metrics.dead_letters == 0
+    answer = await asyncio.wait_for(client.stream_to("calc", "collect", [1, 2]), WAIT + 5)
+    assert answer == [1, 2]

@@ -115,6 +115,21 @@ async def test_a_parked_reader_gets_the_failure() -> None:
     assert isinstance(fiber.error, JsonRpcError) and fiber.error.data == "stopped"
 
 
+async def test_the_reader_gets_the_first_failure_not_the_ones_that_follow() -> None:
+    """A stream failed on a chunk that did not fit, then its next chunk and its end
+    came (a gap, since that chunk was never put): the reader gets the first reason,
+    after the items before it."""
+    stream = InboundStream(asyncio.get_running_loop())
+    await stream.put(0, 10)
+    stream.fail(JsonRpcError(ErrorCode.INVALID_PARAMS, "Invalid params", "numbers[1]"))
+    await stream.put(2, 12)
+    stream.close(3)
+    fiber, items, ended = await _read_in_fiber(stream)
+    await asyncio.wait_for(ended.wait(), 10)
+    assert items == [10]
+    assert isinstance(fiber.error, JsonRpcError) and fiber.error.data == "numbers[1]"
+
+
 async def test_a_parked_reader_times_out_when_no_chunk_comes() -> None:
     stream = InboundStream(asyncio.get_running_loop(), idle_timeout=0.05)
     fiber, _, ended = await _read_in_fiber(stream)
