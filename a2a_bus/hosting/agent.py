@@ -17,6 +17,7 @@ from a2a_bus.core.routing import validate_name, validate_subject
 from a2a_bus.hosting.binding import Binder, Bound
 from a2a_bus.hosting.control import IDLE, RunControl
 from a2a_bus.hosting.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
+from a2a_bus.protocol.jsonrpc import RESERVED_METHOD_PREFIX
 from a2a_bus.schedule.spec import Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,14 +40,30 @@ def method(name: str | F | None = None, *, description: str | None = None) -> An
     caller sends.
     """
     if callable(name):
+        _check_handler(name, "@method")
         setattr(name, _METHOD_ATTR, _MethodMark(None, description))
         return name
+    if name is not None and name.startswith(RESERVED_METHOD_PREFIX):
+        # Calls to it would be refused (-32601) before they reached the agent.
+        detail = f"names beginning with {RESERVED_METHOD_PREFIX!r} are reserved"
+        raise ValueError(f"@method({name!r}): {detail}")
 
     def mark(func: F) -> F:
+        _check_handler(func, "@method")
         setattr(func, _METHOD_ATTR, _MethodMark(name, description))
         return func
 
     return mark
+
+
+def _check_handler(func: Callable[..., Any], decorator: str) -> None:
+    """TypeError for an ``async def`` handler: handlers run in the agent's actor
+    thread, which has no event loop to await them (each call would fail)."""
+    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        raise TypeError(
+            f"{decorator} {func.__qualname__} is async: handlers run in the agent's actor "
+            "thread; write a plain function or generator (self.client calls other agents)"
+        )
 
 
 def subscribe(subject: str, *, replay: bool = False) -> Callable[[F], F]:
@@ -57,6 +74,7 @@ def subscribe(subject: str, *, replay: bool = False) -> Callable[[F], F]:
     validate_subject(subject, wildcards=True)
 
     def mark(func: F) -> F:
+        _check_handler(func, "@subscribe")
         marks = list(getattr(func, _SUBSCRIBE_ATTR, ()))
         marks.append((subject, replay))
         setattr(func, _SUBSCRIBE_ATTR, marks)
@@ -191,10 +209,17 @@ class Agent:
         methods: dict[str, MethodSpec] = {}
         subscriptions: list[SubscriptionSpec] = []
         for klass in reversed(cls.__mro__):
+            own: dict[str, str] = {}  # a subclass may replace a method, one class not twice
             for attribute, func in vars(klass).items():
                 mark = getattr(func, _METHOD_ATTR, None)
                 if isinstance(mark, _MethodMark):
                     name = mark.name or attribute
+                    if name in own:
+                        raise TypeError(
+                            f"{klass.__qualname__}.{own[name]} and .{attribute} are both "
+                            f"JSON-RPC method {name!r}"
+                        )
+                    own[name] = attribute
                     methods[name] = MethodSpec.build(name, func, mark.description)
                 for subject, replay in getattr(func, _SUBSCRIBE_ATTR, ()):
                     subscriptions.append(SubscriptionSpec(subject, attribute, replay))

@@ -369,6 +369,42 @@ def test_agent_id_must_be_a_valid_name() -> None:
         type("Bad", (Agent,), {"agent_id": "no spaces"})
 
 
+def test_an_async_handler_is_refused_where_it_is_declared() -> None:
+    """Handlers run in the agent's actor thread: an ``async def`` one used to be
+    accepted and then fail every call (-32603, "coroutine is not JSON")."""
+
+    async def ask(self: Agent) -> str:
+        return "x"
+
+    async def stream(self: Agent) -> Any:
+        yield 1
+
+    for decorate in (method, method("ask"), subscribe("news.*")):
+        for handler in (ask, stream):
+            with pytest.raises(TypeError, match="is async: handlers run in the agent's actor"):
+                decorate(handler)
+
+
+def test_a_reserved_method_name_is_refused_where_it_is_declared() -> None:
+    """Calls to ``rpc.*`` are refused (-32601) before they reach any agent."""
+    with pytest.raises(ValueError, match=r"names beginning with 'rpc\.' are reserved"):
+        method("rpc.discover")
+
+
+def test_one_class_may_not_declare_a_method_name_twice_a_subclass_may_replace_it() -> None:
+    def first(self: Agent) -> int:
+        return 1
+
+    def second(self: Agent) -> int:
+        return 2
+
+    with pytest.raises(TypeError, match=r"Twice.first and .second are both JSON-RPC method 'n'"):
+        type("Twice", (Agent,), {"first": method("n")(first), "second": method("n")(second)})
+    base = type("Base", (Agent,), {"first": method("n")(first)})
+    replaced = type("Replaced", (base,), {"second": method("n")(second)})
+    assert replaced.methods["n"].attribute == "second"
+
+
 def test_seq_receiver_orders_drops_repeats_and_reports_gaps() -> None:
     receiver = SeqReceiver()
     assert receiver.accept(0, "a") == ["a"]
