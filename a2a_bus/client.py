@@ -148,8 +148,6 @@ class AsyncClient:
         A streaming (generator) method's result is the list of all its items (at
         most 1 MiB of JSON, else -32005): use :meth:`stream` to read them as they come.
         """
-        if timeout is not None:
-            check_timeout(timeout)
         event = self._event(agent, method, params, request=True)
         sent = self._dispatcher.send(event, timeout=timeout, fresh=True)
         return _unwrap(await self._portal.on_loop(sent))
@@ -235,15 +233,14 @@ class AsyncClient:
 
     def _answer(self, item: CloudEvent | Failure, timeout: float | None) -> Awaitable[Reply]:
         if timeout is not None:
-            check_timeout(timeout)  # here, not as the service's internal error
+            # Checked here: the correlator's ValueError would be the service's -32603.
+            check_timeout(timeout)
         origin = ORIGIN.get()
         if origin is not None and not isinstance(item, Failure):
             continue_origin(origin, item.get_attributes())
         return self._portal.on_loop(self._service.answer(item, timeout=timeout))
 
     async def _send(self, event: CloudEvent, timeout: float | None = None) -> dict[str, Any] | None:
-        if timeout is not None:
-            check_timeout(timeout)
         return await self._portal.on_loop(self._dispatcher.send(event, timeout=timeout))
 
     async def call(
@@ -313,8 +310,6 @@ class AsyncClient:
     async def _stream_event(
         self, event: CloudEvent, timeout: float | None
     ) -> AsyncGenerator[Any, None]:
-        if timeout is not None:
-            check_timeout(timeout)
         portal, dispatcher = self._portal, self._dispatcher
         stream = await portal.on_loop(dispatcher.open_stream(event, timeout=timeout))
         items = stream.__aiter__()

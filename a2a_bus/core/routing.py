@@ -26,12 +26,9 @@ from typing import Any, NamedTuple
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, key_of, kind_of
-from a2a_bus.transport.base import TopicPattern
+from a2a_bus.transport.base import MAX_TOPIC_CHARS, TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-#: The longest topic name: Kafka's limit, held on every transport, so that a name
-#: that works in memory works on Kafka too.
-MAX_TOPIC_CHARS = 249
 _SEGMENT = r"[A-Za-z0-9_-]+"
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 

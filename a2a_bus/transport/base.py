@@ -143,6 +143,11 @@ class ReadBatch(NamedTuple):
     undecodable: int = 0
 
 
+#: The longest topic name any transport takes: Kafka's limit, held by all, so that
+#: a name that works in memory works on Kafka too.
+MAX_TOPIC_CHARS = 249
+
+
 @dataclass(frozen=True, slots=True)
 class TopicPattern:
     """A regular expression over topic names, for wildcard subscriptions."""

@@ -8,7 +8,6 @@ import pytest
 
 from a2a_bus import Bus, JsonRpcError
 from a2a_bus.core.routing import (
-    MAX_TOPIC_CHARS,
     RouteKind,
     RoutingError,
     Topics,
@@ -18,7 +17,7 @@ from a2a_bus.core.routing import (
     validate_subject,
 )
 from a2a_bus.protocol import Adaptor, new_event
-from a2a_bus.transport.base import TopicPattern
+from a2a_bus.transport.base import MAX_TOPIC_CHARS, TopicPattern
 
 adaptor = Adaptor()
 topics = Topics("a2a")

@@ -16,11 +16,11 @@ from typing import Protocol
 from aiokafka import TopicPartition
 
 from a2a_bus.protocol import Adaptor
-from a2a_bus.transport.base import DeadLetter
+from a2a_bus.transport.base import MAX_TOPIC_CHARS, DeadLetter
 from a2a_bus.transport.kafka.answers import AnswerRoutes
 from a2a_bus.transport.kafka.config import KafkaSettings
 
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_NAME = re.compile(rf"^[A-Za-z0-9._-]{{1,{MAX_TOPIC_CHARS}}}$")
 
 
 def check_topic_name(topic: str) -> None:
@@ -28,7 +28,7 @@ def check_topic_name(topic: str) -> None:
     if not _TOPIC_NAME.match(topic):
         raise ValueError(
             f"invalid Kafka topic name {topic[:60]!r} ({len(topic)} characters): "
-            "use 1 to 249 of [A-Za-z0-9._-]"
+            f"use 1 to {MAX_TOPIC_CHARS} of [A-Za-z0-9._-]"
         )
 
 
