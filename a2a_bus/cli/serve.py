@@ -41,6 +41,7 @@ from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.hosting.host import FAILED, AgentHost
+from a2a_bus.protocol import whole_number
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.logs import json_handler
 
@@ -52,12 +53,13 @@ def host_port(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); port 0 picks a free port."""
     host, _, port = value.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not host or not port.isdigit() or int(port) > 65535:
+    number = whole_number(port, 5)
+    if not host or number is None or number > 65535:
         raise typer.BadParameter(
             f"{value!r}: use HOST:PORT with a port from 1 to 65535 (0: any free port)",
             param_hint="--http",
         )
-    return host, int(port)
+    return host, number
 
 
 def bind(host: str, port: int) -> socket.socket:

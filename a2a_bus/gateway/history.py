@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from a2a_bus.gateway.context import context, require_access, topic_refusal
 from a2a_bus.gateway.responses import JSONResponse, problem
-from a2a_bus.protocol import to_structured
+from a2a_bus.protocol import to_structured, whole_number
 
 DEFAULT_LIMIT = 100
 _FLAGS = {"true": True, "1": True, "false": False, "0": False}
@@ -29,14 +29,15 @@ async def history(request: Request) -> Response:
         return refused
     query = request.query_params
     raw_limit = query.get("limit", str(DEFAULT_LIMIT))
-    if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4):
+    limit = whole_number(raw_limit, 4)
+    if limit is None:
         return problem(400, f"limit must be an integer from 1 to 1000, not {raw_limit[:20]!r}")
     newest = _FLAGS.get(query.get("newest", "false").lower())
     if newest is None:
         return problem(400, "newest must be true or false")
     try:
         page = await ctx.client.read(
-            subject, limit=int(raw_limit), cursor=query.get("cursor") or None, newest=newest
+            subject, limit=limit, cursor=query.get("cursor") or None, newest=newest
         )
     except ValueError as exc:  # subject, limit, cursor (RoutingError is one)
         return problem(400, str(exc))

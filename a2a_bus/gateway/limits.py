@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from a2a_bus.protocol import whole_number
+
 
 class BodyTooLarge(Exception):
     """The body is longer than the limit; nothing beyond the limit was buffered."""
@@ -16,7 +18,8 @@ class BodyTooLarge(Exception):
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, or :class:`BodyTooLarge` as soon as it passes ``limit``."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    size = whole_number(declared)
+    if size is not None and size > limit:
         raise BodyTooLarge(limit)
     chunks: list[bytes] = []
     size = 0

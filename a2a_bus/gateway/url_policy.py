@@ -112,6 +112,8 @@ def target(url: str) -> Target:
     host = (parts.hostname or "").rstrip(".")
     if not host:
         raise RefusedURL(f"the URL {url!r} has no host")
+    if not _is_address(host) and not _is_host_name(host):
+        raise RefusedURL(f"the URL's host {host!r} is not a valid host name")
     if parts.username is not None or parts.password is not None:
         # Credentials belong in the config's authentication, not in a logged URL.
         raise RefusedURL(f"the URL of host {host!r} carries a user name or password")
@@ -121,13 +123,16 @@ def target(url: str) -> Target:
 def refusal(address: str, allow: AllowList) -> str | None:
     """Why the gateway must not call ``address`` (None: it may).
 
-    An IPv4-mapped IPv6 address is judged as the IPv4 address inside it.
+    An IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4) is judged as
+    the IPv4 address inside it.
     """
     try:
         ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return f"{address!r} is not an IP address"
-    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    mapped = None
+    if isinstance(ip, ipaddress.IPv6Address):
+        mapped = ip.ipv4_mapped or ip.sixtofour
     if mapped is not None:
         ip = mapped
     if allow.allows_address(ip):
@@ -180,6 +185,8 @@ async def check_url(url: str, allow: AllowList, resolver: Resolver = resolve) ->
             addresses = await resolver(found.host, found.port)
         except OSError as exc:
             raise Unresolvable(f"the host {found.host!r} cannot be resolved: {exc}") from None
+        except UnicodeError as exc:  # a name the resolver cannot encode (IDNA): never valid
+            raise RefusedURL(f"the host {found.host!r} is not a valid host name: {exc}") from None
         if not addresses:
             raise Unresolvable(f"the host {found.host!r} resolves to no address")
     for address in addresses:

@@ -44,7 +44,7 @@ from a2a_bus.protocol.http_codec import from_http, to_http, to_http_batch
 from a2a_bus.protocol.jsonrpc import Kind, classify, classify_call, jsonrpc_of
 from a2a_bus.protocol.kafka_codec import KafkaRecord, from_kafka, key_of, record_key, to_kafka
 from a2a_bus.protocol.kinds import event_kind, kind_of
-from a2a_bus.protocol.parsing import parse_json
+from a2a_bus.protocol.parsing import parse_json, whole_number
 from a2a_bus.protocol.tracecontext import (
     TraceParent,
     adopt_trace,
@@ -108,4 +108,5 @@ __all__ = [
     "to_structured",
     "valid_tracestate",
     "validated_event",
+    "whole_number",
 ]

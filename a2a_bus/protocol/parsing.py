@@ -51,6 +51,19 @@ def parse_json(body: bytes) -> Any:
     return value
 
 
+def whole_number(text: str | None, max_digits: int = 18) -> int | None:
+    """The non-negative integer ``text`` writes in ASCII digits (spaces around it
+    ignored), or None: for a header, a query parameter or a cursor's part, where
+    ``int()`` would take what ``str.isdigit`` lets through ('²', other scripts'
+    digits, underscores) only to raise, or spend long on thousands of digits."""
+    if text is None:
+        return None
+    digits = text.strip()
+    if not (0 < len(digits) <= max_digits and digits.isascii() and digits.isdigit()):
+        return None
+    return int(digits)
+
+
 def out_of_range_integer(body: bytes) -> str | None:
     """The first integer literal of the JSON text ``body`` outside
     ``INT_MIN .. INT_MAX``, or None. ``body`` must be valid JSON."""

@@ -13,6 +13,8 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
+from a2a_bus.protocol import whole_number
+
 log = logging.getLogger(__name__)
 
 TRANSPORTS = ("memory", "kafka")
@@ -50,9 +52,10 @@ def count(env: Mapping[str, str], name: str) -> int | None:
     raw = env.get(name, "").strip()
     if not raw:
         return None
-    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+    number = whole_number(raw)
+    if number is None or number < 1:
         raise EnvError(f"{name}={raw!r}: expected a whole number, at least 1")
-    return int(raw)
+    return number
 
 
 def choice(env: Mapping[str, str], name: str, choices: Sequence[str], default: str) -> str:

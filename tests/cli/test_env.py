@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import typer
 
 from a2a_bus import settings as env
 from a2a_bus.cli.serve import host_port
@@ -100,6 +101,12 @@ def test_misspelt_kafka_names_are_warned_once(caplog: pytest.LogCaptureFixture) 
 )
 def test_host_port(value: str, expected: tuple[str, int]) -> None:
     assert host_port(value) == expected
+
+
+@pytest.mark.parametrize("value", ["h:\u00b2", "h:99999", "h:" + "9" * 5000, "h:", ":80", "h:-1"])
+def test_host_port_refuses_what_is_no_port(value: str) -> None:
+    with pytest.raises(typer.BadParameter, match="use HOST:PORT"):
+        host_port(value)
 
 
 def test_tokens_file_mistakes_name_the_file(tmp_path: Path) -> None:

@@ -110,3 +110,7 @@ def test_a2a_max_call_depth_sets_the_limit() -> None:
     assert bus.context.max_call_depth == 2
     with pytest.raises(EnvError, match="A2A_MAX_CALL_DEPTH='0'"):
         BusClass.from_env({"A2A_MAX_CALL_DEPTH": "0"})
+    # '²' passes str.isdigit and 5,000 digits are more than int() reads: named, not a crash
+    for value in ("\u00b2", "9" * 5000):
+        with pytest.raises(EnvError, match=r"A2A_MAX_CALL_DEPTH=.*expected a whole number"):
+            BusClass.from_env({"A2A_MAX_CALL_DEPTH": value})

@@ -41,6 +41,9 @@ def resolver(table: dict[str, list[str]]) -> Resolver:
         ("http://user:secret@example.com/", "carries a user name or password"),
         ("http://example.com:99999/", "cannot be parsed"),
         ("", "the URL is empty"),
+        ("http://a..b/hook", "'a..b' is not a valid host name"),
+        ("http://.a/hook", "is not a valid host name"),
+        (f"http://{'x' * 64}.example/hook", "is not a valid host name"),
     ],
 )
 def test_only_http_urls_with_a_host_are_called(url: str, reason: str) -> None:
@@ -71,6 +74,8 @@ def test_the_target_of_a_url() -> None:
         ("240.0.0.1", "reserved"),
         ("100.64.0.1", "non-public"),
         ("::ffff:127.0.0.1", "loopback"),  # judged as the IPv4 address inside
+        ("2002:7f00:1::", "loopback"),  # 6to4 of 127.0.0.1: judged so too
+        ("2002:a00:1::1", "private"),  # 6to4 of 10.0.0.1
     ],
 )
 def test_non_public_addresses_are_refused(address: str, kind: str) -> None:
@@ -143,3 +148,16 @@ def test_push_delays_must_be_positive(name: str) -> None:
     with pytest.raises(ValueError, match=rf"{name} must be a positive number of seconds"):
         GatewaySettings(**zero)
     assert getattr(GatewaySettings.from_env({f"A2A_GATEWAY_{name.upper()}": "2.5"}), name) == 2.5
+
+
+async def test_a_host_the_resolver_cannot_encode_is_refused_not_retried() -> None:
+    """A name the IDNA codec refuses is never valid: refused (not Unresolvable, which
+    is tried again), and not an error of the gateway."""
+
+    async def encoding(host: str, port: int) -> list[str]:
+        return [str(info) for info in host.encode("idna")]  # raises for this host
+
+    with pytest.raises(RefusedURL, match="is not a valid host name") as refused:
+        # 60 letters pass as a label; their IDNA (punycode) form does not fit 63
+        await check_url("http://" + "ü" * 60 + ".example/", NONE, encoding)
+    assert not isinstance(refused.value, Unresolvable)

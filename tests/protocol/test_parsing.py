@@ -20,7 +20,7 @@ from a2a_bus.protocol import (
     from_kafka,
     parse_json,
 )
-from a2a_bus.protocol.parsing import INT_MAX, INT_MIN, out_of_range_integer
+from a2a_bus.protocol.parsing import INT_MAX, INT_MIN, out_of_range_integer, whole_number
 
 HUGE = 2**64
 
@@ -153,3 +153,25 @@ def test_every_decoder_of_bytes_refuses_it() -> None:
         from_http({"content-type": "application/cloudevents+json"}, EVENT)
     with pytest.raises(ProtocolError, match="outside the 64-bit range"):
         from_http({"content-type": "application/cloudevents-batch+json"}, b"[%s]" % EVENT)
+
+
+@pytest.mark.parametrize(
+    ("text", "number"), [("0", 0), ("42", 42), (" 7 ", 7), ("9" * 18, 10**18 - 1)]
+)
+def test_a_whole_number_in_ascii_digits_is_read(text: str, number: int) -> None:
+    assert whole_number(text) == number
+
+
+@pytest.mark.parametrize(
+    "text",
+    [None, "", " ", "-1", "+1", "1.0", "1_000", "\u00b2", "\u0663", "1e3", "9" * 19, "9" * 5000],
+)
+def test_what_int_would_take_or_choke_on_is_no_whole_number(text: str | None) -> None:
+    """'²' and Arabic-Indic digits pass ``str.isdigit``; int() refuses the first and
+    reads the second; thousands of digits it refuses (or reads slowly)."""
+    assert whole_number(text) is None
+
+
+def test_a_whole_number_may_be_given_fewer_digits() -> None:
+    assert whole_number("1000", max_digits=4) == 1000
+    assert whole_number("10000", max_digits=4) is None

@@ -1,7 +1,7 @@
 """Which bus method an A2A message calls, with which params, and how answers read.
 
 * A data part ``{"method": ..., "params": ...}`` (or a text part that is JSON of
-  that shape) calls that method of the agent.
+  that shape) calls that method of the agent; such a message has no other part.
 * Other text (or a data part without ``method``) goes to the agent's
   conversational method: ``message``, ``chat`` or ``echo``, the first it has; a
   stream request prefers its ``<name>/stream`` variant. The text fills the
@@ -106,6 +106,13 @@ def plan(card: dict[str, Any], message: Message, context_id: str, *, stream: boo
     if len(calls) > 1:
         raise invalid_params("a message may call one method; it calls several", agent=agent)
     if calls:
+        if len(message.parts) > 1:  # the others would go nowhere
+            others = len(message.parts) - 1
+            raise invalid_params(
+                f"a message that calls a method carries only that call; this one has "
+                f"{others} other part{'s' if others > 1 else ''}",
+                agent=agent,
+            )
         return _explicit_call(card, *calls[0])
     if texts:
         value: Any = "\n".join(texts)

@@ -67,7 +67,14 @@ from a2a_bus.gateway.rpc import CLIENT_GONE, parse
 from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
 from a2a_bus.gateway.sse import SSEResponse, frame
 from a2a_bus.gateway.tracing import serving_http
-from a2a_bus.protocol import Failure, Kind, error_response, event_kind, result_response
+from a2a_bus.protocol import (
+    Failure,
+    Kind,
+    error_response,
+    event_kind,
+    result_response,
+    whole_number,
+)
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +345,8 @@ class A2ABinding:
         with ``Last-Event-ID``, the updates after that one (the task again when they
         are no longer kept)."""
         task = fold.task
+        if resume is not None and resume > fold.version:
+            resume = None  # no update of this task had it: the client gets the task as it is
         if task.state.terminal and (resume is None or resume >= fold.version):
             raise A2AError(
                 A2ACode.UNSUPPORTED_OPERATION,
@@ -392,6 +401,4 @@ def _render(task: Any, versioned: Versioned, version: Version) -> Any:
 
 def _last_event_id(header: str | None) -> int | None:
     """The version a resuming SSE client saw last (``Last-Event-ID``), if readable."""
-    if header is None or not header.strip().isdigit():
-        return None
-    return int(header.strip())
+    return whole_number(header)

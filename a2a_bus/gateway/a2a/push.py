@@ -26,6 +26,7 @@ from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params
 from a2a_bus.gateway.a2a.model import Task
 from a2a_bus.gateway.a2a.wire import Version, status_update, task_json
 from a2a_bus.gateway.url_policy import AllowList, RefusedURL, Resolver, check_url, resolve
+from a2a_bus.protocol import whole_number
 
 #: Longest URL, token or credentials accepted (they are kept and sent with every push).
 MAX_FIELD = 2048
@@ -204,9 +205,11 @@ def _config(body: dict[str, Any], where: str, version: Version) -> PushConfig:
     auth = None
     if auth_raw is not None:
         auth_body = _object(auth_raw, f"{where}.authentication")
-        credentials = _string(auth_body.get("credentials"), f"{where}.authentication.credentials")
+        credentials = _header_text(
+            auth_body.get("credentials"), f"{where}.authentication.credentials"
+        )
         if version is Version.V1:
-            scheme = _string(auth_body.get("scheme"), f"{where}.authentication.scheme")
+            scheme = _header_text(auth_body.get("scheme"), f"{where}.authentication.scheme")
             schemes: tuple[str, ...] = (scheme,) if scheme else ()
         else:
             raw_schemes = auth_body.get("schemes", [])
@@ -214,13 +217,16 @@ def _config(body: dict[str, Any], where: str, version: Version) -> PushConfig:
                 isinstance(s, str) and s for s in raw_schemes
             ):
                 raise invalid_params(f"{where}.authentication.schemes must be a list of strings")
-            schemes = tuple(raw_schemes)
+            schemes = tuple(
+                _header_text(s, f"{where}.authentication.schemes[{i}]") or ""
+                for i, s in enumerate(raw_schemes)
+            )
         auth = PushAuth(schemes, credentials)
     return PushConfig(
         task_id="",
         config_id=_string(body.get("id"), f"{where}.id") or "",
         url=url,
-        token=_string(body.get("token"), f"{where}.token"),
+        token=_header_text(body.get("token"), f"{where}.token"),
         auth=auth,
         version=version,
     )
@@ -247,6 +253,18 @@ def _string(value: Any, what: str) -> str | None:
     if len(value) > MAX_FIELD:
         raise invalid_params(f"{what} is longer than {MAX_FIELD} characters")
     return value
+
+
+def _header_text(value: Any, what: str) -> str | None:
+    """A string sent in a webhook's HTTP headers: printable ASCII, so that every
+    delivery can carry it (checked when the config is set, not at each POST)."""
+    text = _string(value, what)
+    if text is not None and not (text.isascii() and text.isprintable()):
+        raise invalid_params(
+            f"{what} must be printable ASCII (it is sent in an HTTP header): "
+            "no control characters, line breaks or non-ASCII letters"
+        )
+    return text
 
 
 async def check_push_url(
@@ -296,9 +314,10 @@ def list_json(configs: list[PushConfig], query: PushQuery, version: Version) -> 
         return [config_json(c, version) for c in configs]
     start = 0
     if query.page_token is not None:
-        if not query.page_token.isdigit():
+        token = whole_number(query.page_token)
+        if token is None:
             raise invalid_params("params.pageToken is not a token this agent gave")
-        start = int(query.page_token)
+        start = token
     end = len(configs) if query.page_size is None else start + query.page_size
     out: dict[str, Any] = {"configs": [config_json(c, version) for c in configs[start:end]]}
     if end < len(configs):

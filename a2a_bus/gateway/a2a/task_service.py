@@ -142,7 +142,7 @@ class TaskService:
         ``push``: a webhook the send registers for the new task. Also the version
         the send's own updates start after (None: the task as it is now)."""
         if message.task_id is not None:
-            return await self._continue(message, access, endpoint, stream=stream)
+            return await self._continue(message, access, endpoint, stream=stream, push=push)
         owner = access.identity
         target = endpoint if endpoint is not None else self._owner(message, access)
         task_id = str(uuid.uuid5(_TASK_IDS, f"{endpoint}\n{owner}\n{message.message_id}"))
@@ -179,11 +179,18 @@ class TaskService:
         return fold, 0
 
     async def _continue(
-        self, message: Message, access: Access, endpoint: str | None, *, stream: bool
+        self,
+        message: Message,
+        access: Access,
+        endpoint: str | None,
+        *,
+        stream: bool,
+        push: PushConfig | None,
     ) -> tuple[TaskFold, int | None]:
         """The caller's next message to a task that has not ended: the next call
         to its agent. A task still working has its running handler told to stop
-        (as by a cancel): the new message supersedes the turn before."""
+        (as by a cancel): the new message supersedes the turn before. ``push``: a
+        webhook the message registers for the task (as ``set`` would)."""
         task_id = message.task_id
         assert task_id is not None
         fold = await self.find(task_id, endpoint, access.identity)
@@ -207,6 +214,8 @@ class TaskService:
         card = self._card(access, fold.agent)
         request_id = _request_id(task_id)
         call, event = self._planned(card, message, access, task_id, request_id, stream=stream)
+        if push is not None:  # as a set would (refused before the turn is written)
+            await self.set_push(fold, push.for_task(task_id))
         version = fold.version
         if fold.active and fold.control is not None:
             self.gateway.dispatcher.cancel(fold.request_id, fold.control)

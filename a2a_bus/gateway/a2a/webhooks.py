@@ -42,6 +42,7 @@ from a2a_bus.gateway.url_policy import (
     check_url,
     resolve,
 )
+from a2a_bus.protocol import whole_number
 
 log = logging.getLogger(__name__)
 
@@ -262,6 +263,9 @@ class WebhookSender:
                 break
             except httpx.TransportError as exc:
                 log.info("%s: attempt %d: %s", where, attempt, type(exc).__name__)
+            except Exception:  # this gateway's fault, not the receiver's: counted, not retried
+                log.exception("%s failed", where)
+                break
             else:
                 if 200 <= status < 300:
                     outcome = Outcome.DELIVERED
@@ -297,6 +301,5 @@ def _pinned(url: str, checked: Target, headers: dict[str, str]) -> tuple[httpx.U
 
 def _retry_after(value: str | None) -> float | None:
     """Seconds a ``Retry-After`` header asks for (only its delta-seconds form)."""
-    if value is None or not value.strip().isdigit():
-        return None
-    return float(value.strip())
+    seconds = whole_number(value)
+    return None if seconds is None else float(seconds)

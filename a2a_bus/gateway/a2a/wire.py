@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+from a2a_bus.core.payload import PayloadError, check_payload
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params
 from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task, TaskState
 
@@ -208,9 +209,23 @@ def _optional_str(value: Any, what: str) -> str | None:
 def _history_length(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value < 0
+        or value != int(value)  # (NaN and infinities are not JSON)
+    ):
         raise invalid_params("historyLength must be a non-negative integer")
     return int(value)
+
+
+def _flag(config: dict[str, Any], name: str, default: bool) -> bool:
+    value = config.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid_params(f"params.configuration.{name} must be true or false")
+    return value
 
 
 def _integral(value: Any) -> Any:
@@ -225,16 +240,33 @@ def _integral(value: Any) -> Any:
     return value
 
 
+#: The part kinds 0.3 names.
+_PART_KINDS = ("text", "data", "file")
+
+
 def _part(raw: Any, index: int) -> Part:
     where = f"message.parts[{index}]"
     part = _object(raw, where)
+    kind = part.get("kind")  # (0.3 tags parts; 1.0 parts have no kind)
+    if kind is not None and kind not in _PART_KINDS:
+        raise invalid_params(f"{where}.kind {kind!r} is not a part kind: text, data or file")
     if isinstance(part.get("text"), str):
         return Part.text(part["text"])
     if "data" in part:
         data = part["data"]
+        # Checked before it is walked: orjson writes at most ~254 levels of nesting.
+        try:
+            check_payload(data, f"{where}.data")
+        except PayloadError as exc:
+            raise invalid_params(exc.detail) from None
         metadata = part.get("metadata")
-        if isinstance(metadata, dict) and metadata.get("data_part_compat") and type(data) is dict:
-            data = data.get("value")  # 0.3's wrapping of a non-object value
+        if (
+            isinstance(metadata, dict)
+            and metadata.get("data_part_compat")
+            and type(data) is dict
+            and data.keys() == {"value"}
+        ):
+            data = data["value"]  # 0.3's wrapping of a non-object value
         return Part.data(_integral(data))
     if {"url", "raw", "file"} & part.keys() or part.get("kind") == "file":
         raise A2AError(
@@ -269,9 +301,9 @@ def parse_send(params: Any, version: Version) -> SendRequest:
     config = body.get("configuration")
     config = _object(config, "params.configuration") if config is not None else {}
     if version is Version.V1:
-        blocking = not config.get("returnImmediately", False)
+        blocking = not _flag(config, "returnImmediately", False)
     else:
-        blocking = config.get("blocking", True) is not False
+        blocking = _flag(config, "blocking", True)
     return SendRequest(message, blocking, _history_length(config.get("historyLength")))
 
 

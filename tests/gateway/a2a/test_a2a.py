@@ -106,6 +106,17 @@ def send_request(parts: list[dict[str, Any]], method: str = "SendMessage") -> di
     return {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"message": message}}
 
 
+def configured(request: dict[str, Any], **configuration: Any) -> dict[str, Any]:
+    request["params"]["configuration"] = configuration
+    return request
+
+
+def with_nested_data(depth: int) -> bytes:
+    """A send whose data part nests ``depth`` arrays (more than orjson writes)."""
+    body = orjson.dumps(send_request([{"data": "@"}]))
+    return body.replace(b'"@"', b"[" * depth + b"]" * depth)
+
+
 def with_role(request: dict[str, Any], role: str) -> dict[str, Any]:
     request["params"]["message"]["role"] = role
     return request
@@ -430,6 +441,31 @@ async def test_unknown_agent(http: httpx.AsyncClient) -> None:
         (send_request([{"text": "hi"}], "tasks/pushNotificationConfig/set"), -32602, "taskId"),
         (send_request([{"data": {"method": "nope"}}]), -32602, "echo, count"),
         (send_request([{"data": {"method": "echo", "params": {"_topic": "x"}}}]), -32602, "_topic"),
+        # Deeper than JSON is carried: refused before a task exists (not a 500 later).
+        (with_nested_data(300), -32602, "parts[0].data is not JSON"),
+        (with_nested_data(600), -32602, "parts[0].data is not JSON"),
+        (
+            send_request([{"data": {"method": "echo", "params": ["x"]}}, {"text": "and this"}]),
+            -32602,
+            "carries only that call; this one has 1 other part",
+        ),
+        (send_request([{"kind": "video", "url": "x"}]), -32602, "'video' is not a part kind"),
+        (send_request([{"kind": "video", "text": "x"}]), -32602, "'video' is not a part kind"),
+        (
+            configured(send_request([{"text": "hi"}]), returnImmediately="false"),
+            -32602,
+            "returnImmediately must be true or false",
+        ),
+        (
+            configured(send_request([{"text": "hi"}], "message/send"), blocking=0),
+            -32602,
+            "blocking must be true or false",
+        ),
+        (
+            configured(send_request([{"text": "hi"}]), historyLength=1.5),
+            -32602,
+            "historyLength must be a non-negative integer",
+        ),
     ],
 )
 async def test_malformed_requests_get_json_rpc_errors(
@@ -502,6 +538,25 @@ async def test_a_0_3_client_uses_the_0_3_method_names(http: httpx.AsyncClient) -
     result = (await post(http, "/a2a/echo", raw)).json()["result"]
     assert result["kind"] == "task" and result["status"]["state"] == "completed"
     assert result["artifacts"][0]["parts"] == [{"kind": "text", "text": "plain 0.3"}]
+
+
+@pytest.mark.parametrize(
+    ("data", "echoed"),
+    [
+        ({"value": [1, 2]}, {"value": [1, 2]}),  # the SDK's wrapping of a non-object
+        ({"x": 1}, {"x": 1}),  # flagged, but no wrapping: kept as sent
+        ({"value": 1, "x": 2}, {"x": 2, "value": 1}),
+    ],
+)
+async def test_a_0_3_data_part_flagged_as_wrapped_keeps_what_it_carries(
+    http: httpx.AsyncClient, data: dict[str, Any], echoed: dict[str, Any]
+) -> None:
+    part = {"kind": "data", "data": data, "metadata": {"data_part_compat": True}}
+    raw = send_request([part], "message/send")
+    raw["params"]["message"].update(kind="message", role="user")
+    result = (await post(http, "/a2a/echo", raw)).json()["result"]
+    assert result["status"]["state"] == "completed", result
+    assert result["artifacts"][0]["parts"][0]["data"] == echoed
 
 
 # -- access --------------------------------------------------------------------------

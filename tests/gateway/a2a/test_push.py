@@ -107,6 +107,28 @@ def test_a_config_without_id_takes_the_tasks() -> None:
             V03,
             "schemes",
         ),
+        # Sent in HTTP headers: what no header can carry is refused when set, not
+        # found out at each delivery.
+        ({"taskId": "t1", "url": "u", "token": "tökén"}, V1, "token must be printable ASCII"),
+        ({"taskId": "t1", "url": "u", "token": "a\r\nX-Evil: 1"}, V1, "token must be printable"),
+        (
+            {"taskId": "t1", "url": "u", "authentication": {"scheme": "B", "credentials": "x\ny"}},
+            V1,
+            "credentials must be printable ASCII",
+        ),
+        (
+            {"taskId": "t1", "url": "u", "authentication": {"scheme": "Bé", "credentials": "x"}},
+            V1,
+            "scheme must be printable ASCII",
+        ),
+        (
+            {
+                "taskId": "t1",
+                "pushNotificationConfig": {"url": "u", "authentication": {"schemes": ["B\t"]}},
+            },
+            V03,
+            r"schemes\[0\] must be printable ASCII",
+        ),
     ],
 )
 def test_a_bad_config_is_invalid_params(params: object, version: Version, message: str) -> None:
@@ -162,8 +184,9 @@ def test_lists_render_as_the_sdk_reads_them() -> None:
     legacy = list_json(configs, PushQuery("t1"), V03)
     parsed = [v03.TaskPushNotificationConfig.model_validate(c) for c in legacy]
     assert [c.push_notification_config.id for c in parsed] == [f"c{i}" for i in range(5)]
-    with pytest.raises(A2AError, match=r"pageToken"):
-        list_json(configs, PushQuery("t1", None, None, "abc"), V1)
+    for token in ("abc", "\u00b2", "9" * 5000):  # '²' passes str.isdigit, int() refuses it
+        with pytest.raises(A2AError, match=r"pageToken"):
+            list_json(configs, PushQuery("t1", None, None, token), V1)
 
 
 def test_the_payloads_are_what_each_version_posts() -> None:

@@ -240,6 +240,29 @@ async def test_subscribe_gets_the_task_then_the_rest_and_resumes_without_repeats
     assert ended["error"]["code"] == -32004
 
 
+async def test_a_resume_point_the_task_never_reached_gets_the_task_as_it_is(
+    http: httpx.AsyncClient,
+) -> None:
+    """A Last-Event-ID past the task's latest update is no point to resume from: the
+    client gets the task, then its updates to the end (not a silent, empty stream)."""
+    task = await start(http, call_message("work", beats=6, beat=0.05))
+    events = await sse(http, "SubscribeToTask", {"id": task["id"]}, **{"last-event-id": "1000"})
+    assert "task" in events[0][1]
+    assert events[-1][1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("value", ["\u00b2".encode("latin-1"), b"9" * 5000, b"soon"])
+async def test_a_last_event_id_that_is_no_number_is_ignored(
+    http: httpx.AsyncClient, value: bytes
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}
+    body["params"] = {"message": text_message("hello")}
+    headers = {b"last-event-id": value}  # ('²' passes str.isdigit; int() refuses it)
+    response = await within(http.post("/a2a/desk", content=orjson.dumps(body), headers=headers))
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
 async def test_progress_keeps_a_long_task_alive_and_cancel_reaches_a_plain_handler(
     http: httpx.AsyncClient, desk_bus: tuple[Bus, Desk]
 ) -> None:
@@ -301,6 +324,28 @@ async def test_status_changes_are_pushed_with_retries_and_one_delivery_id(
         http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": task["id"]}
     )
     assert gone["error"]["code"] == -32001
+
+
+async def test_a_follow_up_message_registers_its_webhook_or_is_refused(
+    http: httpx.AsyncClient,
+    receiver: Receiver,  # noqa: F811
+) -> None:
+    task = await within(settled(http, (await start(http, text_message("book")))["id"]))
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    follow = text_message("Oslo", taskId=task["id"], contextId=task["contextId"])
+    bad = {"url": "file:///etc/passwd"}
+    params = {"message": follow, "configuration": {"taskPushNotificationConfig": bad}}
+    refused = await rpc(http, "SendMessage", params)
+    assert refused["error"]["code"] == -32602
+    assert "push notification URL refused" in refused["error"]["message"]
+    still = (await rpc(http, "GetTask", {"id": task["id"]}))["result"]
+    assert still["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"  # the turn was not taken
+
+    params["configuration"] = {"taskPushNotificationConfig": {"url": receiver.url, "id": "w"}}
+    answered = (await rpc(http, "SendMessage", params))["result"]["task"]
+    assert answered["status"]["state"] == "TASK_STATE_COMPLETED"
+    listed = await rpc(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    assert [(c["id"], c["url"]) for c in listed["result"]["configs"]] == [("w", receiver.url)]
 
 
 async def test_a_webhook_on_a_loopback_address_is_refused_unless_allowed(

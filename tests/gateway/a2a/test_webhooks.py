@@ -182,6 +182,30 @@ async def test_429_is_retried(receiver: Receiver, sender: WebhookSender) -> None
     assert [body for _, body in receiver.posts] == [b'{"a":1}'] * 2
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "9" * 5000, "soon"])
+async def test_a_retry_after_that_is_no_number_of_seconds_is_ignored(
+    receiver: Receiver, sender: WebhookSender, value: str
+) -> None:
+    receiver.statuses = [503]
+    receiver.headers = {"retry-after": value}
+    outcome = await within(sender.deliver(PushConfig("t1", "c1", receiver.url), b"{}", "d1"))
+    assert outcome is Outcome.DELIVERED
+    assert len(receiver.posts) == 2
+
+
+async def test_a_fault_of_the_sender_ends_the_delivery_counted(
+    receiver: Receiver, sender: WebhookSender
+) -> None:
+    """A config no header can carry (set before headers were checked, or a bug) ends
+    as a failed delivery, logged and counted, not as a task nobody reads."""
+    failed = counted("failed")
+    config = PushConfig("t1", "c1", receiver.url, token="tökén")
+    outcome = await within(sender.deliver(config, b"{}", "d1"))
+    assert outcome is Outcome.FAILED
+    assert receiver.posts == []
+    assert counted("failed") == failed + 1
+
+
 async def test_a_connection_refused_is_retried() -> None:
     [port] = free_ports(1)  # nothing listens on it
     async with WebhookSender(LOOPBACK, FAST) as sender:
