@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -18,6 +19,7 @@ from rich.markup import escape
 from a2a_bus.cli.app import app
 from a2a_bus.cli.common import build_bus, fail, kafka_bootstrap, started
 from a2a_bus.cli.serve import (
+    SHUTDOWN_GRACE,
     bind,
     gateway_settings,
     host_port,
@@ -39,22 +41,39 @@ if TYPE_CHECKING:
 STDIO_GRACE = 1.0
 
 
+def _fill_closed_stdin() -> None:
+    """Put /dev/null on a closed stdin: else the next file opened lands on fd 0, taken
+    for stdin (uvloop aborts the process closing such a one)."""
+    try:
+        os.fstat(0)
+    except OSError:
+        os.open(os.devnull, os.O_RDONLY)  # the lowest free descriptor: 0
+
+
 def _status() -> Console:
     # stdout carries the MCP session over stdio: every word for people goes to stderr.
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-async def _stop_signals() -> asyncio.Event:
-    stop = asyncio.Event()
+async def _stop_signals() -> tuple[asyncio.Event, asyncio.Event]:
+    """Set on the first SIGINT/SIGTERM, and on a second one."""
+    stop, again = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        (again if stop.is_set() else stop).set()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    return stop
+        loop.add_signal_handler(signum, on_signal)
+    return stop, again
 
 
-async def _until(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+async def _until(
+    task: asyncio.Task[None], stop: asyncio.Event, timeout: float | None = None
+) -> None:
+    """Wait until ``task`` ends or ``stop`` is set (or ``timeout`` seconds passed)."""
     stopping = asyncio.create_task(stop.wait())
-    await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({task, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
 
 
@@ -90,10 +109,40 @@ async def _run(
     sock: socket.socket | None,
     authenticator: Authenticator,
     out: Console,
+) -> bool:
+    """Serve until the session ends; False when calls still running were left behind
+    (their threads would keep the process alive)."""
+    stop, again = await _stop_signals()
+    ended = asyncio.Event()
+    hosting = asyncio.create_task(
+        _host(classes, bus, replicas, sock, authenticator, out, stop, ended)
+    )
+    await _until(hosting, ended)
+    if not hosting.done():
+        # The bus drains in-flight calls, which may never end: a grace, as serve gives
+        # its connections, and a second signal ends the wait at once.
+        await _until(hosting, again, timeout=SHUTDOWN_GRACE)
+    if not hosting.done():
+        await stop_task(hosting)
+        out.print("a2a-bus: stopped without waiting for the calls still running")
+        return False
+    hosting.result()
+    return True
+
+
+async def _host(
+    classes: list[type[Agent]],
+    bus: Bus,
+    replicas: int,
+    sock: socket.socket | None,
+    authenticator: Authenticator,
+    out: Console,
+    stop: asyncio.Event,
+    ended: asyncio.Event,
 ) -> None:
+    """Host the agents and serve the session until it ends (``ended`` is set then)."""
     from a2a_bus.mcp import BusMcpServer
 
-    stop = await _stop_signals()
     async with started(bus):
         for agent_cls in classes:
             await spawn_agent(bus, agent_cls, replicas)
@@ -109,6 +158,7 @@ async def _run(
             else:
                 await _serve_http(server, sock, stop, out)
         finally:
+            ended.set()
             server.close()
             await stop_task(watcher)
     out.print("a2a-bus: stopped")
@@ -155,6 +205,7 @@ def mcp_command(
     ] = None,
 ) -> None:
     """Serve the methods of the bus's agents as MCP tools named <agent>__<method>."""
+    _fill_closed_stdin()
     out = _status()
     try:
         import mcp  # noqa: F401
@@ -174,5 +225,8 @@ def mcp_command(
         out.print(f"warning: {escape(warning)}")
     sock = bind(*host_port(http)) if http is not None else None
     with sock if sock is not None else contextlib.nullcontext():
-        loops.run(_run(classes, bus, replicas, sock, authenticator, out))
+        drained = loops.run(_run(classes, bus, replicas, sock, authenticator, out))
     sys.stdout.flush()
+    if not drained:
+        sys.stderr.flush()
+        os._exit(0)  # not waiting for the threads of calls that did not end

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
 import threading
 from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
+from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.llm.mcp_servers import SEPARATOR, McpServer, check_unique
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, ToolContext
 from a2a_bus.runtime.portal import Portal
@@ -33,8 +35,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: Lines of a server's stderr kept to explain how it failed.
 STDERR_TAIL = 8
+#: Seconds the last lines of a server that ended may take to come out of the pipe.
+STDERR_WAIT = 0.5
 #: Pages of ``tools/list`` read at most (a server whose cursor never ends).
 MAX_PAGES = 100
+#: Bytes of a tool's result (as text) the model gets at most: what one bus message carries.
+MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES
 
 
 class McpServerError(RuntimeError):
@@ -91,8 +97,11 @@ class _Stderr:
         with contextlib.suppress(OSError):
             self.file.close()
 
-    def last_words(self) -> str:
-        self._thread.join(timeout=0.5)  # lines still in the pipe of a child that just died
+    async def last_words(self, *, ended: bool) -> str:
+        """The last lines; once the child has ended (``ended``), those still in the pipe
+        too, waited for off the loop: a live child's pipe never ends."""
+        if ended:
+            await asyncio.to_thread(self._thread.join, STDERR_WAIT)
         return f"; its stderr ended with: {' | '.join(self.tail)}" if self.tail else ""
 
 
@@ -114,8 +123,10 @@ class McpConnection:
     def running(self) -> bool:
         return self._client is not None
 
-    def _error(self, problem: str) -> McpServerError:
-        words = self._stderr.last_words() if self._stderr is not None else ""
+    async def _error(self, problem: str) -> McpServerError:
+        words = ""
+        if self._stderr is not None:
+            words = await self._stderr.last_words(ended=not self.running)
         return McpServerError(f"MCP server {self.server.name!r} {problem}{words}")
 
     async def start(self) -> None:
@@ -129,14 +140,17 @@ class McpConnection:
             async with asyncio.timeout(self.server.start_timeout):
                 await asyncio.shield(ready)
         except TimeoutError:
+            ready.cancel()  # given up: the start's own failure now has no one to hear it
             await self.close()
-            raise self._error(
+            raise await self._error(
                 f"failed to start: no answer within {self.server.start_timeout:g}s "
                 f"({self.server.where})"
             ) from None
         except Exception as exc:
             await self.close()
-            raise self._error(f"failed to start ({self.server.where}): {_reason(exc)}") from None
+            raise await self._error(
+                f"failed to start ({self.server.where}): {_reason(exc)}"
+            ) from None
 
     async def _serve(self, ready: asyncio.Future[None]) -> None:
         # The SDK's task groups are entered and left in this one task.
@@ -193,31 +207,47 @@ class McpConnection:
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call ``tool`` (on the portal's loop); a dead server is an error naming it."""
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
+        from pydantic import ValidationError
 
         client = self._client
         if client is None:
-            raise self._error(f"is not running: {self.stopped or 'it was never started'}")
+            raise await self._error(f"is not running: {self.stopped or 'it was never started'}")
+        deadline = asyncio.timeout(self.server.timeout)
         try:
-            result: mcp_types.CallToolResult = await client.call_tool(
-                tool, arguments, read_timeout_seconds=self.server.timeout
-            )
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                self.stopped = "its connection closed (the server exited or went away)"
-                self._client = None
-                raise self._error(f"stopped: {self.stopped}") from None
-            raise self._error(f"refused the call of {tool!r}: {exc}") from None
+            async with deadline:
+                result: mcp_types.CallToolResult = await client.call_tool(tool, arguments)
         except TimeoutError:
-            raise self._error(
+            if not deadline.expired():  # the transport's own (HTTP): the session is in doubt
+                raise await self._lost(tool, "no answer in time") from None
+            raise await self._error(
                 f"did not answer the call of {tool!r} within {self.server.timeout:g}s"
             ) from None
+        except MCPError as exc:
+            # The SDK reports a closed connection with the code a server may send too.
+            if not await _answers(client, self.server.timeout):
+                self.stopped = "its connection closed (the server exited or went away)"
+                self._client = None
+                raise await self._error(f"stopped: {self.stopped}") from None
+            detail = f" {_json(exc.data)}" if exc.data is not None else ""
+            raise await self._error(
+                f"refused the call of {tool!r}: {exc.code} {exc.message}{detail}"
+            ) from None
+        except ValidationError as exc:  # an answer, but no tool result: the session is fine
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the result"
+            raise await self._error(
+                f"answered the call of {tool!r} with no valid tool result "
+                f"({exc.error_count()} problems; {where}: {first['msg']})"
+            ) from None
         except Exception as exc:  # the transport failed (HTTP), or the answer was no answer
-            # Started again before the next run (the session may be gone with the server).
-            self.stopped = f"the call of {tool!r} failed: {_reason(exc)}"
-            self._client = None
-            raise self._error(f"failed the call of {tool!r}: {_reason(exc)}") from None
+            raise await self._lost(tool, _reason(exc)) from None
         return result
+
+    async def _lost(self, tool: str, reason: str) -> McpServerError:
+        # Started again before the next run (the session may be gone with the server).
+        self.stopped = f"the call of {tool!r} failed: {reason}"
+        self._client = None
+        return await self._error(f"failed the call of {tool!r}: {reason}")
 
     async def close(self) -> None:
         """Stop the server (a child process gets its stdin closed, then a signal)."""
@@ -230,6 +260,26 @@ class McpConnection:
             task.cancel()  # still starting: the handshake is not waited for
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await task
+
+
+async def _answers(client: Any, timeout: float) -> bool:
+    """Whether the session still carries requests: a closed one fails a new one at
+    once, with the error a closed connection gives; a live server answers it."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    try:
+        async with asyncio.timeout(timeout):
+            await client.list_tools(cache_mode="refresh")
+    except MCPError as exc:
+        return exc.code != CONNECTION_CLOSED
+    except Exception:
+        return False
+    return True
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 async def _list_tools(client: Any) -> list[mcp_types.Tool]:
@@ -249,10 +299,27 @@ def result_value(result: mcp_types.CallToolResult) -> Any:
     some, else its content as text; an error result raises :class:`McpToolError`."""
     text = "\n".join(_block_text(block) for block in result.content)
     if result.is_error:
-        raise McpToolError(text or "the tool failed without saying why")
+        raise McpToolError(_capped(text) or "the tool failed without saying why")
     if result.structured_content is not None:
-        return result.structured_content
-    return text
+        structured = _json(result.structured_content)
+        if len(structured.encode()) <= MAX_RESULT_BYTES:
+            return result.structured_content
+        return _capped(structured)
+    return _capped(text)
+
+
+def _capped(text: str) -> str:
+    """``text`` cut to :data:`MAX_RESULT_BYTES`, saying so."""
+    if len(text) <= MAX_RESULT_BYTES // 4:  # UTF-8 spends at most 4 bytes on a character
+        return text
+    raw = text.encode()
+    if len(raw) <= MAX_RESULT_BYTES:
+        return text
+    kept = raw[:MAX_RESULT_BYTES].decode("utf-8", errors="ignore")
+    return (
+        f"{kept}\n[cut: the tool's result was {len(raw)} bytes; "
+        f"the first {MAX_RESULT_BYTES} are above]"
+    )
 
 
 def _block_text(block: Any) -> str:
@@ -328,6 +395,7 @@ class McpTools:
         listed = {tool.name for tool in connection.tools}
         for missing in sorted(set(wanted or ()) - listed):
             log.warning("MCP server %s has no tool %r", connection.server.name, missing)
+        taken: set[str] = set()
         for tool in connection.tools:
             if wanted is not None and tool.name not in wanted:
                 continue
@@ -335,10 +403,16 @@ class McpTools:
             if not TOOL_NAME.match(name):
                 log.warning("MCP tool %r left out: the name is not a valid tool name", name)
                 continue
+            if name in taken:  # the first of two that share a name, as the bus's catalog
+                log.warning("MCP tool %r left out: its server lists that name twice", name)
+                continue
             try:
-                yield McpTool(connection, tool, self._portal)
+                agent_tool = McpTool(connection, tool, self._portal)
             except Exception as exc:  # a schema that is no JSON Schema
                 log.warning("MCP tool %r left out: %s", name, exc)
+                continue
+            taken.add(name)
+            yield agent_tool
 
     def revive(self) -> None:
         """Start again the servers that stopped (died); raises :class:`McpServerError`

@@ -54,9 +54,15 @@ def _input_schema(params: Any) -> dict[str, Any]:
     return dict(_OBJECT)
 
 
-def catalog(entries: Iterable[Mapping[str, Any]]) -> dict[str, BusTool]:
-    """The tools of ``methods/list`` entries, by name (the first of two that share one)."""
+def catalog(
+    entries: Iterable[Mapping[str, Any]], *, problems: list[str] | None = None
+) -> dict[str, BusTool]:
+    """The tools of ``methods/list`` entries, by name (the first of two that share one).
+
+    Why a method is left out is logged as a warning, or, given ``problems``, added to
+    it instead (a caller listing again and again logs only what is new)."""
     tools: dict[str, BusTool] = {}
+    warn = problems.append if problems is not None else log.warning
     for entry in entries:
         agent, method = entry.get("agent"), entry.get("name")
         if not isinstance(agent, str) or not isinstance(method, str):
@@ -65,17 +71,13 @@ def catalog(entries: Iterable[Mapping[str, Any]]) -> dict[str, BusTool]:
             continue
         name = tool_name(agent, method)
         if not TOOL_NAME.match(name):
-            log.warning("%s.%s left out: tool name %r is too long", agent, method, name)
+            warn(f"{agent}.{method} left out: tool name {name!r} is too long")
             continue
         if name in tools:
             known = tools[name]
-            log.warning(
-                "method %s of agent %s left out: its tool name %r is taken by %s.%s",
-                method,
-                agent,
-                name,
-                known.agent,
-                known.method,
+            warn(
+                f"method {method} of agent {agent} left out: its tool name {name!r} "
+                f"is taken by {known.agent}.{known.method}"
             )
             continue
         streams = entry.get("streaming") == "response"

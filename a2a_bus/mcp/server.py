@@ -17,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import stat
 import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import mcp_types as types
 import orjson
-from mcp.server import Server
+from mcp.server import InitializationOptions, Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.session import ServerSession
@@ -33,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from a2a_bus import __version__
+from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.gateway.auth import OPEN, Access, Authenticator
 from a2a_bus.mcp.catalog import BusTool, catalog
 from a2a_bus.protocol import JsonRpcError, ext, new_event
@@ -80,7 +83,9 @@ class BusMcpServer:
         self._listen = ListenHandler(self._events)
         #: Handshake-era connections that listed the tools: told when they change.
         self._legacy: dict[int, ServerSession] = {}
-        self.server: Server[Any] = Server(
+        #: What the last listing left out: each is logged once, not on every refresh.
+        self._left_out: set[str] = set()
+        self.server: Server[Any] = _BusServer(
             name,
             version=__version__,
             instructions=INSTRUCTIONS,
@@ -94,7 +99,13 @@ class BusMcpServer:
     async def refresh(self) -> bool:
         """Read the methods of the live agents; tell clients when the tools changed."""
         listing = await self.client.request(None, "methods/list")
-        tools = catalog(listing.get("methods", ()) if isinstance(listing, Mapping) else ())
+        problems: list[str] = []
+        entries = listing.get("methods", ()) if isinstance(listing, Mapping) else ()
+        tools = catalog(entries, problems=problems)
+        for problem in problems:
+            if problem not in self._left_out:
+                log.warning("MCP server: %s", problem)
+        self._left_out = set(problems)
         if tools == self.tools:
             return False
         self.tools = tools
@@ -168,24 +179,39 @@ class BusMcpServer:
         arguments = params.arguments or {}
         try:
             if tool.streams:
-                chunks = []
-                async for chunk in self.client.stream(tool.agent, tool.method, arguments):
-                    chunks.append(chunk)
-                    await ctx.session.report_progress(len(chunks), None, json_text(chunk))
-                return _result(chunks, {"chunks": chunks})
+                return await self._collect(ctx, tool, arguments)
             value = await self.client.request(tool.agent, tool.method, arguments)
         except JsonRpcError as exc:
             detail = f": {json_text(exc.data)}" if exc.data is not None else ""
-            text = f"{tool.agent}.{tool.method} answered error {exc.code} {exc.message}{detail}"
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=text)], is_error=True
+            return _error_result(
+                f"{tool.agent}.{tool.method} answered error {exc.code} {exc.message}{detail}"
             )
         return _result(value, value if isinstance(value, dict) else None)
 
+    async def _collect(
+        self, ctx: ServerRequestContext[Any], tool: BusTool, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """A streaming method's chunks, all of them the result: a tool error once they
+        are more than one message may carry (what the bus's own client refuses)."""
+        chunks: list[Any] = []
+        size = 2  # the JSON array of the result's text: brackets, and a comma a chunk
+        stream = self.client.stream(tool.agent, tool.method, arguments)
+        try:
+            async for chunk in stream:
+                size += len(orjson.dumps(chunk, option=orjson.OPT_NON_STR_KEYS)) + 1
+                if size > MAX_PAYLOAD_BYTES:
+                    return _too_large(tool, len(chunks) + 1)
+                chunks.append(chunk)
+                await ctx.session.report_progress(len(chunks), None, json_text(chunk))
+        finally:
+            with contextlib.suppress(Exception):  # stop the stream we no longer read
+                await stream.aclose()
+        return _result(chunks, {"chunks": chunks})
+
     # -- serving ----------------------------------------------------------------------
 
-    def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+    def initialization_options(self) -> InitializationOptions:
+        return self.server.create_initialization_options()
 
     async def run_stdio(self) -> None:
         """Serve one client on this process's stdin and stdout until it hangs up.
@@ -202,6 +228,23 @@ class BusMcpServer:
         self._listen.close()
 
 
+class _BusServer(Server[Any]):
+    """The SDK's server, announcing to every connection (HTTP's too, whose session
+    manager asks with no options) the tools/list_changed notifications it sends."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
 def _result(value: Any, structured: dict[str, Any] | None) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json_text(value))],
@@ -209,24 +252,76 @@ def _result(value: Any, structured: dict[str, Any] | None) -> types.CallToolResu
     )
 
 
-class _Lines:
-    """An async iterable of the lines a stream reader gives, as ``stdio_server`` reads them."""
+def _too_large(tool: BusTool, count: int) -> types.CallToolResult:
+    return _error_result(
+        f"{tool.agent}.{tool.method}: Response too large: its chunks are more than the "
+        f"{MAX_PAYLOAD_BYTES} bytes one message may carry (stopped at chunk {count})"
+    )
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class _Lines:
+    """An async iterable of the lines a stream reader gives, as ``stdio_server`` reads
+    them; a line longer than the reader's limit is skipped with a warning."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int) -> None:
         self._reader = reader
+        self._limit = limit
 
     async def __aiter__(self) -> AsyncIterator[str]:
-        while line := await self._reader.readline():
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # the end: a last line without "\n"
+                if exc.partial:
+                    yield exc.partial.decode("utf-8", errors="replace")
+                return
+            except asyncio.LimitOverrunError as exc:
+                if not await self._skip(exc.consumed):
+                    return
+                log.warning(
+                    "MCP server: a message on stdin longer than %d bytes was skipped", self._limit
+                )
+                continue
             yield line.decode("utf-8", errors="replace")
 
+    async def _skip(self, buffered: int) -> bool:
+        """Drop the rest of an over-long line; False when stdin ended first."""
+        try:
+            while True:
+                await self._reader.readexactly(buffered)
+                try:
+                    await self._reader.readuntil(b"\n")
+                    return True
+                except asyncio.LimitOverrunError as exc:
+                    buffered = exc.consumed
+        except asyncio.IncompleteReadError:
+            return False
 
-async def _stdin_lines() -> Any:
-    """Stdin as lines read on the running loop; None (the SDK's own reader) for a
-    regular file, which no loop can watch."""
+
+#: Kinds of stdin a loop can watch; anything else (a regular file, /dev/null) is read
+#: by the SDK in a thread (uvloop aborts the process on one).
+_WATCHABLE = (stat.S_ISFIFO, stat.S_ISSOCK)
+
+
+async def _stdin_lines(limit: int = MAX_LINE) -> Any:
+    """Stdin as lines read on the running loop; None (the SDK's own reader) for one
+    that no loop can watch; no lines at all for a closed stdin."""
+    reader = asyncio.StreamReader(limit=limit)
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, ValueError, OSError):  # closed, or no stdin at all
+        reader.feed_eof()
+        return _Lines(reader, limit)
+    if not (any(kind(mode) for kind in _WATCHABLE) or os.isatty(fd)):
+        return None
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     except (ValueError, OSError):
         return None
-    return _Lines(reader)
+    return _Lines(reader, limit)

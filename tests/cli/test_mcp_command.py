@@ -4,10 +4,12 @@ SDK's client; over HTTP with tokens; on Kafka, following agents of other process
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -183,10 +185,11 @@ async def test_on_kafka_the_tools_follow_agents_of_other_processes(kafka_bootstr
             assert await names(mcp) == set()
 
 
-def test_a_signal_ends_a_stdio_session_whose_client_keeps_stdin_open() -> None:
+def stdio_session(target: str) -> subprocess.Popen[str]:
+    """``a2a-bus mcp TARGET`` over pipes: stdin and stdout the session, stderr the status."""
     env = {k: v for k, v in os.environ.items() if "KAFKA" not in k}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "a2a_bus", "mcp", f"{AGENTS}:Calc"],
+    return subprocess.Popen(
+        [sys.executable, "-m", "a2a_bus", "mcp", target],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -194,6 +197,10 @@ def test_a_signal_ends_a_stdio_session_whose_client_keeps_stdin_open() -> None:
         env={**env, **command_env()},
         cwd=ROOT,
     )
+
+
+def test_a_signal_ends_a_stdio_session_whose_client_keeps_stdin_open() -> None:
+    process = stdio_session(f"{AGENTS}:Calc")
     assert process.stderr is not None
     try:
         for line in process.stderr:
@@ -202,6 +209,129 @@ def test_a_signal_ends_a_stdio_session_whose_client_keeps_stdin_open() -> None:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=WAIT) == 0
         assert "a2a-bus: stopped" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+SESSION = [
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
+
+def run_with_stdin(stdin: Any, *, closed: bool = False) -> subprocess.CompletedProcess[str]:
+    """The command serving Calc on ``stdin`` (``closed``: with no stdin at all)."""
+    env = {k: v for k, v in os.environ.items() if "KAFKA" not in k}
+    command = [sys.executable, "-m", "a2a_bus", "mcp", f"{AGENTS}:Calc"]
+    if closed:
+        command = ["sh", "-c", 'exec "$@" <&-', "sh", *command]
+    return subprocess.run(
+        command,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**env, **command_env()},
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_a_session_read_from_a_file_is_served_and_the_command_ends(tmp_path: Path) -> None:
+    session = tmp_path / "session.jsonl"
+    session.write_text("".join(json.dumps(message) + "\n" for message in SESSION))
+    with session.open() as stdin:
+        served = run_with_stdin(stdin)
+    assert served.returncode == 0, served.stderr
+    (answer,) = map(json.loads, served.stdout.splitlines())
+    assert answer["result"]["serverInfo"]["name"] == "a2a-bus"
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_an_empty_stdin_ends_the_command_at_once(loop: str) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("A2A_EVENT_LOOP", loop)
+        served = run_with_stdin(subprocess.DEVNULL)
+    assert served.returncode == 0, served.stderr
+    assert "a2a-bus: stopped" in served.stderr
+
+
+def test_a_closed_stdin_ends_the_command_at_once() -> None:
+    served = run_with_stdin(None, closed=True)
+    assert served.returncode == 0, served.stderr
+    assert "a2a-bus: stopped" in served.stderr
+
+
+STUCK_AGENT = """
+import time
+from pathlib import Path
+
+from a2a_bus import Agent, method
+
+
+class Stuck(Agent):
+    agent_id = "stuck"
+
+    @method
+    def wait(self, started: str) -> str:
+        Path(started).write_text("started")
+        time.sleep(3600)
+        return "done"
+"""
+
+
+def stuck_session(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """The command serving an agent whose call never ends, with that call running."""
+    agent = tmp_path / "stuck_agent.py"
+    agent.write_text(STUCK_AGENT)
+    started = tmp_path / "started"
+    process = stdio_session(f"{agent}:Stuck")
+    assert process.stdin is not None
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "stuck__wait", "arguments": {"started": str(started)}},
+    }
+    for message in [*SESSION, call]:
+        process.stdin.write(json.dumps(message) + "\n")
+    process.stdin.flush()
+    deadline = time.monotonic() + WAIT
+    while not started.exists():
+        assert time.monotonic() < deadline, "the call did not start"
+        time.sleep(0.05)
+    return process, started
+
+
+def test_a_stdio_session_ends_on_eof_while_a_call_runs(tmp_path: Path) -> None:
+    process, _ = stuck_session(tmp_path)
+    try:
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(timeout=WAIT) == 0
+        assert process.stderr is not None
+        assert "stopped without waiting for the calls still running" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_a_second_signal_ends_a_stdio_session_whose_call_runs(tmp_path: Path) -> None:
+    process, _ = stuck_session(tmp_path)
+    try:
+        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=WAIT) == 0
     finally:
         if process.poll() is None:
             process.kill()

@@ -3,6 +3,7 @@ processes and a streamable HTTP server), the scripted LLM server as the only fak
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -309,3 +310,77 @@ def test_an_http_server_that_went_away_is_reached_again_when_it_is_back(
     failed = tool_messages(llm_server, 3)[0]["content"]
     assert failed.startswith("error: tool 'web__add' failed: McpServerError: MCP server 'web' ")
     assert json.loads(tool_messages(llm_server, 5)[0]["content"]) == {"result": 6}
+
+
+RAW_SERVER = Path(__file__).parent / "mcp" / "raw_server.py"
+
+
+def raw(mode: str, **options: Any) -> McpServer:
+    """The misbehaving server in ``mode`` (see raw_server.py), mounted as ``raw``."""
+    return McpServer.stdio("raw", sys.executable, str(RAW_SERVER), mode, **options)
+
+
+def answers_to(llm_server: ScriptedOpenAI, server: McpServer, *calls: str) -> list[str]:
+    """What the model is told of each call of the tool ``raw__<call>``, one run each."""
+    for name in calls:
+        llm_server.call_tools((f"raw__{name}", {"x": "a"}))
+        llm_server.reply("ok")
+    loop = AgentBuilder("a").llm(llm_server.client()).mcp_server(server).build()
+    with loop.mcp_session() as agent:
+        for _ in calls:
+            agent.run("Go")
+    return [tool_messages(llm_server, 2 * index + 1)[0]["content"] for index in range(len(calls))]
+
+
+def test_an_error_a_live_server_answers_is_its_refusal_and_it_keeps_serving(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    first, second = answers_to(llm_server, raw("refuse"), "t", "t")
+    refused = "MCP server 'raw' refused the call of 't': -32000 quota used up {\"retry_in\": 60}"
+    assert first == f"error: tool 'raw__t' failed: McpServerError: {refused}"
+    assert second == first  # still running: not "is not running"
+
+
+def test_a_call_without_an_answer_in_time_says_so(llm_server: ScriptedOpenAI) -> None:
+    (answer,) = answers_to(llm_server, raw("silent", timeout=0.5), "t")
+    assert answer.endswith("MCP server 'raw' did not answer the call of 't' within 0.5s")
+
+
+def test_a_result_that_is_no_tool_result_is_one_line_and_the_server_keeps_serving(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    first, second = answers_to(llm_server, raw("unknown-content"), "t", "t")
+    assert "answered the call of 't' with no valid tool result" in first
+    assert "\n" not in first
+    assert len(first) < 300
+    assert second == first  # still running: not "is not running"
+
+
+def test_a_result_larger_than_a_message_is_cut_saying_so(llm_server: ScriptedOpenAI) -> None:
+    (answer,) = answers_to(llm_server, raw("huge"), "t")
+    assert answer.startswith("yyyy")
+    assert answer.endswith(
+        "[cut: the tool's result was 1500000 bytes; the first 1000000 are above]"
+    )
+    assert len(answer.encode()) < 1_000_100
+
+
+def test_of_two_tools_a_server_lists_under_one_name_the_first_is_mounted(
+    llm_server: ScriptedOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = AgentBuilder("a").llm(llm_server.client()).mcp_server(raw("twins")).build()
+    with loop.mcp_session() as agent:
+        assert agent.tools.names() == ["raw__t"]
+        assert agent.tools.get("raw__t").description == "the first t"
+    assert "MCP tool 'raw__t' left out: its server lists that name twice" in caplog.text
+
+
+def test_a_server_that_never_answers_the_handshake_fails_to_start_and_nothing_is_left_over(
+    llm_server: ScriptedOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = AgentBuilder("a").llm(llm_server.client()).mcp_server(raw("mute", start_timeout=0.5))
+    no_answer = r"failed to start: no answer within 0\.5s"
+    with pytest.raises(McpServerError, match=no_answer), loop.build().mcp_session():
+        pass
+    gc.collect()  # an exception nobody retrieved is reported when its future goes
+    assert "never retrieved" not in caplog.text

@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.gateway.auth import Access, Authenticator
 from a2a_bus.mcp import BusMcpServer, catalog, http_app
+from a2a_bus.mcp.server import _Lines
 
 WAIT = 30.0  # upper bound on any wait; never a performance assertion
 
@@ -220,3 +221,77 @@ def test_catalog_names_tools_for_every_model_host() -> None:
     assert (stream.agent, stream.method, stream.streams) == ("support", "chat/stream", True)
     assert stream.input_schema == {"type": "object", "properties": {}}
     assert tools["billing_v2__charge"].agent == "billing.v2"
+
+
+class Talker(Agent):
+    """Says a lot."""
+
+    agent_id = "talker"
+
+    @method
+    def words(self, size: int, count: int) -> Iterator[str]:
+        """``count`` words of ``size`` letters."""
+        for _ in range(count):
+            yield "w" * size
+
+
+async def test_a_stream_larger_than_one_message_is_a_tool_error_saying_so(bus: Bus) -> None:
+    await bus.aspawn(Talker)
+    async with serving(bus) as url, client(url) as mcp:
+        small = await mcp.call_tool("talker__words", {"size": 10, "count": 3})
+        assert small.structured_content == {"chunks": ["w" * 10] * 3}
+        # 150 chunks of 10,000 letters: more than the 1,000,000 bytes of a message.
+        large = await mcp.call_tool("talker__words", {"size": 10_000, "count": 150})
+    assert large.is_error
+    text = large.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("talker.words: Response too large: its chunks are more than the")
+    assert "(stopped at chunk 100)" in text
+
+
+async def test_http_clients_are_told_the_tool_list_changes(bus: Bus) -> None:
+    async with serving(bus) as url, client(url, mode="legacy") as legacy:
+        tools = legacy.server_capabilities.tools
+        assert tools is not None and tools.list_changed
+
+
+class Wordy(Agent):
+    agent_id = "an-agent-whose-name-is-long-enough-to"
+
+    @method("say/something/at/great/length")
+    def say(self) -> str:
+        return "..."
+
+
+async def test_a_method_left_out_of_the_tools_is_logged_once(
+    bus: Bus, caplog: pytest.LogCaptureFixture
+) -> None:
+    await bus.aspawn(Wordy)
+    server = BusMcpServer(bus.async_client())
+    for _ in range(3):
+        await server.refresh()
+    warnings = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "say/something/at/great/length left out: tool name" in warnings[0]
+
+
+async def test_a_stdin_line_over_the_limit_is_skipped_and_the_next_ones_are_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reader = asyncio.StreamReader(limit=1024)
+    lines = _Lines(reader, 1024)
+
+    async def write() -> None:
+        reader.feed_data(b'{"id":1}\n{"id":"huge","x":"')
+        for _ in range(8):  # the long line arrives in parts, as from a pipe
+            await asyncio.sleep(0)
+            reader.feed_data(b"a" * 1000)
+        reader.feed_data(b'"}\n' + b"b" * 3000 + b'\n{"id":2}\n{"id":3}')
+        reader.feed_eof()
+
+    writer = asyncio.create_task(write())
+    async with asyncio.timeout(WAIT):
+        read = [line async for line in lines]
+    await writer
+    assert read == ['{"id":1}\n', '{"id":2}\n', '{"id":3}']
+    skipped = [r for r in caplog.records if "longer than 1024 bytes was skipped" in r.message]
+    assert len(skipped) == 2
