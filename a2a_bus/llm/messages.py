@@ -51,16 +51,20 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        """A call in the wire form; ``ValueError`` when it does not have that shape."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a tool call must be an object, not {type(data).__name__}")
         function = data.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise ValueError(f"a tool call's function must be an object, not {function!r:.100}")
+        name = function.get("name", "")
+        if not isinstance(name, str):
+            raise ValueError(f"a tool call's name must be text, not {name!r:.100}")
         arguments = function.get("arguments", "{}")
         if not isinstance(arguments, str):
             # Some servers (Ollama) send the arguments as an object.
             arguments = json.dumps(arguments)
-        return cls(
-            id=str(data.get("id") or new_call_id()),
-            name=str(function.get("name", "")),
-            arguments=arguments,
-        )
+        return cls(id=str(data.get("id") or new_call_id()), name=name, arguments=arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,7 @@ class LlmMessage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LlmMessage:
+        """A message in the wire form; ``ValueError`` when it does not have that shape."""
         role = data.get("role")
         if role not in ROLES:
             raise ValueError(f"invalid message role {role!r}; expected one of {sorted(ROLES)}")
@@ -113,10 +118,18 @@ class LlmMessage:
             content = "".join(
                 str(part.get("text", "")) for part in content if isinstance(part, dict)
             )
+        if content is not None and not isinstance(content, str):
+            raise ValueError(f"a message's content must be text, not {content!r:.100}")
+        calls = data.get("tool_calls") or ()
+        if not isinstance(calls, list | tuple):
+            raise ValueError(f"tool_calls must be an array, not {calls!r:.100}")
+        for key in ("tool_call_id", "name"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise ValueError(f"a message's {key} must be text, not {data[key]!r:.100}")
         return cls(
             role=role,
             content=content,
-            tool_calls=tuple(ToolCall.from_dict(call) for call in data.get("tool_calls") or ()),
+            tool_calls=tuple(ToolCall.from_dict(call) for call in calls),
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
         )

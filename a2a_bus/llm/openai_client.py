@@ -5,7 +5,7 @@ One client serves OpenAI, Ollama (``http://localhost:11434/v1``) and vLLM
 HTTP with httpx (a core dependency), so no SDK is needed; it assembles several
 tool calls per turn from plain and streamed answers, reports token usage and
 retries transient failures (429, 5xx, connection errors) with exponential
-backoff that honours ``Retry-After``.
+backoff that honours ``Retry-After``, all within one deadline per call.
 """
 
 from __future__ import annotations
@@ -13,9 +13,17 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -24,8 +32,8 @@ from a2a_bus.llm.client import LlmClient, StreamItem
 from a2a_bus.llm.errors import LlmError
 from a2a_bus.llm.messages import ChatResponse, LlmMessage, ToolDefinition
 from a2a_bus.llm.openai_wire import (
+    SseDecoder,
     StreamAssembler,
-    aiter_sse_data,
     backoff_delay,
     build_body,
     error_from_response,
@@ -35,6 +43,10 @@ from a2a_bus.runtime.portal import Portal
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
+#: Seconds one call may take in all, retries and their waits included.
+DEFAULT_DEADLINE = 120.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +59,55 @@ class RetryInfo:
     reason: str
 
 
+class _Deadline:
+    """The end of one call's time: every wait of the call stops there.
+
+    httpx's ``timeout`` bounds each read, so a server that sends a byte now and
+    then, or asks to retry much later, would hold the call (and the agent) for good.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._end = None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+    def left(self) -> float | None:
+        """Seconds left, or None without a deadline."""
+        if self._end is None:
+            return None
+        return max(0.0, self._end - asyncio.get_running_loop().time())
+
+    def expired(self) -> LlmError:
+        return LlmError(f"the LLM call took longer than its deadline of {self.seconds:g}s")
+
+    async def run(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable``, or raise :meth:`expired` when the deadline passes first."""
+        scope = asyncio.timeout_at(self._end)
+        try:
+            async with scope:
+                return await awaitable
+        except TimeoutError:
+            if scope.expired():
+                raise self.expired() from None
+            raise
+
+    async def iterate(self, items: AsyncIterable[T]) -> AsyncIterator[T]:
+        """``items``, each awaited within the deadline (a timeout scope cannot span
+        a generator's ``yield``: the consumer would get the cancellation)."""
+        iterator = aiter(items)
+        while True:
+            try:
+                item = await self.run(anext(iterator))
+            except StopAsyncIteration:
+                return
+            yield item
+
+
 class _RetryBudget:
     """Counts attempts and decides the wait before the next one."""
 
-    def __init__(self, client: OpenAIClient) -> None:
+    def __init__(self, client: OpenAIClient, deadline: _Deadline) -> None:
         self._client = client
+        self._deadline = deadline
         self.attempt = 0
 
     def delay_or_raise(self, error: LlmError, headers: Mapping[str, str] | None) -> float:
@@ -66,6 +122,13 @@ class _RetryBudget:
             cap=client.max_backoff,
             max_retry_after=client.max_retry_after,
         )
+        left = self._deadline.left()
+        if left is not None and delay >= left:
+            # A retry after the deadline would never be made: fail now, not then.
+            raise LlmError(
+                f"{error} (a retry in {delay:g}s would pass the call's deadline)",
+                status=error.status,
+            )
         if client.on_retry is not None:
             client.on_retry(RetryInfo(self.attempt, delay, error.status, str(error)))
         return delay
@@ -79,7 +142,8 @@ class OpenAIClient(LlmClient):
 
     Settings come from the arguments, else from the environment:
     ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (optional for local servers) and
-    ``A2A_LLM_MODEL``.
+    ``A2A_LLM_MODEL``. ``timeout`` bounds each connect and read; ``deadline`` (None:
+    none) the whole of one ``chat`` or ``stream`` call, its retries and waits included.
     """
 
     def __init__(
@@ -89,6 +153,7 @@ class OpenAIClient(LlmClient):
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
+        deadline: float | None = DEFAULT_DEADLINE,
         max_retries: int = 3,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
@@ -103,6 +168,7 @@ class OpenAIClient(LlmClient):
         )
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout = timeout
+        self.deadline = deadline
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -223,11 +289,12 @@ class OpenAIClient(LlmClient):
         temperature: float | None = None,
     ) -> ChatResponse:
         body = self._body(messages, tools, model, temperature, stream=False)
-        budget = _RetryBudget(self)
+        deadline = _Deadline(self.deadline)
+        budget = _RetryBudget(self, deadline)
         while True:
             headers: Mapping[str, str] | None = None
             try:
-                response = await self._async_http().post(self._url, json=body)
+                response = await deadline.run(self._async_http().post(self._url, json=body))
             except httpx.TransportError as exc:
                 error = self._unreachable(exc)
             else:
@@ -235,7 +302,7 @@ class OpenAIClient(LlmClient):
                     return _parse_json(response)
                 error = error_from_response(response.status_code, response.text)
                 headers = response.headers
-            await asyncio.sleep(budget.delay_or_raise(error, headers))
+            await deadline.run(asyncio.sleep(budget.delay_or_raise(error, headers)))
 
     async def astream(
         self,
@@ -246,18 +313,22 @@ class OpenAIClient(LlmClient):
         temperature: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         body = self._body(messages, tools, model, temperature, stream=True)
-        budget = _RetryBudget(self)
+        deadline = _Deadline(self.deadline)
+        budget = _RetryBudget(self, deadline)
+        http = self._async_http()
         while True:
             started = False
             headers: Mapping[str, str] | None = None
             try:
-                async with self._async_http().stream("POST", self._url, json=body) as response:
+                request = http.build_request("POST", self._url, json=body)
+                response = await deadline.run(http.send(request, stream=True))
+                try:
                     if response.status_code >= 400:
-                        await response.aread()
+                        await deadline.run(response.aread())
                         error = error_from_response(response.status_code, response.text)
                         headers = response.headers
                     elif not _is_event_stream(response):
-                        await response.aread()
+                        await deadline.run(response.aread())
                         answer = _parse_json(response)
                         if answer.content:
                             yield answer.content
@@ -266,17 +337,21 @@ class OpenAIClient(LlmClient):
                     else:
                         started = True
                         assembler = StreamAssembler()
-                        async for payload in aiter_sse_data(response.aiter_lines()):
+                        decoder = SseDecoder()
+                        lines = deadline.iterate(response.aiter_lines())
+                        async for payload in decoder.payloads(lines):
                             token = assembler.feed(payload)
                             if token:
                                 yield token
-                        yield assembler.response()
+                        yield assembler.response(done=decoder.done)
                         return
+                finally:
+                    await response.aclose()
             except httpx.TransportError as exc:
                 if started:
                     raise LlmError(f"LLM stream broke off: {type(exc).__name__}: {exc}") from exc
                 error = self._unreachable(exc)
-            await asyncio.sleep(budget.delay_or_raise(error, headers))
+            await deadline.run(asyncio.sleep(budget.delay_or_raise(error, headers)))
 
 
 def _is_event_stream(response: httpx.Response) -> bool:
@@ -288,4 +363,6 @@ def _parse_json(response: httpx.Response) -> ChatResponse:
         data = response.json()
     except ValueError as exc:
         raise LlmError(f"LLM server sent invalid JSON: {response.text[:200]!r}") from exc
+    except RecursionError:
+        raise LlmError("malformed chat completion from the server: nested too deeply") from None
     return parse_completion(data)

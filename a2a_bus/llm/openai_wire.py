@@ -52,13 +52,31 @@ def build_body(
     return body
 
 
+#: The largest token count believed: 2**53 - 1, exact in every JSON reader, and sums
+#: of many stay within the 64-bit integers the bus carries.
+MAX_TOKEN_COUNT = (1 << 53) - 1
+
+
 def parse_usage(data: Any) -> Usage:
     if not isinstance(data, Mapping):
         return Usage()
     try:
-        return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
-    except (TypeError, ValueError) as exc:
+        return Usage(
+            _token_count(data.get("prompt_tokens")), _token_count(data.get("completion_tokens"))
+        )
+    except (TypeError, ValueError, OverflowError) as exc:
         raise LlmError(f"malformed usage from the server: {str(data)[:200]!r}") from exc
+
+
+def _token_count(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise TypeError("a token count is a number")
+    count = int(value)
+    if not 0 <= count <= MAX_TOKEN_COUNT:
+        raise ValueError(f"token count {count} out of range")
+    return count
 
 
 def parse_completion(data: Any) -> ChatResponse:
@@ -69,7 +87,7 @@ def parse_completion(data: Any) -> ChatResponse:
     try:
         choice = data["choices"][0]
         message = LlmMessage.from_dict({"role": "assistant", **choice["message"]})
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, RecursionError) as exc:
         raise LlmError(f"malformed chat completion from the server: {exc!r}") from exc
     return ChatResponse(
         message=message,
@@ -84,7 +102,8 @@ def parse_completion(data: Any) -> ChatResponse:
 class SseDecoder:
     """Incremental Server-Sent Events decoder: feed lines, get ``data`` payloads.
 
-    ``done`` turns true at the ``[DONE]`` sentinel the chat API ends streams with.
+    ``done`` turns true at the ``[DONE]`` sentinel the chat API ends streams with;
+    a stream whose input ends without it may have been cut off.
     """
 
     def __init__(self) -> None:
@@ -112,19 +131,17 @@ class SseDecoder:
             return None
         return payload
 
-
-async def aiter_sse_data(lines: AsyncIterable[str]) -> AsyncIterator[str]:
-    """The ``data`` payloads of a Server-Sent Events stream, ending at ``[DONE]``."""
-    decoder = SseDecoder()
-    async for line in lines:
-        payload = decoder.line(line)
+    async def payloads(self, lines: AsyncIterable[str]) -> AsyncIterator[str]:
+        """The ``data`` payloads of ``lines``, up to ``[DONE]`` or the end of input."""
+        async for line in lines:
+            payload = self.line(line)
+            if payload is not None:
+                yield payload
+            if self.done:
+                return
+        payload = self.flush()
         if payload is not None:
             yield payload
-        if decoder.done:
-            return
-    payload = decoder.flush()
-    if payload is not None:
-        yield payload
 
 
 class StreamAssembler:
@@ -146,7 +163,7 @@ class StreamAssembler:
         """Take one ``data`` payload; return its content token, if any."""
         try:
             chunk = json.loads(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise LlmError(f"malformed stream chunk from the server: {payload[:200]!r}") from exc
         if not isinstance(chunk, dict):
             raise LlmError(f"malformed stream chunk from the server: {payload[:200]!r}")
@@ -166,6 +183,8 @@ class StreamAssembler:
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             text = delta.get("content")
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"content is {type(text).__name__}, not text")
             if text:
                 self._content.append(text)
                 token = text if token is None else token + text
@@ -179,7 +198,7 @@ class StreamAssembler:
         index = int(part.get("index", len(self._calls)))
         call = self._calls.setdefault(index, {"id": None, "name": "", "arguments": []})
         if part.get("id"):
-            call["id"] = part["id"]
+            call["id"] = str(part["id"])
         function = part.get("function") or {}
         if function.get("name"):
             call["name"] += function["name"]
@@ -189,7 +208,14 @@ class StreamAssembler:
                 arguments if isinstance(arguments, str) else json.dumps(arguments)
             )
 
-    def response(self) -> ChatResponse:
+    def response(self, *, done: bool) -> ChatResponse:
+        """The assembled answer of a stream that ended (``done``: with ``[DONE]``).
+
+        Some servers omit ``[DONE]`` but end with a ``finish_reason``; a stream
+        with neither broke off, and its partial answer is not passed off as whole.
+        """
+        if not done and self._finish_reason is None:
+            raise LlmError("LLM stream broke off: it ended before a finish_reason or [DONE]")
         calls = tuple(
             ToolCall(
                 id=call["id"] or new_call_id(),

@@ -10,18 +10,25 @@ or six with seconds last).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
+
+from a2a_bus.core.payload import PayloadError, check_payload
+from a2a_bus.core.routing import RoutingError, validate_name, validate_subject
 
 #: Schedule names: a word of letters, digits, ``-``, ``_`` and ``.``.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: The shortest interval (each tick writes to the bus).
 MIN_EVERY = 0.05
+#: The longest interval: a year (366 days). Ticks fall on multiples of the interval
+#: since the epoch, so a longer one may not fire for decades, or ever.
+MAX_EVERY = 366 * 86400.0
 MISSED = ("skip", "catch_up")
 KEYS = {"every", "cron", "timezone", "publish", "data", "call", "params", "missed", "max_catch_up"}
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -82,24 +89,55 @@ class Schedule:
             raise ScheduleError("name", f"invalid schedule name {self.name!r}")
         if (self.every is None) == (self.cron is None):
             raise ScheduleError("every", "give every (an interval) or cron, exactly one")
-        if self.every is not None and not self.every >= MIN_EVERY:
-            raise ScheduleError("every", f"must be at least {MIN_EVERY} seconds")
+        if self.every is not None and not MIN_EVERY <= self.every <= MAX_EVERY:
+            raise ScheduleError(
+                "every", f"must be from {MIN_EVERY} seconds to {MAX_EVERY / 86400:g} days"
+            )
         if self.cron is not None and not croniter.is_valid(self.cron):
             raise ScheduleError("cron", f"invalid cron expression {self.cron!r}")
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ScheduleError("timezone", f"unknown time zone {self.timezone!r}") from None
+        if self.cron is not None:
+            self._check_cron_fires()
         if (self.publish is None) == (self.call is None):
             raise ScheduleError("publish", "give publish (a subject) or call, exactly one")
-        if self.params is not None and not isinstance(self.params, dict | list):
-            raise ScheduleError("params", "expected an object or an array (JSON-RPC params)")
+        self._check_action()
         if self.missed not in MISSED:
             raise ScheduleError("missed", f"expected skip or catch_up, not {self.missed!r}")
         if isinstance(self.max_catch_up, bool) or not isinstance(self.max_catch_up, int):
             raise ScheduleError("max_catch_up", "expected a whole number")
         if self.max_catch_up < 1:
             raise ScheduleError("max_catch_up", "must be at least 1")
+
+    def _check_cron_fires(self) -> None:
+        """A valid expression may still name no date (``0 0 30 2 *``: February 30th)."""
+        try:
+            self.next_after(int(time.time() * 1000))
+        except (CroniterError, ValueError, OverflowError):
+            raise ScheduleError("cron", f"cron expression {self.cron!r} never fires") from None
+
+    def _check_action(self) -> None:
+        """What a tick sends must be routable and carried, or every tick would fail."""
+        try:
+            if self.publish is not None:
+                validate_subject(self.publish)
+            if self.call is not None:
+                validate_name(self.call[0])
+        except RoutingError as exc:
+            raise ScheduleError("publish" if self.call is None else "call", exc.message) from None
+        if self.publish is not None and self.params is not None:
+            raise ScheduleError("params", "params go with call; publish sends data")
+        if self.call is not None and self.data is not None:
+            raise ScheduleError("data", "data goes with publish; call sends params")
+        if self.params is not None and not isinstance(self.params, dict | list):
+            raise ScheduleError("params", "expected an object or an array (JSON-RPC params)")
+        for key, value in (("data", self.data), ("params", self.params)):
+            try:
+                check_payload(value, key, binary=key == "data")
+            except PayloadError as exc:
+                raise ScheduleError(key, exc.detail) from None
 
     # -- time -------------------------------------------------------------------------
 

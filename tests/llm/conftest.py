@@ -5,7 +5,8 @@ queue what it answers next; each answer is rendered as plain JSON or, when the
 request asks for ``stream``, as Server-Sent Events with ``data:`` chunks
 (content split into pieces, tool-call deltas with arguments in fragments and
 calls interleaved, a usage chunk, then ``[DONE]``). It can also answer with
-errors, 429 rate limits with ``Retry-After``, 500s, or drop the connection.
+errors, 429 rate limits with ``Retry-After``, 500s, drop the connection, send a
+body as given (malformed answers, streams cut short) or trickle bytes without end.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -46,7 +48,32 @@ class Disconnect:
     """Close the connection without answering."""
 
 
-Answer = Completion | Failure | Disconnect
+@dataclass
+class Raw:
+    """Answer 200 with this body as is, then close the connection (no length: the
+    body ends where the connection does, as a stream cut short does)."""
+
+    body: str
+    content_type: str = "application/json"
+
+
+@dataclass
+class Trickle:
+    """Answer 200 and then one filler byte (a space, or an SSE comment line for a
+    stream) every ``interval`` seconds: never enough to finish, never idle long enough
+    for a read timeout. Stops when the client goes away, or after ``lasting`` seconds."""
+
+    interval: float = 0.05
+    lasting: float = 30.0
+
+
+Answer = Completion | Failure | Disconnect | Raw | Trickle
+
+
+def sse(*chunks: Any, done: bool = True) -> str:
+    """A Server-Sent Events body of these ``data`` chunks (JSON values, or text as is)."""
+    events = [f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n" for c in chunks]
+    return "".join(events) + ("data: [DONE]\n\n" if done else "")
 
 
 class ScriptedOpenAI:
@@ -92,6 +119,12 @@ class ScriptedOpenAI:
 
     def disconnect(self) -> None:
         self._answers.append(Disconnect())
+
+    def send_raw(self, body: str, content_type: str = "application/json") -> None:
+        self._answers.append(Raw(body, content_type))
+
+    def trickle(self) -> None:
+        self._answers.append(Trickle())
 
     def respond_with(self, func: Callable[[dict[str, Any]], Answer]) -> None:
         """Queue a function of the request body (for answers that depend on it)."""
@@ -193,6 +226,30 @@ def _handler(state: ScriptedOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def _send_raw(self, answer: Raw) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", answer.content_type)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(answer.body.encode())
+            self.close_connection = True
+
+        def _trickle(self, answer: Trickle, stream: bool) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            filler = b":\n" if stream else b" "
+            self.close_connection = True
+            stop = time.monotonic() + answer.lasting
+            try:
+                while time.monotonic() < stop:
+                    self.wfile.write(filler)
+                    self.wfile.flush()
+                    time.sleep(answer.interval)
+            except OSError:
+                pass  # the client gave up: what the trickle waits for
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
@@ -208,6 +265,12 @@ def _handler(state: ScriptedOpenAI) -> type[BaseHTTPRequestHandler]:
             if isinstance(answer, Disconnect):
                 self.close_connection = True
                 self.connection.shutdown(2)
+                return
+            if isinstance(answer, Raw):
+                self._send_raw(answer)
+                return
+            if isinstance(answer, Trickle):
+                self._trickle(answer, bool(body.get("stream")))
                 return
             if isinstance(answer, Failure):
                 self._send_json(

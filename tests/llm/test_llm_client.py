@@ -10,7 +10,7 @@ import pytest
 from a2a_bus.llm import ChatResponse, LlmError, LlmMessage, OpenAIClient, ToolDefinition
 from a2a_bus.llm.openai_client import RetryInfo
 
-from .conftest import ScriptedOpenAI
+from .conftest import ScriptedOpenAI, sse
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -141,6 +141,73 @@ def test_client_errors_are_not_retried_and_say_why(llm_server: ScriptedOpenAI) -
     with pytest.raises(LlmError, match="HTTP 400: model 'nope' does not exist"):
         client.chat(HELLO)
     assert len(llm_server.requests) == 1
+
+
+def _ask(client: OpenAIClient, streamed: bool) -> ChatResponse:
+    """One call's answer, plain or streamed."""
+    if not streamed:
+        return client.chat(HELLO)
+    final = list(client.stream(HELLO))[-1]
+    assert isinstance(final, ChatResponse)
+    return final
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["chat", "stream"])
+def test_a_call_ends_at_its_deadline_while_the_server_trickles(
+    llm_server: ScriptedOpenAI, streamed: bool
+) -> None:
+    """A byte now and then keeps every read within ``timeout``: only the call's
+    deadline ends it."""
+    client = llm_server.client(deadline=0.5)
+    llm_server.trickle()
+    with pytest.raises(LlmError, match=r"longer than its deadline of 0\.5s"):
+        _ask(client, streamed)
+
+
+def test_retries_and_their_waits_stay_within_the_deadline(llm_server: ScriptedOpenAI) -> None:
+    client = llm_server.client(deadline=0.5, max_retries=1000, backoff=0.1, max_backoff=0.1)
+    for _ in range(100):
+        llm_server.fail(503, "busy")
+    with pytest.raises(LlmError, match="deadline"):
+        client.chat(HELLO)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["chat", "stream"])
+def test_a_retry_after_beyond_the_deadline_fails_at_once(
+    llm_server: ScriptedOpenAI, streamed: bool
+) -> None:
+    retries: list[RetryInfo] = []
+    client = llm_server.client(deadline=30.0, on_retry=retries.append)
+    llm_server.fail(429, "slow down", Retry_After="100000")
+    llm_server.reply("never reached")
+    with pytest.raises(LlmError, match=r"slow down.*would pass the call's deadline") as info:
+        _ask(client, streamed)
+    assert info.value.status == 429
+    assert retries == [] and len(llm_server.requests) == 1
+
+
+def _delta(content: str, finish_reason: str | None = None) -> dict[str, object]:
+    return {
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish_reason}]
+    }
+
+
+def test_a_stream_is_whole_only_when_it_ends_with_a_finish_reason_or_done(
+    llm_server: ScriptedOpenAI, llm_client: OpenAIClient
+) -> None:
+    """Some servers end without ``[DONE]`` but with a ``finish_reason``; a stream
+    with neither broke off, and its part of an answer is no answer."""
+    endings = [
+        sse(_delta("Hel"), _delta("lo", "length"), done=False),
+        sse(_delta("Hel"), _delta("lo")),
+        sse(_delta("Hel"), _delta("lo"), done=False),
+    ]
+    for body in endings:
+        llm_server.send_raw(body, "text/event-stream")
+    assert _ask(llm_client, streamed=True).finish_reason == "length"
+    assert _ask(llm_client, streamed=True).content == "Hello"
+    with pytest.raises(LlmError, match=r"ended before a finish_reason or \[DONE\]"):
+        _ask(llm_client, streamed=True)
 
 
 def test_unreachable_server_gives_a_clear_error() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -83,19 +84,75 @@ def test_max_turns_error_with_a_large_checkpoint_reaches_the_caller_over_kafka(
     _assert_carried(info.value)
 
 
-def test_malformed_usage_from_the_llm_server_is_an_llm_failure(
-    bus: Bus, llm_server: ScriptedOpenAI
-) -> None:
-    """``usage`` token counts that are not numbers (a misbehaving proxy) are a
-    malformed answer: -32021 after one call. They crashed the agent, which was
-    restarted and re-ran the message, calling the (paid) LLM three times."""
-    for _ in range(4):  # enough for every re-run the bug makes
-        llm_server.respond_with(lambda body: Completion("Hello.", usage=("many", "few")))  # type: ignore[arg-type]
+def _ask(bus: Bus, method: str) -> Any:
+    """The agent's answer to one message, by ``chat`` or ``chat/stream``."""
+    if method == "chat":
+        return bus.client().request("helper", "chat", {"message": "hi"})
+    return list(bus.client().stream("helper", "chat/stream", {"message": "hi"}))
+
+
+def _spawn_helper(bus: Bus, llm_server: ScriptedOpenAI) -> None:
     loop = AgentBuilder("helper").llm(llm_server.client(max_retries=0)).build()
     bus.spawn(llm_agent_class(loop, "helper"))
+
+
+@pytest.mark.parametrize("method", ["chat", "chat/stream"])
+@pytest.mark.parametrize(
+    "usage", [("many", "few"), (-5, 7), (11, 1e300)], ids=["not-numbers", "negative", "huge"]
+)
+def test_malformed_usage_from_the_llm_server_is_an_llm_failure(
+    bus: Bus, llm_server: ScriptedOpenAI, method: str, usage: tuple[Any, Any]
+) -> None:
+    """``usage`` token counts that are not counts (a misbehaving proxy) are a
+    malformed answer: -32021 after one call, not a crash that re-runs the message
+    (calling the paid LLM again) or an answer the bus cannot carry."""
+    for _ in range(4):  # enough for every re-run a crash makes
+        llm_server.respond_with(lambda body: Completion("Hello.", usage=usage))
+    _spawn_helper(bus, llm_server)
     with pytest.raises(JsonRpcError) as info:
-        bus.client().request("helper", "chat", {"message": "hi"})
+        _ask(bus, method)
     assert (info.value.code, info.value.message) == (LLM_FAILED, "LLM call failed")
+    assert "malformed usage" in str(info.value.data)
+    assert len(llm_server.requests) == 1
+
+
+def _completion(message: dict[str, Any]) -> str:
+    choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+    return json.dumps({"id": "chatcmpl-raw", "object": "chat.completion", "choices": [choice]})
+
+
+def _tool_calls(*calls: Any) -> str:
+    return _completion({"content": None, "tool_calls": list(calls)})
+
+
+MALFORMED_COMPLETIONS = {
+    "tool-calls-not-an-array": _completion({"content": None, "tool_calls": "nope"}),
+    "tool-call-not-an-object": _tool_calls(5),
+    "function-not-an-object": _tool_calls({"id": "c1", "type": "function", "function": "x"}),
+    "tool-name-not-text": _tool_calls({"id": "c1", "function": {"name": 7, "arguments": "{}"}}),
+    "content-not-text": _completion({"content": 12345}),
+    "nested-too-deeply": _completion({"content": "x"})[:-1]
+    + ', "x": '
+    + "[" * 100_000
+    + "]" * 100_000
+    + "}",
+}
+
+
+@pytest.mark.parametrize("method", ["chat", "chat/stream"])
+@pytest.mark.parametrize("body", MALFORMED_COMPLETIONS.values(), ids=MALFORMED_COMPLETIONS)
+def test_a_malformed_completion_is_an_llm_failure(
+    bus: Bus, llm_server: ScriptedOpenAI, method: str, body: str
+) -> None:
+    """A completion of the wrong shape (a server that ignores ``stream`` answers
+    ``chat/stream`` with one too) is -32021 after one call, not a crash."""
+    for _ in range(4):  # enough for every re-run a crash makes
+        llm_server.send_raw(body)
+    _spawn_helper(bus, llm_server)
+    with pytest.raises(JsonRpcError) as info:
+        _ask(bus, method)
+    assert (info.value.code, info.value.message) == (LLM_FAILED, "LLM call failed")
+    assert "malformed chat completion" in str(info.value.data)
     assert len(llm_server.requests) == 1
 
 
@@ -106,13 +163,24 @@ def test_malformed_usage_from_the_llm_server_is_an_llm_failure(
         {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 7}}]}}]},
         {"choices": ["not an object"]},
         {"usage": {"prompt_tokens": "many"}},
+        {"usage": {"prompt_tokens": -5}},
+        {"choices": [{"delta": {"content": 12345}}]},
+        '{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}",
     ],
-    ids=["index-null", "name-not-text", "choice-not-object", "usage-not-numbers"],
+    ids=[
+        "index-null",
+        "name-not-text",
+        "choice-not-object",
+        "usage-not-numbers",
+        "usage-negative",
+        "content-not-text",
+        "nested-too-deeply",
+    ],
 )
-def test_a_malformed_stream_chunk_is_an_llm_error(chunk: dict[str, object]) -> None:
+def test_a_malformed_stream_chunk_is_an_llm_error(chunk: dict[str, object] | str) -> None:
     assembler = StreamAssembler()
     with pytest.raises(LlmError, match="malformed"):
-        assembler.feed(json.dumps(chunk))
+        assembler.feed(chunk if isinstance(chunk, str) else json.dumps(chunk))
 
 
 def test_an_error_body_with_status_200_is_an_llm_error_with_the_servers_message(

@@ -72,6 +72,19 @@ def test_a_schedule_in_an_agent_file_wakes_the_agent_through_its_trigger(
         ("  r:\n    every: 1\n    publish: a\n    missed: later\n", ":6: schedules.r.missed:"),
         ("  r:\n    cron: nope\n    publish: a\n", ":4: schedules.r.cron: invalid cron"),
         ("  r:\n    every: 1\n    call: x.y\n", ":5: schedules.r.call: expected {agent"),
+        ("  r:\n    every: .inf\n    publish: a\n", ":4: schedules.r.every: must be from"),
+        ("  r:\n    every: 99999999999999d\n    publish: a\n", ":4: schedules.r.every:"),
+        ("  r:\n    cron: 0 0 30 2 *\n    publish: a\n", ":4: schedules.r.cron: cron expr"),
+        ("  r:\n    every: 1\n    publish: ops.*\n", ":5: schedules.r.publish: invalid subj"),
+        (
+            "  r:\n    every: 1\n    call: {agent: bad id*, method: m}\n",
+            ":5: schedules.r.call: invalid agent id",
+        ),
+        ("  r:\n    every: 1\n    publish: a\n    data: .nan\n", ":6: schedules.r.data: data"),
+        (
+            "  r:\n    every: 1\n    publish: a\n    params: {x: 1}\n",
+            ":6: schedules.r.params: params go with call",
+        ),
     ],
 )
 def test_agent_file_schedules_are_checked(tmp_path: Path, block: str, problem: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import threading
 import time
 import uuid
@@ -212,6 +213,17 @@ def test_cron_ticks_in_a_time_zone() -> None:
         ({"every": 1, "publish": "a", "timezone": "Mars/Olympus"}, "timezone"),
         ({"every": 1, "publish": "a", "missed": "later"}, "missed"),
         ({"every": 1, "call": ("a", "b"), "params": "x"}, "params"),
+        ({"every": math.inf, "publish": "a"}, "every"),
+        ({"every": 400 * 86400, "publish": "a"}, "every"),
+        ({"cron": "0 0 30 2 *", "publish": "a"}, "cron"),
+        ({"every": 1, "publish": ""}, "publish"),
+        ({"every": 1, "publish": "ops.*"}, "publish"),
+        ({"every": 1, "publish": "a b"}, "publish"),
+        ({"every": 1, "call": ("bad id*", "b")}, "call"),
+        ({"every": 1, "publish": "a", "data": {"x": math.nan}}, "data"),
+        ({"every": 1, "call": ("a", "b"), "params": [1 << 70]}, "params"),
+        ({"every": 1, "publish": "a", "params": {"x": 1}}, "params"),
+        ({"every": 1, "call": ("a", "b"), "data": "x"}, "data"),
     ],
 )
 def test_schedules_that_cannot_work_are_refused(options: dict[str, Any], key: str) -> None:
