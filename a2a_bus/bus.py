@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -30,7 +30,11 @@ from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.metrics import Metrics
 from a2a_bus.core.routing import Topics
 from a2a_bus.core.service import JsonRpcService
-from a2a_bus.discovery.directory import Announcer, Directory, known_agents_required
+from a2a_bus.discovery.directory import (
+    REQUIRE_KNOWN_ENV,
+    Announcer,
+    Directory,
+)
 from a2a_bus.discovery.registry import follow_registry
 from a2a_bus.hosting.actor import serving_loop
 from a2a_bus.hosting.agent import Agent
@@ -39,6 +43,7 @@ from a2a_bus.hosting.supervisor import RestartPolicy
 from a2a_bus.protocol import DEFAULT_MAX_CALL_DEPTH, Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
 from a2a_bus.runtime.collector import choose_threshold, young_threshold
+from a2a_bus.runtime.env import EnvError, switch
 from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
 from a2a_bus.runtime.tracing import Tracing
 from a2a_bus.schedule.kafka_owners import KafkaOwners
@@ -47,9 +52,14 @@ from a2a_bus.schedule.spec import Schedule
 from a2a_bus.settings import bus_options, transport_kind
 from a2a_bus.transport.base import Inboxes, Subscription, Transport
 from a2a_bus.transport.kafka import KafkaSettings, KafkaTransport
+from a2a_bus.transport.kafka.broker import check_topic_name
+from a2a_bus.transport.kafka.config import ENV_PREFIX as KAFKA_ENV_PREFIX
 from a2a_bus.transport.memory import MemoryTransport
 
 log = logging.getLogger(__name__)
+
+#: The dead-letter topic's variable: without it each prefix has its own.
+DLQ_ENV = KAFKA_ENV_PREFIX + "DLQ_TOPIC"
 
 
 class Bus:
@@ -105,7 +115,7 @@ class Bus:
         self.dispatcher = Dispatcher(
             self.context,
             self.directory,
-            require_known_agents=known_agents_required(require_known_agents),
+            require_known_agents=_require_known(require_known_agents),
         )
         self.service = JsonRpcService(self.dispatcher)
         self.portal = Portal()
@@ -163,7 +173,7 @@ class Bus:
         options = bus_options(env)  # names a bad variable and its allowed values
         if transport_kind(env) == "memory":
             return cls.memory(**options)
-        settings = KafkaSettings.from_env(env, dlq_topic=Topics(options["prefix"]).dlq)
+        settings = KafkaSettings.from_env(env, dlq_topic=dlq_topic(env, options["prefix"]))
         return cls(KafkaTransport(settings=settings), **options)
 
     # -- what the parts share (read-only views for callers and tests) -------------------
@@ -463,6 +473,29 @@ class Bus:
 
     def _agent_scheduler(self, schedules: Sequence[Schedule], agent_id: str) -> Scheduler:
         return self.scheduler(schedules, group=agent_id)
+
+
+def _require_known(given: bool | str | None) -> bool:
+    """Whether messages to unknown agents are refused: ``given`` (a flag, or the words
+    the environment takes), else ``A2A_REQUIRE_KNOWN_AGENTS``; true when neither says
+    (empty is unset, as for every variable)."""
+    if isinstance(given, bool):
+        return given
+    found = switch(os.environ if given is None else {REQUIRE_KNOWN_ENV: given}, REQUIRE_KNOWN_ENV)
+    return True if found is None else found
+
+
+def dlq_topic(env: Mapping[str, str], prefix: str) -> str:
+    """``A2A_KAFKA_DLQ_TOPIC`` when set (EnvError if Kafka would refuse the name),
+    else the prefix's own dead-letter topic."""
+    topic = env.get(DLQ_ENV, "").strip()
+    if not topic:
+        return Topics(prefix).dlq
+    try:
+        check_topic_name(topic)
+    except ValueError as exc:
+        raise EnvError(f"{DLQ_ENV}={env[DLQ_ENV]!r}: {exc}") from None
+    return topic
 
 
 __all__ = ["Bus"]

@@ -29,6 +29,11 @@ KAFKA_PREFIX = "A2A_KAFKA_"
 #: Kafka settings that only code can give (objects, not strings).
 _KAFKA_CODE_ONLY = frozenset({"ssl_context", "sasl_oauth_token_provider"})
 _SECONDS = (("request_timeout", "A2A_REQUEST_TIMEOUT"), ("heartbeat", "A2A_HEARTBEAT"))
+HEARTBEAT_ENV = "A2A_HEARTBEAT"
+#: The shortest heartbeat the environment may set: each one publishes every card
+#: of the process, so a shorter one keeps a core busy announcing and the registry
+#: growing, and no expiry needs cards that fresh.
+MIN_HEARTBEAT = 0.1
 _warned: set[str] = set()
 
 
@@ -71,6 +76,10 @@ def bus_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         value = seconds(env, name)
         if value is not None:
             options[option] = value
+    if options.get("heartbeat", MIN_HEARTBEAT) < MIN_HEARTBEAT:
+        raise EnvError(
+            f"{HEARTBEAT_ENV}={env[HEARTBEAT_ENV]!r}: expected at least {MIN_HEARTBEAT} seconds"
+        )
     depth = count(env, "A2A_MAX_CALL_DEPTH")
     if depth is not None:
         options["max_call_depth"] = depth

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from a2a_bus import protocol
-from a2a_bus.cli.http_client import GatewayClient, GatewayError
+from a2a_bus.cli.http_client import GatewayClient, GatewayError, check_token
 from a2a_bus.protocol import ErrorCode, ProtocolError
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.env import EnvError
@@ -40,9 +40,26 @@ KafkaOption = Annotated[
         "A2A_KAFKA_* settings (SASL/SSL too) come from the environment.",
     ),
 ]
+
+
+def _sendable_token(token: str | None) -> str | None:
+    """The ``--token`` callback: a token no HTTP header can carry is bad usage (exit 2)."""
+    if token:
+        try:
+            check_token(token)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return token
+
+
 TokenOption = Annotated[
     str | None,
-    typer.Option("--token", envvar="A2A_GATEWAY_TOKEN", help="Bearer token for the gateway."),
+    typer.Option(
+        "--token",
+        envvar="A2A_GATEWAY_TOKEN",
+        callback=_sendable_token,
+        help="Bearer token for the gateway.",
+    ),
 ]
 PrefixOption = Annotated[
     str | None,

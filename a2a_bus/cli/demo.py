@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from a2a_bus.cli.app import app
-from a2a_bus.cli.common import build_bus, bus_failure, kafka_logs_held
+from a2a_bus.cli.common import build_bus, bus_failure, fail, kafka_logs_held
+
+if TYPE_CHECKING:
+    from a2a_bus.bus import Bus
+
+
+def memory_bus() -> Bus:
+    """The demo's in-memory bus; a setting it cannot use (``A2A_PIN_CPU``,
+    ``A2A_GC_THRESHOLD``...) ends the command (exit 2) with its name, as in ``serve``."""
+    from a2a_bus.demo import demo_bus
+
+    try:
+        return demo_bus()
+    except ValueError as exc:  # EnvError too: the message names the variable
+        raise fail(str(exc), 2) from None
 
 
 @app.command()
@@ -26,10 +40,10 @@ def demo(
     from a2a_bus.demo import fresh_prefix, run
 
     # In memory unless --kafka: the demo runs anywhere, whatever the environment says.
-    bus = build_bus(kafka, fresh_prefix()) if kafka else None
+    bus = build_bus(kafka, fresh_prefix()) if kafka else memory_bus()
     with kafka_logs_held() as held:
         try:
             code = run(kafka, bus=bus)
         except Exception as exc:
-            raise (bus_failure(exc, bus, held.last) if bus else exc) from None
+            raise bus_failure(exc, bus, held.last) from None
     raise typer.Exit(code)

@@ -39,11 +39,20 @@ def error_reason(status: int, body: Any) -> str:
     return f"HTTP {status}: {text}" if text else f"HTTP {status}"
 
 
+def check_token(token: str) -> str:
+    """``token`` if it can be sent as a bearer token, else ValueError (which does not
+    repeat it: it is a secret)."""
+    # An HTTP header carries ASCII only; a space or a line break would end the token.
+    if not (token.isascii() and token.isprintable()) or " " in token:
+        raise ValueError("a bearer token must be printable ASCII without spaces")
+    return token
+
+
 class GatewayClient:
     """``async with GatewayClient("http://127.0.0.1:8080", token=...) as gw: ...``"""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
-        headers = {"authorization": f"Bearer {token}"} if token else {}
+        headers = {"authorization": f"Bearer {check_token(token)}"} if token else {}
         self.url = url
         self._http = httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout)
 

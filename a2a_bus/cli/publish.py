@@ -43,6 +43,8 @@ def publish(
     except RoutingError as exc:
         raise typer.BadParameter(str(exc), param_hint="TOPIC") from None
     value = parse_json(data, "DATA_JSON")
+    if type is not None and not type.strip():
+        raise typer.BadParameter("an event type cannot be empty", param_hint="--type")
     event_type = type or f"{DEFAULT_TYPE_PREFIX}.{topic}"
     if kafka:
 

@@ -38,7 +38,8 @@ from a2a_bus.cli.common import (
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.cli.telemetry import TelemetryUnavailable, start_export
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
-from a2a_bus.gateway.ingress import Ingress
+from a2a_bus.gateway.a2a.stores import check_task_store
+from a2a_bus.gateway.ingress import REPLY_TOPICS_ENV, Ingress
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.hosting.host import FAILED, AgentHost
 from a2a_bus.protocol import whole_number
@@ -82,6 +83,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+TASK_STORE_ENV = "A2A_GATEWAY_A2A_TASK_STORE"
 #: Where the gateway listens in memory when ``--http`` does not say.
 DEFAULT_HTTP = "127.0.0.1:8080"
 #: Seconds open HTTP connections get to finish after SIGINT/SIGTERM.
@@ -115,6 +117,17 @@ async def spawn_agent(bus: Bus, agent_cls: type[Agent], replicas: int) -> AgentH
         raise failure from None
 
 
+def kafka_ingress(bus: Bus) -> Ingress | None:
+    """The raw JSON-RPC ingress of a bus on Kafka (None in memory), made before
+    anything starts: a bad ``A2A_INGRESS_REPLY_TOPICS`` is one line (exit 2)."""
+    if kafka_bootstrap(bus) is None:
+        return None
+    try:
+        return Ingress(bus.service)
+    except ValueError as exc:
+        raise fail(f"{REPLY_TOPICS_ENV}: {exc}", 2) from None
+
+
 async def _serve(
     classes: list[type[Agent]],
     bus: Bus,
@@ -122,6 +135,7 @@ async def _serve(
     replicas: int,
     settings: GatewaySettings,
     out: Console,
+    ingress: Ingress | None,
 ) -> None:
     """Host ``classes`` on ``bus``, serve the gateway on ``sock`` (None: a worker) and
     the Kafka ingress, until SIGINT/SIGTERM (or, in a worker, until every agent failed)."""
@@ -132,7 +146,6 @@ async def _serve(
     gave_up: str | None = None
     async with started(bus):
         hosts = [await spawn_agent(bus, agent_cls, replicas) for agent_cls in classes]
-        ingress = Ingress(bus.service) if kafka_bootstrap(bus) else None
         if ingress is not None:
             await ingress.start()
         server = (
@@ -289,6 +302,15 @@ def gateway_settings(tokens: Path | None, a2a_root: str | None = None) -> Gatewa
         raise fail(str(exc), 2) from None
 
 
+def task_store_usable(settings: GatewaySettings) -> None:
+    """Open the gateway's SQLite task store, if it has one: one that cannot be used
+    fails here in one line (exit 2), not inside uvicorn's start-up with a traceback."""
+    try:
+        check_task_store(settings.a2a_task_store)
+    except ValueError as exc:
+        raise fail(f"{TASK_STORE_ENV}={settings.a2a_task_store!r}: {exc}", 2) from None
+
+
 @app.command()
 def serve(
     targets: Annotated[
@@ -366,7 +388,10 @@ def serve(
             )
     # A worker serves no HTTP: the gateway's settings are not its concern.
     settings = gateway_settings(tokens, a2a_root) if address is not None else GatewaySettings()
+    if address is not None:
+        task_store_usable(settings)
     root_hosted(settings.a2a_root, classes, kafka_bootstrap(bus) is not None)
+    ingress = kafka_ingress(bus)
     if log_format is LogFormat.JSON:
         logging.getLogger().addHandler(json_handler())
     try:
@@ -378,7 +403,7 @@ def serve(
             typer.echo(f"warning: {warning}", err=True)
         sock = bind(*address) if address is not None else None
         with sock if sock is not None else contextlib.nullcontext():
-            loops.run(_serve(classes, bus, sock, replicas, settings, console()))
+            loops.run(_serve(classes, bus, sock, replicas, settings, console(), ingress))
     finally:
         if stop_export is not None:
             stop_export()  # the spans still batched are sent

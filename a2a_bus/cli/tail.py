@@ -30,9 +30,15 @@ from a2a_bus.core.watch import watch
 from a2a_bus.protocol import to_structured
 from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
+from a2a_bus.transport.dedup import DedupWindow
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
+
+
+#: Events remembered to show each one once: enough for the copies of one event, which
+#: arrive close together, as each overlapping subject's view brings its own.
+SHOWN_IDS = 10_000
 
 
 class Printer:
@@ -120,9 +126,17 @@ def tail(
         where = f"Kafka at {kafka}" if kafka else url
         printer.console.print(f"[dim]tailing {', '.join(topics)} on {where} (Ctrl-C stops)[/]")
 
+    subjects = list(dict.fromkeys(topics))  # one view per subject, however often named
+
     async def go() -> None:
-        events = _from_kafka(bus, topics) if bus else _from_gateway(url, token, topics)
+        events = _from_kafka(bus, subjects) if bus else _from_gateway(url, token, subjects)
+        # Subjects that overlap (orders.eu and orders.*) each bring the same event.
+        shown = DedupWindow(SHOWN_IDS)
         async for event in events:
+            key = (event.get("source"), event.get("id"))
+            if key in shown:
+                continue
+            shown.claim(key)
             printer.show(event)
 
     try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -41,20 +40,6 @@ GONE_SUFFIX = ".agent.gone"
 #: Methods the bus answers itself (from its directory) when a request names no agent.
 BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
 REQUIRE_KNOWN_ENV = "A2A_REQUIRE_KNOWN_AGENTS"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def known_agents_required(value: bool | str | None) -> bool:
-    """Whether messages to unknown agents are refused: ``value``, else
-    ``A2A_REQUIRE_KNOWN_AGENTS`` (default true)."""
-    if isinstance(value, bool):
-        return value
-    text = os.environ.get(REQUIRE_KNOWN_ENV, "true") if value is None else value
-    word = text.strip().lower()
-    if word not in _TRUE | _FALSE:
-        raise ValueError(f"{REQUIRE_KNOWN_ENV} must be true or false, not {text!r}")
-    return word in _TRUE
 
 
 def card_event(adaptor: Adaptor, card: dict[str, Any], *, gone: bool = False) -> CloudEvent:

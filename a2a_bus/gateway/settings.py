@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import yaml
@@ -16,9 +16,10 @@ from a2a_bus.core.routing import RoutingError, validate_name
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.url_policy import AllowList, split_entries
 from a2a_bus.protocol.constants import DEFAULT_MAX_BATCH, DEFAULT_MAX_MESSAGE_BYTES
-from a2a_bus.runtime.env import count, seconds
+from a2a_bus.runtime.env import EnvError, count, seconds
 
 ENV_PREFIX = "A2A_GATEWAY_"
+T = TypeVar("T")
 #: The settings that count something (at least 1).
 #: How many A2A tasks a gateway remembers; the oldest finished are forgotten first.
 DEFAULT_MAX_TASKS = 1000
@@ -119,15 +120,18 @@ class GatewaySettings:
                 values[name] = value
         store = env.get(ENV_PREFIX + "A2A_TASK_STORE")
         if store:
+            _named(env, "A2A_TASK_STORE", _task_store)
             values["a2a_task_store"] = store
         for name in ("source", "a2a_root"):
             text = env.get(ENV_PREFIX + name.upper())
             if text:
                 values[name] = text
+        if values.get("a2a_root"):
+            _named(env, "A2A_ROOT", _root_agent)
         tokens: dict[str, Access] = {}
         tokens_file = env.get(ENV_PREFIX + "TOKENS_FILE")
         if tokens_file:
-            tokens.update(load_tokens(Path(tokens_file)))
+            tokens.update(_named(env, "TOKENS_FILE", lambda path: load_tokens(Path(path))))
         single = env.get(ENV_PREFIX + "TOKEN")
         if single:
             tokens[single] = Access(name="env")
@@ -142,9 +146,9 @@ class GatewaySettings:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.a2a_root is not None:
             try:
-                validate_name(self.a2a_root)
-            except RoutingError as exc:
-                raise ValueError(f"a2a_root: {exc.message}") from None
+                _root_agent(self.a2a_root)
+            except ValueError as exc:
+                raise ValueError(f"a2a_root: {exc}") from None
         # A deadline <= 0 fails every request at once; nan or inf is no deadline.
         for name in _SECONDS:
             value = getattr(self, name)
@@ -161,6 +165,32 @@ class GatewaySettings:
         parse_task_store(self.a2a_task_store)  # a bad value fails here, at start-up
 
 
+def _named(env: Mapping[str, str], setting: str, read: Callable[[str], T]) -> T:
+    """``read`` of the variable ``A2A_GATEWAY_<setting>``; an error names the variable."""
+    name = ENV_PREFIX + setting
+    try:
+        return read(env[name])
+    except OSError as exc:  # the tokens file: no such file, not readable
+        raise EnvError(f"{name}={env[name]!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise EnvError(f"{name}={env[name]!r}: {exc}") from None
+
+
+def _root_agent(agent_id: str) -> str:
+    """``agent_id`` if it can name the root agent, else ValueError."""
+    try:
+        return validate_name(agent_id)
+    except RoutingError as exc:
+        raise ValueError(exc.message) from None
+
+
+def _task_store(spec: str) -> None:
+    try:
+        parse_task_store(spec)
+    except ValueError:
+        raise ValueError(f"expected {TASK_STORES}") from None
+
+
 def parse_task_store(spec: str | None) -> tuple[str, str | None]:
     """``a2a_task_store`` as ``(kind, path)``: kind ``auto`` (unset), ``memory``,
     ``kafka`` or ``sqlite`` (with the file's path). Raises ValueError otherwise."""
@@ -173,12 +203,11 @@ def parse_task_store(spec: str | None) -> tuple[str, str | None]:
         path = spec.removeprefix(_SQLITE)
         if path and not path.endswith("/"):
             return "sqlite", path
-    raise ValueError(
-        f"a2a_task_store must be 'memory', 'kafka' or 'sqlite:///path/to/file.db', not {spec!r}"
-    )
+    raise ValueError(f"a2a_task_store must be {TASK_STORES}, not {spec!r}")
 
 
 _SQLITE = "sqlite://"
+TASK_STORES = "'memory', 'kafka' or 'sqlite:///path/to/file.db'"
 
 
 def load_tokens(path: Path) -> dict[str, Access]:

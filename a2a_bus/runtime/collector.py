@@ -24,10 +24,15 @@ import gc
 import os
 import threading
 
+from a2a_bus.protocol import whole_number
+
 ENV = "A2A_GC_THRESHOLD"
 OFF = ("off", "no", "none")
 #: Young-generation threshold while a bus runs: room for ~370 requests in flight.
 DEFAULT_THRESHOLD = 10_000
+#: The largest threshold ``gc.set_threshold`` takes (a C int): one past it would
+#: fail when the bus starts, not when it is configured.
+MAX_THRESHOLD = 2**31 - 1
 
 
 def choose_threshold(setting: int | str | None = None) -> int | None:
@@ -35,18 +40,18 @@ def choose_threshold(setting: int | str | None = None) -> int | None:
     None) names: :data:`DEFAULT_THRESHOLD` when unset, None for off."""
     if setting is None:
         setting = os.environ.get(ENV, "")
-    refusal = f"{ENV}={setting!r}: expected off or a whole number >= 1"
+    refusal = f"{ENV}={setting!r}: expected off or a whole number from 1 to {MAX_THRESHOLD}"
     if isinstance(setting, str):
         text = setting.strip().lower()
         if text in OFF:
             return None
         if not text:
             return DEFAULT_THRESHOLD
-        try:
-            setting = int(text)
-        except ValueError:
-            raise ValueError(refusal) from None
-    if type(setting) is not int or setting < 1:
+        number = whole_number(text)
+        if number is None:
+            raise ValueError(refusal)
+        setting = number
+    if type(setting) is not int or not 1 <= setting <= MAX_THRESHOLD:
         raise ValueError(refusal)
     return setting
 

@@ -23,6 +23,8 @@ KAFKA_PREFIX = "A2A_KAFKA_"
 _KAFKA_CODE_ONLY = frozenset({"ssl_context", "sasl_oauth_token_provider"})
 _SECONDS = (("request_timeout", "A2A_REQUEST_TIMEOUT"), ("heartbeat", "A2A_HEARTBEAT"))
 _warned: set[str] = set()
+_YES = ("1", "true", "yes", "on")
+_NO = ("0", "false", "no", "off")
 
 
 class EnvError(ValueError):
@@ -33,8 +35,9 @@ def environ(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env
 
 
-def seconds(env: Mapping[str, str], name: str) -> float | None:
-    """The positive number of seconds ``name`` holds, or None when unset or empty."""
+def seconds(env: Mapping[str, str], name: str, *, zero: bool = False) -> float | None:
+    """The positive (or, with ``zero``, non-negative) finite number of seconds
+    ``name`` holds, or None when unset or empty."""
     raw = env.get(name, "").strip()
     if not raw:
         return None
@@ -42,25 +45,46 @@ def seconds(env: Mapping[str, str], name: str) -> float | None:
         value = float(raw)
     except ValueError:
         value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise EnvError(f"{name}={raw!r}: expected a positive number of seconds")
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        expected = "a number of seconds, 0 or more" if zero else "a positive number of seconds"
+        raise EnvError(f"{name}={raw!r}: expected {expected}")
     return value
 
 
 def count(env: Mapping[str, str], name: str) -> int | None:
     """The whole number (at least 1) ``name`` holds, or None when unset or empty."""
+    return whole(env, name, 1)
+
+
+def whole(env: Mapping[str, str], name: str, least: int = 0) -> int | None:
+    """The whole number (at least ``least``) ``name`` holds, or None when unset or empty."""
     raw = env.get(name, "").strip()
     if not raw:
         return None
     number = whole_number(raw)
-    if number is None or number < 1:
-        raise EnvError(f"{name}={raw!r}: expected a whole number, at least 1")
+    if number is None or number < least:
+        raise EnvError(f"{name}={raw!r}: expected a whole number, at least {least}")
     return number
 
 
+def switch(env: Mapping[str, str], name: str) -> bool | None:
+    """Whether ``name`` says yes (true, yes, on, 1) or no (false, no, off, 0), or
+    None when unset or empty."""
+    word = env.get(name, "").strip().lower()
+    if not word:
+        return None
+    if word not in _YES + _NO:
+        raise EnvError(f"{name}={env.get(name)!r}: expected true or false")
+    return word in _YES
+
+
 def choice(env: Mapping[str, str], name: str, choices: Sequence[str], default: str) -> str:
-    """The value of ``name`` (case-insensitive, trimmed), one of ``choices``."""
-    value = env.get(name, "").strip().lower() or default
-    if value not in choices:
-        raise EnvError(f"{name}={env.get(name)!r}: expected one of {', '.join(choices)}")
-    return value
+    """The value of ``name`` (case-insensitive, trimmed), one of ``choices`` as
+    spelt there; ``default`` when unset or empty."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    for option in choices:
+        if option.lower() == raw.lower():
+            return option
+    raise EnvError(f"{name}={env.get(name)!r}: expected one of {', '.join(choices)}")

@@ -4,15 +4,18 @@ targets, without a process around them."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
 import typer
 
+from a2a_bus import Bus
 from a2a_bus import settings as env
 from a2a_bus.cli.serve import host_port
 from a2a_bus.cli.targets import llm_warnings
 from a2a_bus.gateway.settings import load_tokens
+from a2a_bus.transport.kafka import KafkaSettings
 
 
 def test_bus_options_read_the_variables() -> None:
@@ -42,14 +45,64 @@ def test_bus_options_read_the_variables() -> None:
         ("A2A_EVENT_LOOP", "foo", "expected one of auto, uvloop, asyncio"),
         ("A2A_PREFIX", "a/b", "a topic prefix is made of [A-Za-z0-9._-]"),
         ("A2A_NODE", "a b", "a node id is made of [A-Za-z0-9._-]"),
-        ("A2A_GC_THRESHOLD", "lots", "expected off or a whole number >= 1"),
-        ("A2A_GC_THRESHOLD", "0", "expected off or a whole number >= 1"),
+        ("A2A_GC_THRESHOLD", "lots", "expected off or a whole number from 1 to 2147483647"),
+        ("A2A_GC_THRESHOLD", "0", "expected off or a whole number from 1 to 2147483647"),
+        ("A2A_GC_THRESHOLD", "3000000000", "expected off or a whole number from 1 to 2147483647"),
+        ("A2A_HEARTBEAT", "1e-9", "expected at least 0.1 seconds"),
+        ("A2A_HEARTBEAT", "0.09", "expected at least 0.1 seconds"),
     ],
 )
 def test_a_bad_value_names_its_variable(name: str, value: str, expected: str) -> None:
     with pytest.raises(env.EnvError) as caught:
         env.bus_options({name: value})
     assert str(caught.value) == f"{name}={value!r}: {expected}"
+
+
+def test_the_shortest_heartbeat_the_environment_may_set_is_a_tenth_of_a_second() -> None:
+    assert env.bus_options({"A2A_HEARTBEAT": "0.1"})["heartbeat"] == 0.1
+    with pytest.raises(env.EnvError, match=r"expected at least 0\.1 seconds"):
+        env.bus_options({"A2A_HEARTBEAT": "0.0999"})
+
+
+KAFKA = {"A2A_TRANSPORT": "kafka", "A2A_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+
+
+def kafka_settings(bus: Bus) -> KafkaSettings:
+    settings = getattr(bus.transport, "settings", None)
+    assert isinstance(settings, KafkaSettings), "not a Kafka transport"
+    return settings
+
+
+def test_the_dead_letter_topic_comes_from_the_environment() -> None:
+    shop = {**KAFKA, "A2A_PREFIX": "shop"}
+    assert kafka_settings(Bus.from_env(shop)).dlq_topic == "shop.dlq"
+    named = Bus.from_env({**shop, "A2A_KAFKA_DLQ_TOPIC": " ops.dead-letters "})
+    assert kafka_settings(named).dlq_topic == "ops.dead-letters"
+    assert kafka_settings(Bus.from_env({**shop, "A2A_KAFKA_DLQ_TOPIC": ""})).dlq_topic == "shop.dlq"
+
+
+@pytest.mark.parametrize("topic", ["dead letters", "x" * 250, "a/b"])
+def test_a_dead_letter_topic_kafka_would_refuse_is_named(topic: str) -> None:
+    with pytest.raises(env.EnvError, match=f"^A2A_KAFKA_DLQ_TOPIC={re.escape(repr(topic))}: "):
+        Bus.from_env({**KAFKA, "A2A_KAFKA_DLQ_TOPIC": topic})
+
+
+@pytest.mark.parametrize(("value", "required"), [("", True), (" ", True), ("Off", False)])
+def test_an_empty_require_known_agents_is_unset(
+    value: str, required: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", value)
+    assert Bus.memory().dispatcher.require_known_agents is required
+
+
+def test_a_require_known_agents_that_is_no_yes_or_no_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("A2A_REQUIRE_KNOWN_AGENTS", "maybe")
+    with pytest.raises(
+        ValueError, match=r"^A2A_REQUIRE_KNOWN_AGENTS='maybe': expected true or false$"
+    ):
+        Bus.memory()
 
 
 def test_transport_kind_follows_the_bootstrap() -> None:

@@ -10,6 +10,7 @@ import pytest
 from a2a_bus import Bus
 from a2a_bus.runtime.collector import (
     DEFAULT_THRESHOLD,
+    MAX_THRESHOLD,
     YoungThreshold,
     choose_threshold,
     young_threshold,
@@ -39,10 +40,22 @@ def test_the_setting_names_a_threshold_or_off(monkeypatch: pytest.MonkeyPatch) -
     assert choose_threshold() == 3000
 
 
-@pytest.mark.parametrize("bad", ["many", "0", -5, 0, 2.5, True])
+@pytest.mark.parametrize("bad", ["many", "0", -5, 0, 2.5, True, "1_000", "+5"])
 def test_a_bad_setting_is_refused(bad: object) -> None:
-    with pytest.raises(ValueError, match="expected off or a whole number >= 1"):
+    with pytest.raises(ValueError, match="expected off or a whole number from 1 to 2147483647"):
         choose_threshold(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("beyond", ["3000000000", 2**31, 10**30])
+def test_a_threshold_beyond_what_the_collector_takes_is_refused_when_the_bus_is_made(
+    beyond: int | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert choose_threshold(str(MAX_THRESHOLD)) == MAX_THRESHOLD
+    with pytest.raises(ValueError, match=r"A2A_GC_THRESHOLD=.*from 1 to 2147483647"):
+        choose_threshold(beyond)
+    monkeypatch.setenv("A2A_GC_THRESHOLD", str(beyond))
+    with pytest.raises(ValueError, match="A2A_GC_THRESHOLD"):
+        Bus.memory()  # not at start, from gc.set_threshold (OverflowError)
 
 
 def test_holding_raises_the_young_threshold_and_the_last_release_restores_it() -> None:

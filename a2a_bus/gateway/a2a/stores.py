@@ -150,19 +150,44 @@ class SqliteTaskStore(TaskStore):
     def _call(self, work: Callable[..., T], *args: Any) -> T:
         """In the store's thread: open the file on first use, then do ``work``."""
         if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, "
-                "log_partition INTEGER NOT NULL, log_offset INTEGER NOT NULL, "
-                "record BLOB NOT NULL)"
-            )
-            connection.commit()
-            self._connection = connection
+            self._connection = open_sqlite(self.path)
         with self._connection:  # one transaction
             return work(self._connection, *args)
+
+
+def open_sqlite(path: Path) -> sqlite3.Connection:
+    """The task store's SQLite file at ``path``, made if missing (its directory must
+    exist: a mistyped path is refused, not made), with the tasks table."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"no such directory: {path.parent}")
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, "
+            "log_partition INTEGER NOT NULL, log_offset INTEGER NOT NULL, "
+            "record BLOB NOT NULL)"
+        )
+        connection.commit()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def check_task_store(spec: str | None) -> None:
+    """Open the SQLite file ``spec`` names, if it names one, so that a store that
+    cannot be used (no such directory, not a database, not writable) fails before a
+    gateway serves, not in its start-up; ValueError saying why."""
+    kind, path = parse_task_store(spec)
+    if kind != "sqlite":
+        return
+    assert path is not None
+    try:
+        open_sqlite(Path(path)).close()
+    except (sqlite3.Error, OSError) as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _select(connection: sqlite3.Connection) -> list[tuple[str, int, int, bytes]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import ssl
 from collections.abc import Mapping
@@ -10,13 +11,43 @@ from typing import Any
 
 from aiokafka.helpers import create_ssl_context
 
-from a2a_bus.runtime.env import choice
+from a2a_bus.runtime.env import choice, seconds, switch, whole
 
 ENV_PREFIX = "A2A_KAFKA_"
 CONTENT_MODES = ("structured", "binary")
 DELIVERY_MODES = ("at_least_once", "exactly_once")
 #: The delivery mode's own variable (also read as ``A2A_KAFKA_DELIVERY``).
 DELIVERY_ENV = "A2A_DELIVERY"
+#: What aiokafka accepts; anything else it refuses only when the bus starts.
+COMPRESSION_TYPES = ("gzip", "snappy", "lz4", "zstd")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: The settings that name one of a few values (read case-insensitively).
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "content_mode": CONTENT_MODES,
+    "delivery": DELIVERY_MODES,
+    "compression_type": COMPRESSION_TYPES,
+    "security_protocol": SECURITY_PROTOCOLS,
+    "sasl_mechanism": SASL_MECHANISMS,
+}
+#: The whole-number settings a variable may set to 0 (no wait, no pause, no retry,
+#: no de-duplication); every other one must be at least 1: 0 would stall the
+#: transport, or aiokafka or the broker would refuse it.
+_MAY_BE_ZERO = frozenset(
+    {
+        "dedup_window",
+        "max_retries",
+        "transaction_retry_backoff_ms",
+        "transaction_commit_interval_ms",
+        "linger_ms",
+        "fetch_max_wait_ms",
+        "inbox_fetch_max_wait_ms",
+        "nondurable_fetch_max_wait_ms",
+        "commit_interval_ms",
+    }
+)
+#: The durations in seconds a variable may set to 0 (a stop that does not wait).
+_SECONDS_MAY_BE_ZERO = frozenset({"drain_timeout"})
 
 
 @dataclass(frozen=True)
@@ -126,14 +157,22 @@ class KafkaSettings:
     sasl_oauth_token_provider: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.content_mode not in CONTENT_MODES:
-            raise ValueError(
-                f"content_mode must be 'structured' or 'binary', not {self.content_mode!r}"
-            )
-        if self.delivery not in DELIVERY_MODES:
-            raise ValueError(
-                f"delivery must be 'at_least_once' or 'exactly_once', not {self.delivery!r}"
-            )
+        # Code may give 0 wherever it means "at once" (a test's deadline already
+        # passed); the environment, where 0 is rather a mistake, is held to more
+        # (see _read). A negative or NaN number means nothing anywhere.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            kind = str(f.type)
+            if f.name in _CHOICES:
+                options = _CHOICES[f.name]
+                if value not in options and not (value is None and "None" in kind):
+                    allowed = ", ".join(repr(option) for option in options)
+                    raise ValueError(f"{f.name} must be one of {allowed}, not {value!r}")
+            elif kind.startswith("int") and value is not None:
+                if type(value) is not int or value < 0:
+                    raise ValueError(f"{f.name} must be a whole number >= 0, not {value!r}")
+            elif kind.startswith("float") and not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{f.name} must be a number of seconds >= 0, not {value!r}")
 
     @property
     def exactly_once(self) -> bool:
@@ -156,10 +195,11 @@ class KafkaSettings:
         if env.get(DELIVERY_ENV, "").strip():
             values["delivery"] = choice(env, DELIVERY_ENV, DELIVERY_MODES, "at_least_once")
         for f in fields(cls):
-            raw = env.get(prefix + f.name.upper())
-            if raw is None or f.name in ("ssl_context", "sasl_oauth_token_provider"):
+            name = prefix + f.name.upper()
+            if name not in env or f.name in ("ssl_context", "sasl_oauth_token_provider"):
                 continue
-            values[f.name] = _convert(f.name, f.type, raw)
+            values[f.name] = _read(env, name, f.name, str(f.type))
+        values = {key: value for key, value in values.items() if value is not _UNSET}
         values.update(overrides)
         return cls(**values)
 
@@ -204,26 +244,30 @@ class KafkaSettings:
         return context
 
 
-def _convert(name: str, annotation: Any, raw: str) -> Any:
-    kind = str(annotation)
-    if "None" in kind and raw == "":
+#: A variable set to nothing: the setting keeps its default.
+_UNSET: Any = object()
+
+
+def _read(env: Mapping[str, str], name: str, setting: str, kind: str) -> Any:
+    """The value of the variable ``name`` for ``setting`` (of type ``kind``);
+    EnvError naming the variable when it cannot be used."""
+    raw = env[name]
+    optional = "None" in kind
+    if setting in _CHOICES:
+        if optional and not raw.strip():
+            return None
+        return choice(env, name, _CHOICES[setting], _UNSET)
+    if kind.startswith("int"):
+        number = whole(env, name, 0 if setting in _MAY_BE_ZERO else 1)
+        if number is None:
+            return None if optional else _UNSET
+        return number
+    if kind.startswith("float"):
+        value = seconds(env, name, zero=setting in _SECONDS_MAY_BE_ZERO)
+        return _UNSET if value is None else value
+    if kind.startswith("bool"):
+        flag = switch(env, name)
+        return _UNSET if flag is None else flag
+    if optional and raw == "":
         return None
-    try:
-        if kind.startswith("int"):
-            return int(raw)
-        if kind.startswith("float"):
-            return float(raw)
-        if kind.startswith("bool"):
-            return _parse_bool(raw)
-    except ValueError as exc:
-        raise ValueError(f"{ENV_PREFIX}{name.upper()}: {exc}") from None
     return raw
-
-
-def _parse_bool(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {raw!r}")

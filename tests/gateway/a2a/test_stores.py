@@ -28,6 +28,7 @@ from a2a_bus.gateway.a2a.stores import (
     KafkaStateTopic,
     SqliteTaskStore,
     TaskStore,
+    check_task_store,
     open_task_store,
     state_topic,
 )
@@ -247,6 +248,30 @@ def test_the_store_is_a_gateway_setting(tmp_path: Path) -> None:
     assert isinstance(store, SqliteTaskStore) and store.path == tmp_path / "t.db"
     state = open_task_store("kafka", memory.transport, topics, "s")
     assert isinstance(state, KafkaStateTopic) and state.topic == f"{topics.tasks}.state"
+
+
+async def test_a_sqlite_store_in_a_missing_directory_is_refused_not_made(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "tasks.db"
+    with pytest.raises(ValueError, match=f"^no such directory: {tmp_path}/no/such$"):
+        check_task_store(f"sqlite://{missing}")
+    store = SqliteTaskStore(missing)
+    try:
+        with pytest.raises(FileNotFoundError, match="no such directory"):
+            await store.load()
+    finally:
+        await store.close()
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_file_that_is_no_database_is_refused_when_checked(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database, but long enough to have a header's size: " * 4)
+    with pytest.raises(ValueError, match=r"^file is not a database$"):
+        check_task_store(f"sqlite://{text}")
+    check_task_store(f"sqlite://{tmp_path}/tasks.db")  # a new file in a directory that exists
+    assert (tmp_path / "tasks.db").exists()
+    for other in (None, "memory", "kafka"):
+        check_task_store(other)  # nothing to open
 
 
 # -- Kafka: the compacted state topic ------------------------------------------------------

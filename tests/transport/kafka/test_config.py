@@ -6,6 +6,7 @@ import ssl
 
 import pytest
 
+from a2a_bus.runtime.env import EnvError
 from a2a_bus.transport.kafka.config import KafkaSettings
 
 
@@ -69,3 +70,97 @@ def test_the_delivery_mode_comes_from_a2a_delivery_and_a_bad_one_is_named() -> N
         KafkaSettings.from_env({"A2A_DELIVERY": "twice"})
     with pytest.raises(ValueError, match="delivery must be"):
         KafkaSettings(delivery="twice")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        # aiokafka refuses these only when the bus starts.
+        ("A2A_KAFKA_COMPRESSION_TYPE", "bogus", "expected one of gzip, snappy, lz4, zstd"),
+        (
+            "A2A_KAFKA_SECURITY_PROTOCOL",
+            "bogus",
+            "expected one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+        ),
+        (
+            "A2A_KAFKA_SASL_MECHANISM",
+            "MD5",
+            "expected one of PLAIN, GSSAPI, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
+        ),
+        ("A2A_KAFKA_MAX_POLL_RECORDS", "0", "expected a whole number, at least 1"),
+        ("A2A_KAFKA_DEDUP_WINDOW", "-1", "expected a whole number, at least 0"),
+        # Out of range: a stalled or failing transport, not a refusal.
+        ("A2A_KAFKA_SESSION_TIMEOUT_MS", "-1", "expected a whole number, at least 1"),
+        ("A2A_KAFKA_JOIN_TIMEOUT", "-1", "expected a positive number of seconds"),
+        ("A2A_KAFKA_JOIN_TIMEOUT", "inf", "expected a positive number of seconds"),
+        ("A2A_KAFKA_DRAIN_TIMEOUT", "nan", "expected a number of seconds, 0 or more"),
+        ("A2A_KAFKA_LINGER_MS", "-5", "expected a whole number, at least 0"),
+        ("A2A_KAFKA_FETCH_MAX_WAIT_MS", "-1", "expected a whole number, at least 0"),
+        ("A2A_KAFKA_MAX_RETRIES", "-1", "expected a whole number, at least 0"),
+        ("A2A_KAFKA_COMMIT_INTERVAL_MS", "-1", "expected a whole number, at least 0"),
+        ("A2A_KAFKA_DELIVERY_TIMEOUT_MS", "0", "expected a whole number, at least 1"),
+        ("A2A_KAFKA_REQUEST_TIMEOUT_MS", "0", "expected a whole number, at least 1"),
+        ("A2A_KAFKA_PARTITIONS", "1e3", "expected a whole number, at least 1"),
+        ("A2A_KAFKA_CONTENT_MODE", "json", "expected one of structured, binary"),
+        ("A2A_KAFKA_DELIVERY", "twice", "expected one of at_least_once, exactly_once"),
+        ("A2A_KAFKA_SSL_CHECK_HOSTNAME", "maybe", "expected true or false"),
+    ],
+)
+def test_a_value_kafka_cannot_use_is_refused_naming_its_variable(
+    name: str, value: str, expected: str
+) -> None:
+    with pytest.raises(EnvError) as refused:
+        KafkaSettings.from_env({name: value})
+    assert str(refused.value) == f"{name}={value!r}: {expected}"
+
+
+def test_choices_are_read_whatever_their_case() -> None:
+    settings = KafkaSettings.from_env(
+        {
+            "A2A_KAFKA_CONTENT_MODE": "BINARY",
+            "A2A_KAFKA_SECURITY_PROTOCOL": "sasl_plaintext",
+            "A2A_KAFKA_SASL_MECHANISM": "scram-sha-256",
+            "A2A_KAFKA_COMPRESSION_TYPE": "Gzip",
+        }
+    )
+    assert settings.content_mode == "binary"
+    assert settings.security_protocol == "SASL_PLAINTEXT"
+    assert settings.sasl_mechanism == "SCRAM-SHA-256"
+    assert settings.compression_type == "gzip"
+
+
+def test_zero_is_taken_where_it_means_no_wait_and_refused_where_it_would_stall() -> None:
+    names = ("LINGER_MS", "FETCH_MAX_WAIT_MS", "COMMIT_INTERVAL_MS", "MAX_RETRIES", "DEDUP_WINDOW")
+    settings = KafkaSettings.from_env(
+        {**{f"A2A_KAFKA_{name}": "0" for name in names}, "A2A_KAFKA_DRAIN_TIMEOUT": "0"}
+    )
+    assert [getattr(settings, name.lower()) for name in names] == [0] * len(names)
+    assert settings.drain_timeout == 0
+    for name in ("SESSION_TIMEOUT_MS", "MAX_POLL_RECORDS", "PARTITIONS", "JOIN_TIMEOUT"):
+        with pytest.raises(EnvError, match=f"^A2A_KAFKA_{name}='0': "):
+            KafkaSettings.from_env({f"A2A_KAFKA_{name}": "0"})
+
+
+def test_an_empty_variable_keeps_the_default() -> None:
+    names = ("PARTITIONS", "DRAIN_TIMEOUT", "COMPRESSION_TYPE", "SSL_CHECK_HOSTNAME", "CLIENT_ID")
+    assert KafkaSettings.from_env({f"A2A_KAFKA_{name}": "" for name in names}) == KafkaSettings()
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"linger_ms": -5}, "linger_ms must be a whole number >= 0, not -5"),
+        ({"min_insync_replicas": -1}, "min_insync_replicas must be a whole number >= 0, not -1"),
+        ({"join_timeout": -1.0}, "join_timeout must be a number of seconds >= 0, not -1.0"),
+        (
+            {"drain_timeout": float("nan")},
+            "drain_timeout must be a number of seconds >= 0, not nan",
+        ),
+        ({"compression_type": "bogus"}, "compression_type must be one of 'gzip', 'snappy'"),
+        ({"security_protocol": "ssl"}, "security_protocol must be one of 'PLAINTEXT', 'SSL'"),
+    ],
+)
+def test_settings_given_in_code_are_checked_too(given: dict[str, object], expected: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        KafkaSettings(**given)  # type: ignore[arg-type]
+    assert str(refused.value).startswith(expected)
