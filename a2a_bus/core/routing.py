@@ -125,11 +125,19 @@ class Topics:
         return f"{self.prefix}.tasks"
 
     def subscription(self, subject: str) -> str | TopicPattern:
-        """The topic, or the topic pattern for a wildcard subject."""
+        """The topic, or the topic pattern for a wildcard subject (``#`` in at most
+        :data:`MAX_OPEN_RUNS` places, so that matching a topic stays cheap)."""
         validate_subject(subject, wildcards=True)
         if not is_wildcard(subject):
             return self.subject(subject)
-        return TopicPattern(subject_regex(f"{self.prefix}.topic.{subject}"))
+        pattern = bounded(f"{self.prefix}.topic.{subject}", "subject")
+        if len(_wildcard_runs(subject.split("."), open_only=True)) > MAX_OPEN_RUNS:
+            raise RoutingError(
+                INVALID_REQUEST,
+                f"invalid subject {subject!r}: '#' may stand in at most {MAX_OPEN_RUNS} "
+                "places (wildcards side by side count as one)",
+            )
+        return TopicPattern(subject_regex(pattern))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -150,17 +158,47 @@ def bounded(topic: str, what: str) -> str:
     return topic
 
 
+#: Places a subscription's ``#`` may stand in: each one more multiplies the ways a
+#: regex engine tries to split a long topic that does not match (backtracking), and
+#: every topic is matched when a subscription starts, and again as topics appear.
+MAX_OPEN_RUNS = 2
+
+
+def _wildcard_runs(segments: list[str], *, open_only: bool = False) -> list[tuple[int, int]]:
+    """(start, end) of each run of wildcard segments side by side; with ``open_only``,
+    of the runs holding a ``#``."""
+    runs, start = [], None
+    for index, segment in enumerate([*segments, ""]):
+        if segment in ("*", "#"):
+            start = index if start is None else start
+        elif start is not None:
+            if not open_only or "#" in segments[start:index]:
+                runs.append((start, index))
+            start = None
+    return runs
+
+
 def subject_regex(pattern: str) -> str:
     """``orders.*`` -> a regex matching ``orders.eu`` but not ``orders.eu.x``;
-    ``#`` matches one or more segments."""
-    parts = []
-    for segment in pattern.split("."):
-        if segment == "*":
-            parts.append(_SEGMENT)
-        elif segment == "#":
-            parts.append(rf"{_SEGMENT}(?:\.{_SEGMENT})*")
+    ``#`` matches one or more segments.
+
+    Wildcards side by side become one count (``#.*.#``: three segments or more), so
+    ``#.#.#`` costs no more to match than ``#``."""
+    segments = pattern.split(".")
+    runs = dict(_wildcard_runs(segments))
+    parts, index = [], 0
+    while index < len(segments):
+        end = runs.get(index)
+        if end is None:
+            parts.append(re.escape(segments[index]))
+            index += 1
+            continue
+        width = end - index
+        if "#" in segments[index:end]:
+            parts.append(rf"{_SEGMENT}(?:\.{_SEGMENT}){{{width - 1},}}")
         else:
-            parts.append(re.escape(segment))
+            parts.extend([_SEGMENT] * width)
+        index = end
     return "^" + r"\.".join(parts) + "$"
 
 

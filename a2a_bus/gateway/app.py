@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -30,7 +30,7 @@ from a2a_bus.gateway.history import history
 from a2a_bus.gateway.openapi import document, openapi_endpoint
 from a2a_bus.gateway.prom import TRANSPORTS, MetricsMiddleware, metrics
 from a2a_bus.gateway.responses import problem
-from a2a_bus.gateway.rpc import rpc
+from a2a_bus.gateway.rpc import CLIENT_GONE, rpc
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.gateway.tail import tail
 from a2a_bus.protocol import Adaptor
@@ -47,6 +47,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _bus_stopped(request: Request, exc: Exception) -> Response:
     # A request that raced the bus's stop: not an error of the gateway's.
     return problem(503, str(exc))
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # It left while its body was read: nothing is logged as an error, nobody reads this.
+    return Response(status_code=CLIENT_GONE)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -123,6 +128,7 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         exception_handlers={
             HTTPException: _http_error,
             BusStopped: _bus_stopped,
+            ClientDisconnect: _client_gone,
             Exception: _server_error,
         },
         lifespan=lifespan,

@@ -17,7 +17,7 @@ from a2a_bus.core.payload import envelope_refusal, refusal
 from a2a_bus.core.routing import RoutingError, outside_refusal
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import GatewayContext, context, require_access
-from a2a_bus.gateway.limits import BodyTooLarge, read_body
+from a2a_bus.gateway.limits import BodyRefused, read_body
 from a2a_bus.gateway.prom import DENIED, EVENTS_PUBLISHED
 from a2a_bus.gateway.responses import JSONResponse, problem
 from a2a_bus.gateway.tracing import adopt, serving_http
@@ -31,9 +31,9 @@ async def events(request: Request) -> Response:
     ctx = context(request)
     access = require_access(request)
     try:
-        body = await read_body(request, ctx.settings.max_body_bytes)
-    except BodyTooLarge as exc:
-        return problem(413, str(exc))
+        body = await read_body(request, ctx.settings.max_body_bytes, ctx.settings.request_timeout)
+    except BodyRefused as exc:
+        return problem(exc.status, str(exc))
     try:
         decoded = from_http(dict(request.headers), body)
     except ProtocolError as exc:

@@ -22,7 +22,7 @@ from a2a_bus.core.service import Authorize, Reply
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
-from a2a_bus.gateway.limits import BodyTooLarge, read_body
+from a2a_bus.gateway.limits import BodyRefused, BodyTooLarge, read_body
 from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
 from a2a_bus.gateway.sse import sse_response, wants_sse
@@ -100,9 +100,10 @@ async def rpc(request: Request) -> Response:
         detail = "a valid bearer token is required"
         return rpc_error(401, ErrorCode.UNAUTHORIZED, "Unauthorized", detail, CHALLENGE)
     try:
-        body = await read_body(request, ctx.settings.max_body_bytes)
-    except BodyTooLarge as exc:
-        return rpc_error(413, ErrorCode.TOO_LARGE, "Request too large", str(exc))
+        body = await read_body(request, ctx.settings.max_body_bytes, ctx.settings.request_timeout)
+    except BodyRefused as exc:
+        code = ErrorCode.TOO_LARGE if isinstance(exc, BodyTooLarge) else ErrorCode.INVALID_REQUEST
+        return rpc_error(exc.status, code, exc.reason, str(exc))
     items, batch = parse(ctx, body)
     with serving_http(ctx, request, "/rpc") as origin:
         for item in items:

@@ -36,6 +36,13 @@ async def tail(request: Request) -> Response:
     refused = topic_refusal(access, subject)
     if refused is not None:
         return refused
+    if request.method == "HEAD":
+        # Headers only, and no subscription: no body would ever tell that its client left.
+        try:
+            ctx.bus.topics.subscription(subject)
+        except RoutingError as exc:
+            return problem(400, exc.message)
+        return Response(media_type="text/event-stream")
     queue: asyncio.Queue[CloudEvent] = asyncio.Queue(QUEUE)
     dropped = 0
 

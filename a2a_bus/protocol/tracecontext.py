@@ -40,6 +40,10 @@ class TraceParent(NamedTuple):
     def sampled(self) -> bool:
         return bool(self.flags & 1)
 
+    def header(self) -> str:
+        """As this bus sends it: version ``00``, whatever version it came in."""
+        return format_traceparent(int(self.trace_id, 16), int(self.parent_id, 16), self.flags)
+
 
 def parse_traceparent(value: Any) -> TraceParent | None:
     """The trace context ``value`` holds, or None when it is not a valid one."""
@@ -89,13 +93,17 @@ def adopt_trace(
     transport's (``traceparent``/``tracestate`` headers) is taken when valid. A
     malformed value is dropped: without one the bus starts a new trace.
     """
-    if parse_traceparent(attributes.get(TRACEPARENT)) is not None:
+    own = parse_traceparent(attributes.get(TRACEPARENT))
+    if own is not None:
+        # A later version's extra fields are not carried on (the specification's rule).
+        attributes[TRACEPARENT] = own.header()
         if TRACESTATE in attributes and not valid_tracestate(attributes[TRACESTATE]):
             del attributes[TRACESTATE]
         return
     attributes.pop(TRACEPARENT, None)
     attributes.pop(TRACESTATE, None)
-    if parse_traceparent(traceparent) is not None:
-        attributes[TRACEPARENT] = traceparent
+    given = parse_traceparent(traceparent)
+    if given is not None:
+        attributes[TRACEPARENT] = given.header()
         if valid_tracestate(tracestate):
             attributes[TRACESTATE] = tracestate

@@ -4,6 +4,8 @@ in ``data``."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from a2a_bus import Bus, JsonRpcError
@@ -13,6 +15,7 @@ from a2a_bus.core.routing import (
     Topics,
     decide,
     subject_matches,
+    subject_regex,
     validate_name,
     validate_subject,
 )
@@ -58,6 +61,13 @@ def test_invalid_names_are_rejected(bad: object) -> None:
         ("*.created", "user.created", True),
         ("orders.eu", "orders.eu", True),
         ("orders.eu", "ordersXeu", False),
+        ("#.*.#", "a.b", False),  # side by side: three segments or more
+        ("#.*.#", "a.b.c", True),
+        ("#.#.x", "a.x", False),
+        ("#.#.x", "a.b.x", True),
+        ("*.*", "a.b.c", False),
+        ("a.#.b.#", "a.x.b.y.z", True),
+        ("a.#.b.#", "a.b.y", False),
     ],
 )
 def test_subject_wildcards(pattern: str, subject: str, matches: bool) -> None:
@@ -70,6 +80,26 @@ def test_wildcard_subscription_is_a_topic_pattern() -> None:
     assert topics.subscription("orders.eu") == "a2a.topic.orders.eu"
     with pytest.raises(RoutingError):
         topics.subject("orders.*")  # no wildcards when publishing
+
+
+def test_wildcards_side_by_side_are_one_count_so_matching_cannot_blow_up() -> None:
+    """``#.#.#`` as nested repeats would let the regex engine try every split of a long
+    topic that does not match (seconds per topic, the loop blocked): one count instead."""
+    regex = subject_regex("a2a.topic." + ".".join(["#"] * 11) + ".x")
+    assert regex.count("(?:") == 1 and "{10,}" in regex
+    assert re.match(regex, "a2a.topic." + ".".join(["a"] * 60)) is None
+
+
+def test_a_subscription_s_hash_stands_in_at_most_two_places() -> None:
+    assert isinstance(topics.subscription("a.#.b.#"), TopicPattern)
+    assert isinstance(topics.subscription("#.*.#.b.#.#"), TopicPattern)  # two runs
+    with pytest.raises(RoutingError, match="'#' may stand in at most 2 places"):
+        topics.subscription("#.a.#.b.#")
+
+
+def test_a_wildcard_subject_is_bounded_like_any_other() -> None:
+    with pytest.raises(RoutingError, match="subject too long"):
+        topics.subscription("a" * MAX_TOPIC_CHARS + ".#")
 
 
 def test_route_p2p_pubsub_method_reply() -> None:

@@ -75,6 +75,19 @@ def test_an_entering_event_without_a_trace_takes_the_transports() -> None:
     assert attributes == {"traceparent": VALID, "tracestate": "vendor=x"}
 
 
+@pytest.mark.parametrize("tail", ["-more", "-a b", "-" + "a" * 20_000])
+def test_a_later_version_goes_on_as_version_00_without_its_extra_fields(tail: str) -> None:
+    """The specification's rule; carried as sent, 20,000 characters of fields would
+    make the message too large and a space would pass into every header."""
+    later = "01" + VALID[2:] + tail
+    attributes: dict[str, Any] = {"traceparent": later}
+    adopt_trace(attributes)
+    assert attributes == {"traceparent": VALID}
+    from_header: dict[str, Any] = {}
+    adopt_trace(from_header, later, "a=1")
+    assert from_header == {"traceparent": VALID, "tracestate": "a=1"}
+
+
 def test_malformed_trace_context_is_dropped_not_refused() -> None:
     attributes: dict[str, Any] = {"traceparent": "nope", "tracestate": "a=1"}
     adopt_trace(attributes, "also-nope", "b=2")

@@ -60,7 +60,7 @@ from a2a_bus.gateway.a2a.wire import (
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, require_access
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
-from a2a_bus.gateway.limits import BodyTooLarge, read_body
+from a2a_bus.gateway.limits import BodyRefused, read_body
 from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import CLIENT_GONE, parse
@@ -210,9 +210,11 @@ class A2ABinding:
             detail = f"no live agent {agent_id!r} on this bus"
             return rpc_error(404, A2ACode.METHOD_NOT_FOUND, "Agent not found", detail)
         try:
-            body = await read_body(request, ctx.settings.max_body_bytes)
-        except BodyTooLarge as exc:
-            return rpc_error(413, A2ACode.INVALID_REQUEST, "Payload too large", str(exc))
+            body = await read_body(
+                request, ctx.settings.max_body_bytes, ctx.settings.request_timeout
+            )
+        except BodyRefused as exc:
+            return rpc_error(exc.status, A2ACode.INVALID_REQUEST, exc.reason, str(exc))
         items, batch = parse(ctx, body)
         if batch or len(items) != 1:
             detail = "the A2A binding takes one request per HTTP request, not a batch"
