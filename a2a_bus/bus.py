@@ -123,6 +123,7 @@ class Bus:
         #: Seconds ``astart`` waits for the registry to be read to its end.
         self.registry_timeout = registry_timeout
         self.hosts: list[AgentHost] = []
+        self._host_ids: set[str] = set()
         self._aio = AsyncClient(self.dispatcher, self.service, self.portal)
         self._client = Client(self._aio, self.portal)
         self._hosting = Hosting(
@@ -224,7 +225,7 @@ class Bus:
         if self.running:
             self.portal.run(self._add_host(host))
         else:
-            self.hosts.append(host)
+            self._record(host)
         return host
 
     async def aspawn(
@@ -234,8 +235,19 @@ class Bus:
         if self.running:
             await self.portal.on_loop(self._add_host(host))
         else:
-            self.hosts.append(host)
+            self._record(host)
         return host
+
+    def _record(self, host: AgentHost) -> None:
+        """Host ``host`` from now on; ValueError when this bus hosts its id already
+        (two hosts would share its inbox, each taking calls meant for the other)."""
+        if host.agent_id in self._host_ids:
+            raise ValueError(
+                f"agent {host.agent_id!r} is hosted on this bus already: one host per agent "
+                "id (spawn(cls, replicas=N) runs more actors of it)"
+            )
+        self._host_ids.add(host.agent_id)
+        self.hosts.append(host)
 
     def _cards(self) -> list[dict[str, Any]]:
         """The heartbeat's cards: agents that started (none for one still starting,
@@ -244,11 +256,12 @@ class Bus:
 
     async def _add_host(self, host: AgentHost) -> None:
         """Start ``host`` on the running bus; if it fails it is not hosted at all."""
-        self.hosts.append(host)
+        self._record(host)
         try:
             await self._start_host(host)
         except BaseException:
             self.hosts.remove(host)
+            self._host_ids.discard(host.agent_id)
             raise
 
     async def _start_host(self, host: AgentHost) -> None:

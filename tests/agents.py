@@ -87,6 +87,16 @@ def subscriber(agent_id: str, subject: str, *, replay: bool = False) -> type[Age
     return type(f"Sub_{agent_id.replace('-', '_')}", (Agent,), namespace)
 
 
+class Quitter(Agent):
+    """Its handler raises what is no Exception: SystemExit, as a CLI library might."""
+
+    agent_id = "quitter"
+
+    @method
+    def quit(self, kind: str) -> None:
+        raise {"exit": SystemExit, "interrupt": KeyboardInterrupt}[kind]("bye")
+
+
 class Flaky(Agent):
     """Raises on every 10th message (by its number), so each poison message is
     deterministic and keeps failing on retry."""

@@ -192,9 +192,12 @@ class AgentActor(pykka.ThreadingActor):
         except JsonRpcError as exc:
             self._report(job, Outcome(error=exc))
             return None
-        except Exception as exc:
+        except BaseException as exc:
             self._report(job, Outcome(crash=f"{type(exc).__name__}: {exc}"))
-            raise  # pykka logs it with the traceback and stops this actor
+            # pykka logs an Exception with its traceback and stops this actor alone;
+            # it answers any other BaseException (SystemExit, say) by stopping every
+            # actor in the process.
+            raise exc if isinstance(exc, Exception) else HandlerEscaped(exc) from exc
         finally:
             ORIGIN.reset(token)
             if traced is not None:
@@ -224,15 +227,23 @@ class AgentActor(pykka.ThreadingActor):
         elif isinstance(error, JsonRpcError):
             self._report(job, Outcome(error=error))
         else:
-            if isinstance(error, Exception):
-                self._report(job, Outcome(crash=f"{type(error).__name__}: {error}"))
-            raise error  # as above: logged by pykka, the actor stops
+            self._report(job, Outcome(crash=f"{type(error).__name__}: {error}"))
+            # As above: logged by pykka, this actor alone stops.
+            raise error if isinstance(error, Exception) else HandlerEscaped(error) from error
 
     def _abort_fibers(self) -> None:
         """This agent instance is done: unwind the calls parked on it."""
         fibers, self._fibers = self._fibers, {}
         for fiber in fibers:
             fiber.abort()
+
+
+class HandlerEscaped(RuntimeError):
+    """A handler raised a BaseException that is no Exception (SystemExit,
+    KeyboardInterrupt, GeneratorExit): a crash of its agent, like any other."""
+
+    def __init__(self, escaped: BaseException) -> None:
+        super().__init__(f"the handler raised {type(escaped).__name__}: {escaped}")
 
 
 @dataclass(frozen=True, slots=True)

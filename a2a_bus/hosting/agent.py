@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import typing
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -24,6 +25,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _METHOD_ATTR = "__a2a_method__"
 _SUBSCRIBE_ATTR = "__a2a_subscriptions__"
+
+
+class UnresolvedHints(UserWarning):
+    """A handler's type hints name something that cannot be resolved."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,11 @@ def subscribe(subject: str, *, replay: bool = False) -> Callable[[F], F]:
 
     def mark(func: F) -> F:
         _check_handler(func, "@subscribe")
+        if inspect.isgeneratorfunction(func):  # its body would never run
+            raise TypeError(
+                f"@subscribe {func.__qualname__} is a generator: an event handler answers "
+                "nothing; write a plain function (self.client.publish sends events on)"
+            )
         marks = list(getattr(func, _SUBSCRIBE_ATTR, ()))
         marks.append((subject, replay))
         setattr(func, _SUBSCRIBE_ATTR, marks)
@@ -107,7 +117,15 @@ class MethodSpec:
         signature = signature.replace(parameters=parameters)
         try:
             hints = typing.get_type_hints(func, include_extras=True)
-        except Exception:  # unresolvable forward references: describe as "anything"
+        except Exception as exc:  # unresolvable forward references: described as "anything"
+            # Said where the class is made: else its params go unchecked, unseen.
+            warnings.warn(
+                f"the type hints of {func.__qualname__} cannot be resolved ({exc}): its params "
+                "are not checked and a stream parameter is not recognised; import the names "
+                "they use at run time (not under TYPE_CHECKING)",
+                UnresolvedHints,
+                stacklevel=3,
+            )
             hints = {}
         summary, param_descriptions = parse_docstring(inspect.getdoc(func))
         spec = cls(
@@ -205,7 +223,8 @@ class Agent:
             cls.agent_id = cls.__name__.lower()
         validate_name(cls.agent_id)
         if not cls.__dict__.get("description"):
-            cls.description = inspect.getdoc(cls) or ""
+            # Its own docstring (getdoc would hand down a base class's, Agent's too).
+            cls.description = inspect.cleandoc(cls.__doc__) if cls.__doc__ else ""
         methods: dict[str, MethodSpec] = {}
         subscriptions: list[SubscriptionSpec] = []
         for klass in reversed(cls.__mro__):

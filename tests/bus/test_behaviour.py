@@ -19,7 +19,18 @@ from a2a_bus import Bus, JsonRpcError
 from a2a_bus.discovery.directory import card_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dead_letters import DLQ_REASON
-from tests.agents import RECORDER, Calc, Echo, Flaky, Gated, Phoenix, Slow, Ticker, subscriber
+from tests.agents import (
+    RECORDER,
+    Calc,
+    Echo,
+    Flaky,
+    Gated,
+    Phoenix,
+    Quitter,
+    Slow,
+    Ticker,
+    subscriber,
+)
 from tests.buses import (
     WAIT,
     eventually,
@@ -340,6 +351,25 @@ async def test_poison_messages_go_to_dlq_and_agent_keeps_serving(
         assert header(letter, "a2a-dlq-attempts") == "3"
     assert bus.metrics.restarts == 9  # 3 poison messages x (1 try + 2 retries)
     assert bus.metrics.dead_letters == 3
+
+
+@pytest.mark.parametrize("kind", ["exit", "interrupt"])
+async def test_a_handler_raising_system_exit_crashes_its_agent_alone(
+    make_bus: Callable[..., Awaitable[Bus]], kind: str
+) -> None:
+    """pykka stops every actor in the process on a BaseException that is no
+    Exception: the agent's crash it must be, dead-lettered, the others serving."""
+    bus = await make_bus(Quitter, Calc)
+    other = await make_bus(Echo, prefix=f"other{uuid.uuid4().hex[:8]}")
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as crashed:
+        await client.request("quitter", "quit", [kind])
+    assert crashed.value.code == -32603
+    assert await client.request("calc", "subtract", [3, 1]) == 2
+    assert await other.async_client().request("echo", "echo", ["still here"]) == "still here"
+    [letter] = await read_dlq(bus, 1)
+    escaped = "SystemExit" if kind == "exit" else "KeyboardInterrupt"
+    assert f"handler-crash: {escaped}: bye" in header(letter, DLQ_REASON)
 
 
 async def _settle(awaitable: Awaitable[Any]) -> Any:

@@ -514,6 +514,23 @@ def test_a_call_from_another_loop_after_the_bus_loop_closed_raises_bus_stopped(
         pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
 
 
+async def test_one_agent_id_is_hosted_once_per_bus() -> None:
+    """Two hosts of one id would share its inbox, each taking the other's calls."""
+
+    class Other(Agent):
+        agent_id = "fine"
+
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    for cls in (Fine, Other):
+        with pytest.raises(ValueError, match="'fine' is hosted on this bus already"):
+            bus.spawn(cls)
+    async with bus:
+        with pytest.raises(ValueError, match="hosted on this bus already"):
+            await bus.aspawn(Other)
+        assert await bus.async_client().request("fine", "ping") == "pong"
+
+
 def test_a_spawn_on_a_stopped_bus_is_started_with_it_again() -> None:
     """A stopped bus can start again: a spawn in between is recorded, not refused."""
     bus = Bus.memory()

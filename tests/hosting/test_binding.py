@@ -14,6 +14,7 @@ import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method, subscribe
 from a2a_bus.core.streams import SeqReceiver
+from a2a_bus.hosting.agent import UnresolvedHints
 from a2a_bus.hosting.schema import function_schema, parse_docstring, schema_for
 from tests.buses import make_bus
 
@@ -383,6 +384,40 @@ def test_an_async_handler_is_refused_where_it_is_declared() -> None:
         for handler in (ask, stream):
             with pytest.raises(TypeError, match="is async: handlers run in the agent's actor"):
                 decorate(handler)
+
+
+def test_a_generator_subscriber_is_refused_where_it_is_declared() -> None:
+    """Calling it would only make a generator: its body never ran, the event counted."""
+
+    def on_news(self: Agent, event: Any) -> Any:
+        yield event
+
+    with pytest.raises(TypeError, match="is a generator: an event handler answers nothing"):
+        subscribe("news.*")(on_news)
+
+
+def test_hints_that_cannot_be_resolved_are_said_where_the_class_is_made() -> None:
+    """Names imported under TYPE_CHECKING: every check of the method's params, and
+    its stream parameter, would be gone without a word."""
+    with pytest.warns(UnresolvedHints, match=r"Totals\.total cannot be resolved .*Missing"):
+
+        class Totals(Agent):
+            @method
+            def total(self, values: Missing[int]) -> int:  # type: ignore[name-defined]  # noqa: F821
+                return sum(values)
+
+    assert Totals.agent_id == "totals"
+
+
+def test_an_agent_without_a_docstring_has_no_description() -> None:
+    class Plain(Agent):
+        agent_id = "plain"
+
+    class Said(Plain):
+        """Says things."""
+
+    assert Plain.description == ""  # not Agent's own docstring
+    assert Said.description == "Says things."
 
 
 def test_a_reserved_method_name_is_refused_where_it_is_declared() -> None:
