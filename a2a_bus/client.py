@@ -45,6 +45,7 @@ from a2a_bus.protocol import (
     JsonRpcError,
     classify_call,
     ext,
+    extension_problem,
     new_event,
     new_id,
 )
@@ -171,6 +172,13 @@ class AsyncClient:
         error = refusal(data, "data", binary=True)
         if error is not None:
             raise error
+        if type is not None and (not isinstance(type, str) or not type):
+            detail = f"type must be a non-empty string, not {type!r:.60}"
+            raise JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", detail)
+        for name, value in extensions.items():
+            problem = extension_problem(name, value)
+            if problem is not None:
+                raise JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", problem)
         attributes: dict[str, Any] = {
             "source": self._context.source,
             "type": type or f"{self._context.adaptor.prefix}.{subject}",

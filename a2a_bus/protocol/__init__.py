@@ -33,7 +33,13 @@ from a2a_bus.protocol.errors import (
     error_response,
     result_response,
 )
-from a2a_bus.protocol.events import events_equal, new_event, new_id, validated_event
+from a2a_bus.protocol.events import (
+    events_equal,
+    extension_problem,
+    new_event,
+    new_id,
+    validated_event,
+)
 from a2a_bus.protocol.formats import (
     dump_structured,
     from_structured,
@@ -84,6 +90,7 @@ __all__ = [
     "event_kind",
     "events_equal",
     "ext",
+    "extension_problem",
     "format_traceparent",
     "from_http",
     "from_kafka",

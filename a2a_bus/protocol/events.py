@@ -16,11 +16,11 @@ import itertools
 import re
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol.constants import SPECVERSION
+from a2a_bus.protocol.constants import SPECVERSION, ext
 from a2a_bus.protocol.errors import ProtocolError
 
 EventData = dict[str, Any] | list[Any] | str | bytes | int | float | bool | None
@@ -64,6 +64,34 @@ _EXTENSION_NAME = re.compile(r"[a-z0-9]+")
 # the names of an event are checked at once; the set stays small (names, not values).
 _known_names: set[str] = set(_CONTEXT)
 _MAX_KNOWN_NAMES = len(_CONTEXT) + 1024
+
+
+#: Attributes no publisher sets as an extension: the event's origin, its place and
+#: its content, and what the bus itself routes and answers by (``id`` it may set).
+PUBLISHER_RESERVED: Final = frozenset(
+    {
+        "specversion", "source", "type", "subject", "datacontenttype", "data",
+        "data_base64", ext.TARGET_AGENT, ext.REPLY_TO, ext.MCPTYPE, ext.METHOD,
+        ext.SEQ, ext.SESSION, ext.PROTOCOL, ext.CALLDEPTH, ext.CALLCHAIN, ext.TASK_ID,
+    }
+)  # fmt: skip
+_INT_RANGE = range(-(2**63), 2**64)
+
+
+def extension_problem(name: str, value: Any) -> str | None:
+    """Why an event published on a subject may not carry extension ``name`` =
+    ``value`` (None: it may): a name CloudEvents refuses, one the bus sets itself
+    (``targetagent`` would take the event off its subject to an agent), or a value
+    that is no string, integer or boolean (a dict would arrive as its repr)."""
+    if type(name) is not str or not _EXTENSION_NAME.fullmatch(name):
+        return f"invalid extension attribute name {name!r}: lowercase a-z and 0-9 only"
+    if name in PUBLISHER_RESERVED:
+        return f"{name!r} is the bus's to set, not a publisher's"
+    if name == "id":  # a publisher's own id: copies of one event are then skipped as one
+        return None if type(value) is str and value else "id must be a non-empty string"
+    if type(value) is str or type(value) is bool or (type(value) is int and value in _INT_RANGE):
+        return None
+    return f"extension {name!r} must be a string, a 64-bit integer or a boolean, not {value!r:.60}"
 
 
 def check_attributes(attributes: dict[str, Any]) -> None:

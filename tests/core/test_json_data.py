@@ -49,6 +49,37 @@ async def test_publish_refuses_data_that_is_not_json(
     assert [event.get_data() for event in page.events] == [{"ok": None, "price": 1.5}]
 
 
+@pytest.mark.parametrize(
+    ("extensions", "detail"),
+    [
+        ({"targetagent": "echo"}, "'targetagent' is the bus's to set"),  # would go to an inbox
+        ({"source": "/me"}, "'source' is the bus's to set"),
+        ({"specversion": "0.3"}, "'specversion' is the bus's to set"),
+        ({"Bad-Name": "x"}, "invalid extension attribute name 'Bad-Name'"),
+        ({"region": {"a": 1}}, "extension 'region' must be a string, a 64-bit integer"),
+        ({"count": 2**64}, "extension 'count' must be"),
+        ({"type": 5}, "type must be a non-empty string"),
+        ({"type": ""}, "type must be a non-empty string"),
+        ({"id": ""}, "id must be a non-empty string"),
+    ],
+)
+async def test_publish_refuses_attributes_a_publisher_may_not_set(
+    make_bus: MakeBus, extensions: dict[str, Any], detail: str
+) -> None:
+    """Each would send the event elsewhere, or as something else, than publish says;
+    on Kafka some would not even be decoded by the subscribers."""
+    bus = await make_bus(Echo)
+    client = bus.async_client()
+    with pytest.raises(JsonRpcError) as error:
+        await asyncio.wait_for(client.publish("orders.x", {"n": 1}, **extensions), WAIT)
+    assert (error.value.code, error.value.message) == (-32600, "Invalid Request")
+    assert detail in error.value.data
+    await client.publish("orders.x", {"n": 2}, region="eu", priority=3, urgent=True)
+    page = await asyncio.wait_for(client.read("orders.x"), WAIT)
+    [event] = page.events
+    assert (event.get_data(), event.get_extension("region")) == ({"n": 2}, "eu")
+
+
 async def test_request_and_notify_refuse_params_that_are_not_json(make_bus: MakeBus) -> None:
     bus = await make_bus(Echo, Calc)
     client = bus.async_client()
