@@ -25,7 +25,6 @@ PROMETHEUS_COUNTERS = {
     "duplicate_replies": ("a2a_duplicate_replies", "Second replies to one request"),
     "dead_letters": ("a2a_dead_letters", "Records written to the dead-letter topic"),
     "redeliveries": ("a2a_redeliveries", "Messages handled again (crash or redelivery)"),
-    "duplicates_skipped": ("a2a_duplicates_skipped", "Redeliveries skipped by dedup"),
     "restarts": ("a2a_agent_restarts", "Agent actors restarted after a crash"),
     "pauses": ("a2a_backpressure_pauses", "Inboxes paused because a mailbox was full"),
     "handled": ("a2a_messages_handled", "Messages handled by agents"),
@@ -44,7 +43,6 @@ class Metrics:
     duplicate_replies: int = 0
     dead_letters: int = 0
     redeliveries: int = 0
-    duplicates_skipped: int = 0
     restarts: int = 0
     pauses: int = 0
     handled: int = 0

@@ -19,7 +19,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -106,8 +106,8 @@ class MetricsMiddleware:
 
 
 class TransportCollector(Collector):
-    """Consumer lag and dead-letter totals of the transports behind the gateways of
-    this process, read at scrape time."""
+    """Consumer lag, dead-letter and skipped-copy totals of the transports behind the
+    gateways of this process, read at scrape time."""
 
     def __init__(self) -> None:
         self._transports: weakref.WeakSet[Transport] = weakref.WeakSet()
@@ -122,14 +122,20 @@ class TransportCollector(Collector):
         dead = GaugeMetricFamily(
             "a2a_transport_dead_letters", "Records the transport wrote to the dead-letter topic"
         )
-        total = 0
+        skipped = CounterMetricFamily(
+            "a2a_duplicates_skipped", "Copies of an event its subscribers skipped (dedup)"
+        )
+        total = copies = 0
         for transport in list(self._transports):
             for group, records in sorted(transport.lag().items()):
                 lag.add_metric([group], records)
-            total += int(getattr(transport, "dead_lettered", 0))
+            total += transport.dead_lettered
+            copies += transport.duplicates_skipped
         dead.add_metric([], total)
+        skipped.add_metric([], copies)
         yield lag
         yield dead
+        yield skipped
 
 
 TRANSPORTS = TransportCollector()

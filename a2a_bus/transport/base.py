@@ -377,6 +377,11 @@ class Transport(abc.ABC):
         and the bus's)."""
         return 0
 
+    @property
+    def duplicates_skipped(self) -> int:
+        """Copies of an event its subscribers skipped (de-duplication by source and id)."""
+        return 0
+
     def lag(self) -> dict[str, int]:
         """Records not handled yet, per consumer group with members in this process.
 

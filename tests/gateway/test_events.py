@@ -77,6 +77,28 @@ async def test_structured_mode_event_reaches_the_subscriber(
     assert event.get_data() == {"headline": "story 2"}
 
 
+def skipped_copies(metrics: str) -> float:
+    [line] = [x for x in metrics.splitlines() if x.startswith("a2a_duplicates_skipped_total ")]
+    return float(line.split()[1])
+
+
+async def test_a_copy_of_an_event_is_skipped_once_and_counted(
+    client: httpx.AsyncClient, seen: list[Any]
+) -> None:
+    before = skipped_copies((await client.get("/metrics")).text)
+    message = to_binary(news(3, "news.copies"), JSONFormat())
+    for _ in range(2):  # the same source and id twice: one event
+        response = await client.post("/events", content=message.body, headers=message.headers)
+        assert response.status_code == 202
+    await received(seen, 1)
+    for _ in range(200):
+        if skipped_copies((await client.get("/metrics")).text) == before + 1:
+            break
+        await asyncio.sleep(0.02)
+    assert skipped_copies((await client.get("/metrics")).text) == before + 1
+    assert [event.get_id() for event in seen] == ["news-3"]
+
+
 async def test_batch_of_events_reaches_the_subscriber(
     client: httpx.AsyncClient, seen: list[Any]
 ) -> None:

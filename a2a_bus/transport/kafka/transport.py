@@ -130,6 +130,10 @@ class KafkaTransport(Transport):
         and the bus's)."""
         return self.metrics.dead_lettered
 
+    @property
+    def duplicates_skipped(self) -> int:
+        return self.metrics.duplicates
+
     def lag(self) -> dict[str, int]:
         """Records not handled yet per consumer group of this process (the sum
         over its members' assigned partitions, as of their last fetch)."""

@@ -304,6 +304,10 @@ class MemoryTransport(Transport):
         and the bus's)."""
         return self._dead_lettered
 
+    @property
+    def duplicates_skipped(self) -> int:
+        return self.duplicates
+
     def lag(self) -> dict[str, int]:
         """Records not handled yet per consumer group (end offset minus committed)."""
         lags: dict[str, int] = {}
