@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -85,6 +86,13 @@ class Bus:
     ) -> None:
         if type(max_call_depth) is not int or max_call_depth < 1:
             raise ValueError(f"max_call_depth must be an integer >= 1, not {max_call_depth!r}")
+        # Checked here, not where they are used: a 0 heartbeat would spin a core, a 0
+        # timeout fail every later call, each far from the mistake.
+        _check_seconds("request_timeout", request_timeout, finite=False)
+        _check_seconds("heartbeat", heartbeat)
+        _check_seconds("registry_timeout", registry_timeout)
+        if card_ttl is not None:
+            _check_seconds("card_ttl", card_ttl)
         topics = Topics(prefix)
         transport.declare_compacted(topics.registry)  # one card per agent id
         adaptor = adaptor or Adaptor()
@@ -423,6 +431,11 @@ class Bus:
         handlers: it waits for them, so it would wait for itself.
         """
         if self._thread is None:
+            if self.running:  # started by astart(): its loop is the caller's, not ours
+                raise RuntimeError(
+                    "this bus was started with astart(): stop it with await bus.astop() "
+                    "on the loop that started it"
+                )
             return
         self._refuse_waiting_on_loop("bus.stop()")
         try:
@@ -486,6 +499,16 @@ class Bus:
 
     def _agent_scheduler(self, schedules: Sequence[Schedule], agent_id: str) -> Scheduler:
         return self.scheduler(schedules, group=agent_id)
+
+
+def _check_seconds(name: str, value: Any, *, finite: bool = True) -> None:
+    """TypeError unless ``value`` is a number, ValueError unless it is positive (and,
+    with ``finite``, not infinite); NaN is neither."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
+    if not value > 0 or (finite and math.isinf(value)):
+        kind = "positive finite" if finite else "positive"
+        raise ValueError(f"{name} must be a {kind} number of seconds, not {value!r}")
 
 
 def _require_known(given: bool | str | None) -> bool:

@@ -13,12 +13,14 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import threading
 import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import pykka
 import pytest
@@ -512,6 +514,43 @@ def test_a_call_from_another_loop_after_the_bus_loop_closed_raises_bus_stopped(
             bus.spawn(Fine)
     finally:
         pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"heartbeat": 0}, ValueError),  # would announce cards in a tight loop
+        ({"heartbeat": -1}, ValueError),
+        ({"heartbeat": math.inf}, ValueError),
+        ({"heartbeat": "5"}, TypeError),  # its task died silently, then stop() raised
+        ({"request_timeout": 0}, ValueError),  # every later call failed, blaming the call
+        ({"request_timeout": math.nan}, ValueError),
+        ({"request_timeout": "5"}, TypeError),
+        ({"registry_timeout": -1}, ValueError),
+        ({"card_ttl": 0}, ValueError),
+        ({"partitions": 0}, ValueError),  # ZeroDivisionError at the first write
+        ({"retention": 0}, ValueError),
+    ],
+)
+def test_bus_options_that_cannot_work_are_refused_when_the_bus_is_made(
+    options: dict[str, Any], error: type[Exception]
+) -> None:
+    name = next(iter(options))
+    with pytest.raises(error, match=name):
+        Bus.memory(**options)
+    assert Bus.memory(request_timeout=math.inf).context.request_timeout == math.inf
+
+
+async def test_stop_of_a_bus_started_with_astart_says_to_await_astop() -> None:
+    """It used to return at once and leave the bus running (its actors too)."""
+    bus = Bus.memory()
+    await bus.astart()
+    with pytest.raises(RuntimeError, match=r"started with astart\(\): stop it with await"):
+        bus.stop()
+    assert bus.running
+    await bus.astop()
+    assert not bus.running
+    bus.stop()  # stopped: nothing to do
 
 
 async def test_one_agent_id_is_hosted_once_per_bus() -> None:

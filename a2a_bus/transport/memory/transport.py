@@ -67,6 +67,9 @@ class MemoryTransport(Transport):
         dedup_window: int = 10_000,
         adaptor: Adaptor | None = None,
     ) -> None:
+        for name, value in (("partitions", partitions), ("retention", retention)):
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a whole number, at least 1, not {value!r}")
         self.partitions = partitions
         self.retention = retention
         self.compacted = set(compacted)
