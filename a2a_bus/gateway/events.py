@@ -34,6 +34,9 @@ async def events(request: Request) -> Response:
         body = await read_body(request, ctx.settings.max_body_bytes, ctx.settings.request_timeout)
     except BodyRefused as exc:
         return problem(exc.status, str(exc))
+    repeated = _repeated_header(request)
+    if repeated is not None:  # one copy would win here, maybe another at a proxy
+        return problem(400, f"malformed CloudEvent: header {repeated!r} is given twice")
     try:
         decoded = from_http(dict(request.headers), body)
     except ProtocolError as exc:
@@ -44,6 +47,17 @@ async def events(request: Request) -> Response:
         for event in decoded:
             adopt(origin, event)
         return await _publish(ctx, access, decoded)
+
+
+def _repeated_header(request: Request) -> str | None:
+    """The first ``ce-*`` or ``content-type`` header the request gives twice."""
+    seen: set[bytes] = set()
+    for name, _ in request.headers.raw:
+        if name.startswith(b"ce-") or name == b"content-type":
+            if name in seen:
+                return name.decode("latin-1")
+            seen.add(name)
+    return None
 
 
 async def _publish(ctx: GatewayContext, access: Access, decoded: list[CloudEvent]) -> Response:

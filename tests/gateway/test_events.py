@@ -141,6 +141,21 @@ async def test_malformed_events_get_400_with_a_reason(
     assert seen == []
 
 
+@pytest.mark.parametrize("repeated", ["ce-subject", "ce-id", "content-type"])
+async def test_a_header_given_twice_is_refused_not_read_as_its_first_copy(
+    client: httpx.AsyncClient, seen: list[Any], repeated: str
+) -> None:
+    """A proxy reading the last copy would see another event than the bus."""
+    message = to_binary(news(9), JSONFormat())
+    headers = list(message.headers.items())
+    headers.append((repeated, "application/json" if repeated == "content-type" else "other"))
+    response = await client.post("/events", content=message.body, headers=headers)
+    assert response.status_code == 400
+    assert f"header '{repeated}' is given twice" in response.json()["error"]
+    await asyncio.sleep(0.05)
+    assert seen == []
+
+
 async def test_event_with_nowhere_to_go_is_refused(client: httpx.AsyncClient) -> None:
     event = CloudEvent({"id": "1", "source": "s", "type": "t"}, None)
     message = to_structured(event, JSONFormat())
