@@ -90,7 +90,7 @@ class Bus:
         # timeout fail every later call, each far from the mistake.
         _check_seconds("request_timeout", request_timeout, finite=False)
         _check_seconds("heartbeat", heartbeat)
-        _check_seconds("registry_timeout", registry_timeout)
+        _check_seconds("registry_timeout", registry_timeout, zero=True)  # 0: do not wait
         if card_ttl is not None:
             _check_seconds("card_ttl", card_ttl)
         topics = Topics(prefix)
@@ -501,13 +501,13 @@ class Bus:
         return self.scheduler(schedules, group=agent_id)
 
 
-def _check_seconds(name: str, value: Any, *, finite: bool = True) -> None:
-    """TypeError unless ``value`` is a number, ValueError unless it is positive (and,
-    with ``finite``, not infinite); NaN is neither."""
+def _check_seconds(name: str, value: Any, *, finite: bool = True, zero: bool = False) -> None:
+    """TypeError unless ``value`` is a number, ValueError unless it is positive (or,
+    with ``zero``, 0) and, with ``finite``, not infinite; NaN is none of these."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number of seconds, not {value!r}")
-    if not value > 0 or (finite and math.isinf(value)):
-        kind = "positive finite" if finite else "positive"
+    if not (value >= 0 if zero else value > 0) or (finite and math.isinf(value)):
+        kind = ("non-negative" if zero else "positive") + (" finite" if finite else "")
         raise ValueError(f"{name} must be a {kind} number of seconds, not {value!r}")
 
 

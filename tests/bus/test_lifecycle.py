@@ -539,6 +539,7 @@ def test_bus_options_that_cannot_work_are_refused_when_the_bus_is_made(
     with pytest.raises(error, match=name):
         Bus.memory(**options)
     assert Bus.memory(request_timeout=math.inf).context.request_timeout == math.inf
+    assert Bus.memory(registry_timeout=0).registry_timeout == 0  # a start that does not wait
 
 
 async def test_stop_of_a_bus_started_with_astart_says_to_await_astop() -> None:
