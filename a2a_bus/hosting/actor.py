@@ -197,7 +197,9 @@ class AgentActor(pykka.ThreadingActor):
             # pykka logs an Exception with its traceback and stops this actor alone;
             # it answers any other BaseException (SystemExit, say) by stopping every
             # actor in the process.
-            raise exc if isinstance(exc, Exception) else HandlerEscaped(exc) from exc
+            if isinstance(exc, Exception):
+                raise
+            raise HandlerEscaped(exc) from exc
         finally:
             ORIGIN.reset(token)
             if traced is not None:
@@ -229,7 +231,9 @@ class AgentActor(pykka.ThreadingActor):
         else:
             self._report(job, Outcome(crash=f"{type(error).__name__}: {error}"))
             # As above: logged by pykka, this actor alone stops.
-            raise error if isinstance(error, Exception) else HandlerEscaped(error) from error
+            if isinstance(error, Exception):
+                raise error
+            raise HandlerEscaped(error) from error
 
     def _abort_fibers(self) -> None:
         """This agent instance is done: unwind the calls parked on it."""

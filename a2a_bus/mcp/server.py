@@ -36,6 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from a2a_bus import __version__
 from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
+from a2a_bus.core.streams import Collected
 from a2a_bus.gateway.auth import OPEN, Access, Authenticator
 from a2a_bus.mcp.catalog import BusTool, catalog
 from a2a_bus.protocol import JsonRpcError, ext, new_event
@@ -191,22 +192,20 @@ class BusMcpServer:
     async def _collect(
         self, ctx: ServerRequestContext[Any], tool: BusTool, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        """A streaming method's chunks, all of them the result: a tool error once they
-        are more than one message may carry (what the bus's own client refuses)."""
-        chunks: list[Any] = []
-        size = 2  # the JSON array of the result's text: brackets, and a comma a chunk
+        """A streaming method's chunks, all of them the result, gathered as the bus
+        gathers a stream answering a plain request: past one message's payload the
+        ``JsonRpcError`` -32005 it raises is the tool's error."""
+        collected = Collected(MAX_PAYLOAD_BYTES)
         stream = self.client.stream(tool.agent, tool.method, arguments)
         try:
             async for chunk in stream:
-                size += len(orjson.dumps(chunk, option=orjson.OPT_NON_STR_KEYS)) + 1
-                if size > MAX_PAYLOAD_BYTES:
-                    return _too_large(tool, len(chunks) + 1)
-                chunks.append(chunk)
-                await ctx.session.report_progress(len(chunks), None, json_text(chunk))
+                collected.add(chunk)
+                count = len(collected.items)
+                await ctx.session.report_progress(count, None, json_text(chunk))
         finally:
             with contextlib.suppress(Exception):  # stop the stream we no longer read
                 await stream.aclose()
-        return _result(chunks, {"chunks": chunks})
+        return _result(collected.items, {"chunks": collected.items})
 
     # -- serving ----------------------------------------------------------------------
 
@@ -249,13 +248,6 @@ def _result(value: Any, structured: dict[str, Any] | None) -> types.CallToolResu
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json_text(value))],
         structured_content=structured,
-    )
-
-
-def _too_large(tool: BusTool, count: int) -> types.CallToolResult:
-    return _error_result(
-        f"{tool.agent}.{tool.method}: Response too large: its chunks are more than the "
-        f"{MAX_PAYLOAD_BYTES} bytes one message may carry (stopped at chunk {count})"
     )
 
 

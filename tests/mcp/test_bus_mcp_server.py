@@ -244,8 +244,8 @@ async def test_a_stream_larger_than_one_message_is_a_tool_error_saying_so(bus: B
         large = await mcp.call_tool("talker__words", {"size": 10_000, "count": 150})
     assert large.is_error
     text = large.content[0].text  # type: ignore[union-attr]
-    assert text.startswith("talker.words: Response too large: its chunks are more than the")
-    assert "(stopped at chunk 100)" in text
+    assert text.startswith("talker.words answered error -32005 Response too large")
+    assert "after 99 chunks" in text
 
 
 async def test_http_clients_are_told_the_tool_list_changes(bus: Bus) -> None:
