@@ -1,17 +1,36 @@
-"""``a2a-bus convert``: JSON-RPC <-> CloudEvents on the command line, one result per line."""
+"""``a2a-bus convert``: JSON-RPC <-> CloudEvents on the command line, one result per line.
+
+What the bus would refuse to route is refused here too, with the bus's own checks
+(:func:`~a2a_bus.core.routing.decide` on a bus with the default topic prefix): an
+invalid agent id or subject, or one whose topic name would be too long.
+"""
 
 from __future__ import annotations
 
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
+from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.cli.app import app
-from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, Adaptor, Failure, to_structured
+from a2a_bus.core.routing import RoutingError, Topics, decide
+from a2a_bus.protocol import (
+    DEFAULT_TYPE_PREFIX,
+    Adaptor,
+    Failure,
+    Kind,
+    error_response,
+    event_kind,
+    ext,
+    jsonrpc_of,
+    to_structured,
+)
+
+_TOPICS = Topics()
 
 
 class Target(StrEnum):
@@ -26,6 +45,34 @@ def _read(source: str) -> bytes:
     if not path.is_file():
         raise typer.BadParameter(f"no such file: {source}", param_hint="FILE")
     return path.read_bytes()
+
+
+def _refusal(event: CloudEvent) -> dict[str, Any] | None:
+    """The error the bus would answer for the agent id or subject ``event`` names,
+    else None. Where a method or an answer goes only a running bus knows (the
+    method's owner, the caller's reply topic): those are not checked."""
+    attributes = event.get_attributes()
+    names = ext.TARGET_AGENT in attributes or "subject" in attributes
+    if not names or event_kind(event) is Kind.RESPONSE:
+        return None
+    try:
+        decide(event, _TOPICS)
+    except RoutingError as exc:
+        error = exc.json_rpc_error()
+        message = jsonrpc_of(event.get_data())
+        id = message.get("id") if message is not None else event.get_id()
+        return error_response(error.code, error.message, id, error.data)
+    return None
+
+
+def _line(item: CloudEvent | Failure, adaptor: Adaptor, to: Target) -> tuple[Any, bool]:
+    """What to print for one element, and whether it failed."""
+    if isinstance(item, Failure):
+        return item.response(), True
+    refused = _refusal(item)
+    if refused is not None:
+        return refused, True
+    return (adaptor.to_jsonrpc(item) if to is Target.jsonrpc else to_structured(item)), False
 
 
 @app.command()
@@ -44,20 +91,15 @@ def convert(
     """Convert JSON-RPC 2.0 (single or batch) or CloudEvents (structured or batch).
 
     Prints one line per element: a structured-mode CloudEvent, a JSON-RPC message
-    with --to jsonrpc, or the element's JSON-RPC error response. Exits 1 when any
-    element failed.
+    with --to jsonrpc, or the element's JSON-RPC error response (also for an agent
+    id or subject the bus would refuse). Exits 1 when any element failed.
     """
     adaptor = Adaptor(prefix=prefix, source=source_attr)
     failed = False
     out = sys.stdout.buffer
     for item in adaptor.from_bytes(_read(source)):
-        if isinstance(item, Failure):
-            failed = True
-            line = item.response()
-        elif to is Target.jsonrpc:
-            line = adaptor.to_jsonrpc(item)
-        else:
-            line = to_structured(item)
+        line, refused = _line(item, adaptor, to)
+        failed = failed or refused
         out.write(orjson.dumps(line) + b"\n")
     out.flush()
     raise typer.Exit(1 if failed else 0)

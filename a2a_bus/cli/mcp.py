@@ -18,15 +18,8 @@ from rich.markup import escape
 
 from a2a_bus.cli.app import app
 from a2a_bus.cli.common import build_bus, fail, kafka_bootstrap, started
-from a2a_bus.cli.serve import (
-    SHUTDOWN_GRACE,
-    bind,
-    gateway_settings,
-    host_port,
-    spawn_agent,
-    start_http,
-    transport_where,
-)
+from a2a_bus.cli.http_server import SHUTDOWN_GRACE, bind, host_port, start_http
+from a2a_bus.cli.serve import gateway_settings, spawn_agent, transport_where
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.gateway.auth import Authenticator
 from a2a_bus.hosting.agent import Agent

@@ -15,15 +15,13 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import uvicorn
 from rich.console import Console
 from rich.markup import escape
-from starlette.types import ASGIApp
 
 from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
@@ -35,14 +33,14 @@ from a2a_bus.cli.common import (
     plural,
     started,
 )
+from a2a_bus.cli.http_server import bind, host_port, start_http
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.cli.telemetry import TelemetryUnavailable, start_export
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
 from a2a_bus.gateway.a2a.stores import check_task_store
-from a2a_bus.gateway.ingress import REPLY_TOPICS_ENV, Ingress
+from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.hosting.host import FAILED, AgentHost
-from a2a_bus.protocol import whole_number
 from a2a_bus.runtime import loops
 from a2a_bus.runtime.logs import json_handler
 
@@ -50,53 +48,9 @@ if TYPE_CHECKING:
     from a2a_bus.bus import Bus
 
 
-def host_port(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); port 0 picks a free port."""
-    host, _, port = value.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    number = whole_number(port, 5)
-    if not host or number is None or number > 65535:
-        raise typer.BadParameter(
-            f"{value!r}: use HOST:PORT with a port from 1 to 65535 (0: any free port)",
-            param_hint="--http",
-        )
-    return host, number
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port``, bound here so that a port in use or an
-    unknown host is one clean line, before any agent starts."""
-    sock: socket.socket | None = None
-    try:
-        family, kind, _, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        sock = socket.socket(family, kind)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        sock.bind(address)
-        sock.listen()
-    except OSError as exc:
-        if sock is not None:
-            sock.close()
-        raise fail(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
 TASK_STORE_ENV = "A2A_GATEWAY_A2A_TASK_STORE"
 #: Where the gateway listens in memory when ``--http`` does not say.
 DEFAULT_HTTP = "127.0.0.1:8080"
-#: Seconds open HTTP connections get to finish after SIGINT/SIGTERM.
-SHUTDOWN_GRACE = 5
-
-
-class QuietServer(uvicorn.Server):
-    """uvicorn without its own signal handling: ``serve`` stops it on SIGINT/SIGTERM and
-    then shuts the bus down cleanly (uvicorn would re-raise the signal afterwards)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def transport_where(bus: Bus) -> str:
@@ -124,8 +78,8 @@ def kafka_ingress(bus: Bus) -> Ingress | None:
         return None
     try:
         return Ingress(bus.service)
-    except ValueError as exc:
-        raise fail(f"{REPLY_TOPICS_ENV}: {exc}", 2) from None
+    except ValueError as exc:  # the message names A2A_INGRESS_REPLY_TOPICS
+        raise fail(str(exc), 2) from None
 
 
 async def _serve(
@@ -182,31 +136,6 @@ def all_failed(hosts: Sequence[AgentHost]) -> str | None:
     if not hosts or len(failures) < len(hosts):
         return None
     return "; ".join(failures)
-
-
-class Http(NamedTuple):
-    server: uvicorn.Server
-    task: asyncio.Task[None]
-
-
-async def start_http(app: ASGIApp, sock: socket.socket, what: str) -> Http:
-    """``app`` (``what``: for the error) served by uvicorn on ``sock``, once it
-    accepts connections."""
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="on",
-        # Live views (SSE) never end by themselves: close what is still open
-        # this long after a stop signal, so the server stops.
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
-    )
-    server = QuietServer(config)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started and not serving.done():
-        await asyncio.sleep(0.02)
-    if not server.started:
-        raise fail(f"cannot serve HTTP: the {what} did not start (see the lines above)")
-    return Http(server, serving)
 
 
 def _banner(

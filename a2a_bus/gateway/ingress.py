@@ -51,6 +51,7 @@ from a2a_bus.protocol import (
     ext,
 )
 from a2a_bus.runtime import tracing
+from a2a_bus.runtime.env import EnvError
 from a2a_bus.transport.base import Consumed, Delivery, Subscription, Undecodable
 from a2a_bus.transport.dead_letters import delivered_letter
 
@@ -62,6 +63,26 @@ REPLY_TOPICS_ENV = "A2A_INGRESS_REPLY_TOPICS"
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: Errors meaning the bus could not route the request: the record is dead-lettered too.
 _UNROUTABLE = {ErrorCode.METHOD_NOT_FOUND, ErrorCode.INVALID_REQUEST}
+
+
+def reply_topics_pattern(reply_topics: str | None = None) -> re.Pattern[str] | None:
+    """The allowed ``reply-to`` topics: ``reply_topics`` if given, else
+    ``A2A_INGRESS_REPLY_TOPICS``; None when empty (any topic but the bus's own).
+
+    A pattern that is no regular expression raises ValueError (EnvError from the
+    variable) naming where it came from and what is wrong with it.
+    """
+    if reply_topics is not None:
+        name, pattern = "reply_topics", reply_topics
+    else:
+        name, pattern = REPLY_TOPICS_ENV, os.environ.get(REPLY_TOPICS_ENV, "")
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        error = ValueError if reply_topics is not None else EnvError
+        raise error(f"{name}={pattern!r}: not a regular expression: {exc}") from None
 
 
 def header(headers: Sequence[tuple[str, bytes]], name: str) -> str | None:
@@ -94,13 +115,7 @@ class Ingress:
         #: whole name must match); None: any but the bus's own. From
         #: ``A2A_INGRESS_REPLY_TOPICS`` unless given, so producers cannot make the
         #: bus create topics of any name.
-        pattern = reply_topics if reply_topics is not None else os.environ.get(REPLY_TOPICS_ENV)
-        try:
-            self.reply_topics = re.compile(pattern) if pattern else None
-        except re.error as exc:
-            raise ValueError(
-                f"reply_topics {pattern!r} is not a regular expression: {exc}"
-            ) from None
+        self.reply_topics = reply_topics_pattern(reply_topics)
         #: The bus's topic names (the ingress topic, its default reply topic, the DLQ).
         self.topics = bus.topics
         self.topic = bus.topics.ingress

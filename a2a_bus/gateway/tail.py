@@ -5,6 +5,9 @@ view starts at the moment of the request (a fresh consumer group), holds at most
 ``QUEUE`` undelivered events (older ones are dropped and counted in a comment
 line) and sends a keep-alive comment every ``KEEPALIVE`` seconds, so a client that
 went away is noticed and its subscription stopped even on a quiet subject.
+
+A view creates no topic: one of a subject never published on waits for its topic
+to appear, and shows its events from the first.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ def decode_binary(
 ) -> CloudEvent:
     """Rebuild an event from binary-mode headers and body; raises :class:`ProtocolError`.
 
-    ``read`` turns a header value into text (UTF-8 for Kafka, percent-decoding for HTTP).
+    ``read`` turns a header value into text (UTF-8 for Kafka, percent-decoding for HTTP);
+    a :class:`ValueError` it raises refuses the message, naming the header.
     """
     attributes: dict[str, Any] = {}
     cut = len(prefix)
@@ -81,8 +82,12 @@ def decode_binary(
                 attributes[attr] = _typed(attr, text) if attr in _TYPED else text
             elif name == CONTENT_TYPE_HEADER:
                 attributes["datacontenttype"] = read(raw_value)
+    except ProtocolError:  # a 'time' that is no timestamp: already worded
+        raise
     except UnicodeDecodeError:
-        raise ProtocolError.invalid("a header value is not valid UTF-8") from None
+        raise ProtocolError.invalid(f"header {name!r} is not valid UTF-8") from None
+    except ValueError as exc:
+        raise ProtocolError.invalid(f"header {name!r} {exc}") from None
     if "specversion" not in attributes:
         raise ProtocolError.invalid(f"not a CloudEvent: no {prefix}specversion header")
     data = decode_data(body, attributes.get("datacontenttype"))

@@ -5,7 +5,8 @@ validates every attribute, which costs more than the whole JSON-RPC mapping; the
 adaptor builds attributes that are valid by construction, so it uses
 :func:`new_event`. Events that arrive from outside go through
 :func:`validated_event`, which applies the SDK's rules and turns a violation into
-a :class:`ProtocolError`.
+a :class:`ProtocolError`; the HTTP binding adds :func:`check_strings` (CloudEvents
+forbids control characters in strings, which the SDK does not check).
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ PUBLISHER_RESERVED: Final = frozenset(
     }
 )  # fmt: skip
 _INT_RANGE = range(-(2**63), 2**64)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# RFC 3339's date-time (section 5.6; ABNF strings are case-insensitive): ASCII digits only.
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
 
 
 def extension_problem(name: str, value: Any) -> str | None:
@@ -132,6 +139,23 @@ def check_attributes(attributes: dict[str, Any]) -> None:
             _known_names.add(name)
 
 
+def check_strings(attributes: dict[str, Any]) -> None:
+    """Raise :class:`ProtocolError` if a string attribute holds a control character.
+
+    CloudEvents 1.0 (Type System, String) forbids U+0000-U+001F and U+007F-U+009F;
+    the SDK does not check it. Events from outside are checked where they come in
+    (the HTTP binding), so that a newline or NUL never reaches a log line or a header.
+    """
+    for name, value in attributes.items():
+        if isinstance(value, str):
+            found = _CONTROL.search(value)
+            if found is not None:
+                raise ProtocolError.invalid(
+                    f"attribute {name!r} holds the control character {found.group()!r}, "
+                    "which CloudEvents strings may not"
+                )
+
+
 def validated_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:
     """Build an event from untrusted attributes, checked as the SDK would check them.
 
@@ -145,15 +169,19 @@ def validated_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:
 
 
 def parse_time(value: str) -> datetime:
-    """Parse an RFC 3339 timestamp (``Z`` or an offset)."""
+    """Parse an RFC 3339 timestamp: date ``T`` time, fractional seconds optional,
+    ``Z`` or an offset (``T`` and ``Z`` in either case, as RFC 3339 allows).
+
+    ``datetime.fromisoformat`` alone takes more of ISO 8601 (a bare date, the basic
+    form ``20261205T000000Z``, no offset), which CloudEvents does not.
+    """
+    if _RFC3339.fullmatch(value) is None:
+        raise ProtocolError.invalid(f"attribute 'time' is not an RFC 3339 timestamp: {value!r:.80}")
     try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        detail = f"attribute 'time' is not an RFC 3339 timestamp: {value!r}"
+        return datetime.fromisoformat(value.upper())
+    except ValueError:  # the form is right, a field is out of range (month 13, second 60)
+        detail = f"attribute 'time' is not a valid timestamp: {value!r:.80}"
         raise ProtocolError.invalid(detail) from None
-    if parsed.tzinfo is None:
-        raise ProtocolError.invalid("attribute 'time' must carry a time zone")
-    return parsed
 
 
 def format_time(value: datetime) -> str:

@@ -54,3 +54,41 @@ def test_missing_file_is_a_usage_error() -> None:
     done = run("/nonexistent/file.json")
     assert done.returncode == 2
     assert b"no such file" in done.stderr
+
+
+def test_an_agent_id_or_subject_the_bus_would_refuse_is_answered_with_its_error() -> None:
+    batch = [
+        {"jsonrpc": "2.0", "method": "tasks/get", "params": {"_agentId": "a b"}, "id": 1},
+        {"jsonrpc": "2.0", "method": "alert", "params": {"_topic": "news..sport"}},
+        {"jsonrpc": "2.0", "method": "alert", "params": {"_topic": "news.sport"}},
+    ]
+    done = run("-", stdin=orjson.dumps(batch))
+    assert done.returncode == 1
+    agent, subject, fine = (orjson.loads(line) for line in done.stdout.splitlines())
+    assert agent == {
+        "jsonrpc": "2.0",
+        "error": {
+            "code": -32600,
+            "message": "Invalid Request",
+            "data": "invalid agent id 'a b': must match ^[A-Za-z0-9._-]+$",
+        },
+        "id": 1,
+    }
+    assert subject["error"]["code"] == -32600 and subject["id"] is None
+    assert subject["error"]["data"].startswith("invalid subject 'news..sport'")
+    assert fine["subject"] == "news.sport"
+
+
+def test_a_cloudevent_naming_an_invalid_agent_is_not_converted_back() -> None:
+    event = {
+        "specversion": "1.0",
+        "id": "e-1",
+        "source": "s",
+        "type": "org.apache.eventmesh.a2a.tasks.get.req",
+        "targetagent": "a b",
+        "data": {"jsonrpc": "2.0", "method": "tasks/get", "id": 7},
+    }
+    done = run("--to", "jsonrpc", "-", stdin=orjson.dumps(event))
+    assert done.returncode == 1
+    answer = orjson.loads(done.stdout)
+    assert answer["error"]["code"] == -32600 and answer["id"] == 7

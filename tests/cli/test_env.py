@@ -12,7 +12,7 @@ import typer
 
 from a2a_bus import Bus
 from a2a_bus import settings as env
-from a2a_bus.cli.serve import host_port
+from a2a_bus.cli.http_server import host_port
 from a2a_bus.cli.targets import llm_warnings
 from a2a_bus.gateway.settings import load_tokens
 from a2a_bus.transport.kafka import KafkaSettings

@@ -74,7 +74,7 @@ def test_a_bus_setting_that_cannot_be_used_is_one_line(
         (
             "A2A_INGRESS_REPLY_TOPICS",
             "(",
-            "error: A2A_INGRESS_REPLY_TOPICS: reply_topics '(' is not a regular expression",
+            "error: A2A_INGRESS_REPLY_TOPICS='(': not a regular expression",
         ),
     ],
 )

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
@@ -216,6 +217,42 @@ def test_serve_stops_cleanly_on_sigterm() -> None:
     served.process.send_signal(signal.SIGTERM)
     served.wait_for("stopped")
     assert served.process.wait(timeout=WAIT) == 0
+
+
+def in_flight(url: str, route: str) -> float:
+    """The gateway's count of requests being answered on ``route``, from its metrics."""
+    metrics = httpx.get(f"{url}/metrics", timeout=WAIT).text
+    line = f'a2a_gateway_http_in_flight{{route="{route}"}} '
+    found = [row for row in metrics.splitlines() if row.startswith(line)]
+    return float(found[0].removeprefix(line)) if found else 0.0
+
+
+def test_a_request_still_running_at_the_end_of_the_shutdown_grace_is_answered_503() -> None:
+    port = free_ports(1)[0]
+    url = f"http://127.0.0.1:{port}"
+    served = Lines("serve", f"{AGENTS}:Echo", "--http", f"127.0.0.1:{port}")
+    served.wait_for("listening on")
+    # A streaming method is collected into one answer: longer than the grace.
+    slow = {"jsonrpc": "2.0", "method": "count", "params": {"n": 400, "pause": 0.05}, "id": 1}
+    answers: queue.Queue[httpx.Response] = queue.Queue()
+    threading.Thread(
+        target=lambda: answers.put(httpx.post(f"{url}/rpc", json=slow, timeout=WAIT)),
+        daemon=True,
+    ).start()
+    deadline = time.monotonic() + WAIT
+    while in_flight(url, "/rpc") < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    served.process.send_signal(signal.SIGTERM)
+    answer = answers.get(timeout=WAIT)
+    assert answer.status_code == 503
+    assert answer.json() == {
+        "error": "the server is stopping: this request did not finish within its shutdown grace"
+    }
+    served.wait_for("stopped")
+    assert served.process.wait(timeout=WAIT) == 0
+    assert served.process.stderr is not None
+    stderr = served.process.stderr.read().decode()
+    assert "Traceback" not in stderr and "ERROR" not in stderr, stderr
 
 
 def test_serve_refuses_what_is_not_an_agent(tmp_path: Path) -> None:

@@ -164,6 +164,82 @@ async def test_event_with_nowhere_to_go_is_refused(client: httpx.AsyncClient) ->
     assert "cannot be routed" in response.json()["error"]
 
 
+# -- attribute values the HTTP binding and CloudEvents refuse ------------------------------
+
+
+def _binary_news(n: int, **extra: str | bytes) -> dict[str, str | bytes]:
+    message = to_binary(news(n), JSONFormat())
+    return {**message.headers, **extra}
+
+
+def _structured_news(n: int, **extra: str) -> bytes:
+    return orjson.dumps({**orjson.loads(JSONFormat().write(news(n))), **extra})
+
+
+_CE_JSON = {"content-type": "application/cloudevents+json"}
+_CE_BATCH = {"content-type": "application/cloudevents-batch+json"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "reason"),
+    [
+        (_binary_news(1, **{"ce-region": "a%ZZb"}), None, "header 'ce-region' has a '%'"),
+        (_binary_news(1, **{"ce-region": "a%E9b"}), None, "header 'ce-region' percent-encodes"),
+        (_binary_news(1, **{"ce-region": b"a\xe9b"}), None, "header 'ce-region' holds a char"),
+        (_binary_news(1, **{"ce-subject": "a%0Ab"}), None, "attribute 'subject' holds the control"),
+        (_binary_news(1, **{"ce-region": "%00"}), None, "attribute 'region' holds the control"),
+        (_binary_news(1, **{"ce-time": "2026-12-05"}), None, "attribute 'time' is not an RFC"),
+        (_binary_news(1, **{"ce-time": "20261205T000000Z"}), None, "attribute 'time' is not"),
+        (_CE_JSON, _structured_news(1, time="2026-12-05T00:00:00"), "attribute 'time' is not"),
+        (_CE_JSON, _structured_news(1, region="a\nb"), "attribute 'region' holds the control"),
+        (
+            _CE_BATCH,
+            b"[%s,%s]" % (_structured_news(1), _structured_news(2, region="\x85")),
+            "batch element 1: attribute 'region' holds the control",
+        ),
+    ],
+    ids=[
+        "bad-escape",
+        "escape-not-utf8",
+        "raw-non-ascii",
+        "newline-subject",
+        "nul",
+        "bare-date",
+        "basic-format-time",
+        "time-without-offset",
+        "structured-newline",
+        "batch-c1-control",
+    ],
+)
+async def test_attribute_values_the_binding_forbids_get_400_naming_them(
+    client: httpx.AsyncClient,
+    seen: list[Any],
+    headers: dict[str, str | bytes],
+    body: bytes | None,
+    reason: str,
+) -> None:
+    """Before, these were published as changed (a broken escape kept, a byte turned
+    into U+FFFD), or as sent: a newline reached log lines, ISO 8601 that RFC 3339
+    does not allow was read as a time."""
+    content = body if body is not None else b'{"headline": "h"}'
+    response = await client.post("/events", content=content, headers=headers)
+    assert response.status_code == 400, response.text
+    assert reason in response.json()["error"]
+    await asyncio.sleep(0.05)
+    assert seen == []
+
+
+async def test_rfc_3339_times_and_quoted_header_values_are_accepted(
+    client: httpx.AsyncClient, seen: list[Any]
+) -> None:
+    headers = _binary_news(1, **{"ce-time": "2026-12-05t10:20:30.5z", "ce-region": '"e u"'})
+    response = await client.post("/events", content=b"{}", headers=headers)
+    assert response.status_code == 202, response.text
+    (event,) = await received(seen, 1)
+    assert event.get_time().isoformat() == "2026-12-05T10:20:30.500000+00:00"
+    assert event.get_extension("region") == "e u"
+
+
 # -- integers outside -2**63 .. 2**64-1 are refused ----------------------------------------
 
 

@@ -193,5 +193,17 @@ def test_reply_topics_come_from_the_environment_and_must_be_a_regex(
     assert pattern is not None and pattern.fullmatch("replies.me")
     assert not pattern.fullmatch("other")
     assert Ingress(bus.service, reply_topics="").reply_topics is None  # explicit: no narrowing
-    with pytest.raises(ValueError, match="regular expression"):
-        Ingress(bus.service, reply_topics="(unclosed")
+
+
+def test_a_reply_topics_pattern_that_is_no_regex_is_refused_naming_where_it_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bus = Bus.memory()
+    problem = "not a regular expression: missing ), unterminated subpattern at position 0"
+    with pytest.raises(ValueError) as given:
+        Ingress(bus.service, reply_topics="(")
+    assert str(given.value) == f"reply_topics='(': {problem}"
+    monkeypatch.setenv(REPLY_TOPICS_ENV, "(")
+    with pytest.raises(ValueError) as configured:
+        Ingress(bus.service)
+    assert str(configured.value) == f"A2A_INGRESS_REPLY_TOPICS='(': {problem}"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import quote
 
+import orjson
 import pytest
 
 from a2a_bus.protocol import (
@@ -93,14 +96,140 @@ def test_header_names_are_case_insensitive() -> None:
     assert events_equal(from_http(shouted, body)[0], event)
 
 
-@pytest.mark.parametrize(("text", "seq"), [("7", 7), ("²", "²"), ("٣", "٣"), ("-1", "-1")])
-def test_a_binary_seq_header_is_a_number_only_for_ascii_digits(text: str, seq: object) -> None:
-    headers = {
+def _binary(**headers: str) -> dict[str, str]:
+    """Binary-mode HTTP headers of a minimal event, plus ``headers`` (``_`` as ``-``)."""
+    extra = {name.replace("_", "-"): value for name, value in headers.items()}
+    return {
         "ce-specversion": "1.0",
         "ce-id": "e-1",
         "ce-source": "tests",
         "ce-type": "com.example.t",
-        "ce-seq": text,
+        **extra,
     }
-    [event] = from_http(headers, b"")
+
+
+@pytest.mark.parametrize(("text", "seq"), [("7", 7), ("²", "²"), ("٣", "٣"), ("-1", "-1")])
+def test_a_binary_seq_header_is_a_number_only_for_ascii_digits(text: str, seq: object) -> None:
+    [event] = from_http(_binary(ce_seq=quote(text)), b"")
     assert event.get_extension("seq") == seq
+
+
+@pytest.mark.parametrize(
+    ("sent", "subject"),
+    [
+        ("Euro%20%E2%82%AC%20%F0%9F%98%80", "Euro € 😀"),  # the binding's own example
+        ("%e2%82%ac", "€"),  # lowercase hex
+        ("%41bc", "Abc"),  # an escape that was not needed
+        ("100%2541", "100%41"),  # one round of decoding, not two
+        ("a b", "a b"),  # older senders leave spaces as they are
+        ('"hello world"', "hello world"),  # and may quote the value (RFC 7230)
+        ('"say \\"hi\\" %21"', 'say "hi" !'),  # unquoted first, then percent-decoded
+    ],
+)
+def test_http_header_values_decode_as_the_binding_says(sent: str, subject: str) -> None:
+    [event] = from_http(_binary(ce_subject=sent), b"")
+    assert event.get_subject() == subject
+
+
+@pytest.mark.parametrize(
+    ("sent", "reason"),
+    [
+        ("a%ZZb", "starts no %XY escape"),
+        ("a%4", "starts no %XY escape"),
+        ("a%", "starts no %XY escape"),
+        ("a%E9b", "not UTF-8"),  # Latin-1, not UTF-8
+        ("%C0%A0", "not UTF-8"),  # an overlong space: the binding's example of a refusal
+        ("%ED%A0%80", "not UTF-8"),  # a surrogate
+        ("a\xe9b", "not printable ASCII"),  # a raw byte (Latin-1 as the server reads it)
+        ("a\tb", "not printable ASCII"),
+    ],
+)
+def test_an_http_header_value_the_binding_forbids_is_refused_naming_the_header(
+    sent: str, reason: str
+) -> None:
+    with pytest.raises(ProtocolError) as info:
+        from_http(_binary(ce_subject=sent), b"")
+    detail = str(info.value.failure.data)
+    assert detail.startswith("header 'ce-subject' ")
+    assert reason in detail
+
+
+# -- time: RFC 3339, not the rest of ISO 8601 ------------------------------------------
+
+
+def _structured(**attributes: Any) -> tuple[dict[str, str], bytes]:
+    event = {"specversion": "1.0", "id": "e-1", "source": "tests", "type": "t", **attributes}
+    return {"content-type": "application/cloudevents+json"}, orjson.dumps(event)
+
+
+def _every_http_mode(**attributes: str) -> list[tuple[dict[str, str], bytes]]:
+    """One event with ``attributes`` (strings) in binary, structured and batched mode."""
+    structured = _structured(**attributes)[1]
+    binary = _binary(**{f"ce_{name}": quote(value) for name, value in attributes.items()})
+    batch = ({"content-type": "application/cloudevents-batch+json"}, b"[%s]" % structured)
+    return [(binary, b""), _structured(**attributes), batch]
+
+
+@pytest.mark.parametrize(
+    ("sent", "when"),
+    [
+        ("2026-12-05T10:20:30Z", datetime(2026, 12, 5, 10, 20, 30, tzinfo=UTC)),
+        ("2026-12-05t10:20:30z", datetime(2026, 12, 5, 10, 20, 30, tzinfo=UTC)),
+        (
+            "2026-12-05T10:20:30.5+01:30",
+            datetime(2026, 12, 5, 10, 20, 30, 500000, timezone(timedelta(hours=1, minutes=30))),
+        ),
+        ("2026-12-05T10:20:30.123456789-00:00", datetime(2026, 12, 5, 10, 20, 30, 123456, UTC)),
+    ],
+)
+def test_time_in_rfc_3339_is_read_in_every_http_mode(sent: str, when: datetime) -> None:
+    for headers, body in _every_http_mode(time=sent):
+        [event] = from_http(headers, body)
+        assert event.get_time() == when
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        "2026-12-05",  # a date alone
+        "20261205T102030Z",  # ISO 8601's basic format
+        "2026-12-05T10:20:30",  # no offset
+        "2026-12-05 10:20:30Z",  # no T
+        "2026-12-05T10:20Z",  # no seconds
+        "2026-12-05T10:20:30+0100",
+        "2026-12-05T10:20:30+01",
+        "2026-12-05T10:20:30+01:00:30",
+        "2026-W49-6T10:20:30Z",
+        "2026-12-05T10:20:30,5Z",
+        "\uff12\uff10\uff12\uff16-12-05T10:20:30Z",  # fullwidth digits
+        "2026-13-05T10:20:30Z",  # the right form, but no such month
+    ],
+)
+def test_time_that_is_not_rfc_3339_is_refused_in_every_http_mode(sent: str) -> None:
+    for headers, body in _every_http_mode(time=sent):
+        with pytest.raises(ProtocolError) as info:
+            from_http(headers, body)
+        assert "attribute 'time' is not" in str(info.value.failure.data)
+
+
+# -- strings: no control characters ----------------------------------------------------
+
+
+@pytest.mark.parametrize("control", ["\n", "\x00", "\x1f", "\x7f", "\x85", "\x9f"])
+@pytest.mark.parametrize("name", ["subject", "source", "region"])
+def test_a_control_character_in_a_string_attribute_is_refused_in_every_http_mode(
+    control: str, name: str
+) -> None:
+    for headers, body in _every_http_mode(**{name: f"a{control}b"}):
+        with pytest.raises(ProtocolError) as info:
+            from_http(headers, body)
+        assert f"attribute {name!r} holds the control character {control!r}" in str(
+            info.value.failure.data
+        )
+
+
+@pytest.mark.parametrize("text", ["a\xa0b", "a\u2028b", "tab-free ünïcode ✓"])
+def test_characters_beside_the_control_ranges_pass_in_every_http_mode(text: str) -> None:
+    for headers, body in _every_http_mode(subject=text):
+        [event] = from_http(headers, body)
+        assert event.get_subject() == text
