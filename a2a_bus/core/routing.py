@@ -25,7 +25,16 @@ from typing import Any, NamedTuple
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import ErrorCode, JsonRpcError, Kind, event_kind, ext, key_of, kind_of
+from a2a_bus.protocol import (
+    ErrorCode,
+    JsonRpcError,
+    Kind,
+    control_character,
+    event_kind,
+    ext,
+    key_of,
+    kind_of,
+)
 from a2a_bus.transport.base import MAX_TOPIC_CHARS, TopicPattern
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -237,19 +246,21 @@ def outside_refusal(event: CloudEvent) -> str | None:
     a ``.common.response`` type) would reach a reply topic and answer another
     caller's pending request with a result of its choosing; one that names a
     ``replyto`` would have its answer written on any topic it names (a subject, the
-    registry, an agent's inbox, a new topic).
+    registry, an agent's inbox, a new topic). A string attribute holding a control
+    character (which CloudEvents forbids) would reach log lines and headers as sent.
     """
     if event_kind(event) is Kind.RESPONSE:
         return (
             "a response cannot enter the bus from outside: an agent outside the bus "
             "answers the requests it consumes by producing to Kafka directly"
         )
-    if ext.REPLY_TO in event.get_attributes():
+    attributes = event.get_attributes()
+    if ext.REPLY_TO in attributes:
         return (
             f"{ext.REPLY_TO} is set by the bus, not by the sender: ask over POST /rpc, "
             "or over the Kafka ingress with a reply-to header, to get an answer"
         )
-    return None
+    return control_character(attributes)
 
 
 def decide(

@@ -34,6 +34,7 @@ from a2a_bus.protocol.errors import (
     result_response,
 )
 from a2a_bus.protocol.events import (
+    control_character,
     events_equal,
     extension_problem,
     new_event,
@@ -83,6 +84,7 @@ __all__ = [
     "classify",
     "classify_call",
     "content_type",
+    "control_character",
     "depth_refusal",
     "dump_structured",
     "error_object",

@@ -139,21 +139,32 @@ def check_attributes(attributes: dict[str, Any]) -> None:
             _known_names.add(name)
 
 
-def check_strings(attributes: dict[str, Any]) -> None:
-    """Raise :class:`ProtocolError` if a string attribute holds a control character.
+def control_character(attributes: dict[str, Any]) -> str | None:
+    """Why a string attribute may not be sent as is (it holds a control character),
+    else None.
 
     CloudEvents 1.0 (Type System, String) forbids U+0000-U+001F and U+007F-U+009F;
     the SDK does not check it. Events from outside are checked where they come in
-    (the HTTP binding), so that a newline or NUL never reaches a log line or a header.
+    (the HTTP binding, the Kafka ingress), so that a newline or NUL never reaches a
+    log line or a header.
     """
     for name, value in attributes.items():
         if isinstance(value, str):
             found = _CONTROL.search(value)
             if found is not None:
-                raise ProtocolError.invalid(
+                return (
                     f"attribute {name!r} holds the control character {found.group()!r}, "
                     "which CloudEvents strings may not"
                 )
+    return None
+
+
+def check_strings(attributes: dict[str, Any]) -> None:
+    """Raise :class:`ProtocolError` if a string attribute holds a control character
+    (see :func:`control_character`)."""
+    problem = control_character(attributes)
+    if problem is not None:
+        raise ProtocolError.invalid(problem)
 
 
 def validated_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:

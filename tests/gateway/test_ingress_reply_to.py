@@ -1,7 +1,8 @@
 """The Kafka ingress applies the rule of ``POST /events`` (``routing.outside_refusal``):
 an event naming its own ``replyto`` is dead-lettered as ``forbidden: ...`` (a request
 is answered -32600 on its reply topic first), so no producer aims an agent's answer at
-a topic of its choosing. A request without one is answered as before. On both
+a topic of its choosing; so is one with a control character in a string attribute.
+A request without either is answered as before. On both
 transports (Kafka: the real broker).
 """
 
@@ -117,3 +118,32 @@ async def test_a_request_without_replyto_is_still_answered_on_its_reply_to(
         await bus.transport.publish_raw(ingress.topic, structured(bus), headers=headers)
         [reply] = await replies.until(1)
     assert reply.event.get_data() == {"jsonrpc": "2.0", "result": 4, "id": "outside-1"}
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        lambda bus: structured(bus, source="/out\nside"),
+        lambda bus: orjson.dumps(
+            {"jsonrpc": "2.0", "method": "sub\x00tract", "params": [5, 1], "id": "outside-1"}
+        ),
+    ],
+    ids=["structured-source", "raw-method"],
+)
+async def test_a_request_with_a_control_character_is_answered_with_an_error_and_dead_lettered(
+    either_bus: Bus, record: Any
+) -> None:
+    bus = either_bus
+    letters = await watch(bus, bus.topics.dlq)
+    async with Ingress(bus.service, timeout=WAIT) as ingress:
+        replies = await watch(bus, ingress.reply_topic)
+        await bus.transport.publish_raw(ingress.topic, record(bus))
+        [reply] = await replies.until(1)
+        [letter] = await letters.until(1)
+    answer = reply.event.get_data()
+    assert isinstance(answer, dict)
+    assert answer["id"] == "outside-1"
+    assert answer["error"]["code"] == -32600
+    assert "control character" in answer["error"]["data"]
+    reason = dict(letter.headers)[DLQ_REASON].decode()
+    assert reason.startswith("forbidden: attribute "), reason
