@@ -7,7 +7,9 @@ other loops. Each tool of each server becomes an :class:`McpTool` named
 ``<server>__<tool>`` with the server's JSON Schema; a call hands over to the portal
 and back. A result's structured content (else its text) goes to the model, a tool
 error becomes the tool's failure; a server that cannot start, or died, is an
-:class:`McpServerError` naming it.
+:class:`McpServerError` naming it. A tool the server lists wrongly is left out with a
+warning, its server's other tools kept; a model's arguments are checked against a tool's
+schema but for its regular expressions, which the server checks.
 
 Uses the ``mcp`` SDK (a dependency).
 """
@@ -24,7 +26,11 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
+import jsonschema
+
 from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
+from a2a_bus.llm.mcp_arguments import arguments_validator
+from a2a_bus.llm.mcp_listing import SoundListings
 from a2a_bus.llm.mcp_servers import SEPARATOR, McpServer, check_unique
 from a2a_bus.llm.tools import TOOL_NAME, AgentTool, ToolContext
 from a2a_bus.runtime.portal import Portal
@@ -159,7 +165,9 @@ class McpConnection:
         assert self._closing is not None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(Client(self._transport(stack)))
+                listings = SoundListings(self._transport(stack), self.server.name)
+                client = await stack.enter_async_context(Client(listings))
+                listings.version = client.protocol_version
                 if self._stderr is not None:
                     self._stderr.release()
                 self.tools = await _list_tools(client)
@@ -342,9 +350,10 @@ class McpTool(AgentTool):
 
     def __init__(self, connection: McpConnection, tool: mcp_types.Tool, portal: Portal) -> None:
         description = tool.description or tool.title or f"{tool.name} of {connection.server.name}"
-        super().__init__(
-            f"{connection.server.name}{SEPARATOR}{tool.name}", description, tool.input_schema
-        )
+        schema = tool.input_schema
+        name = f"{connection.server.name}{SEPARATOR}{tool.name}"
+        # A server's schema is not trusted with our regex engine (see mcp_arguments).
+        super().__init__(name, description, schema, validator=arguments_validator)
         self.tool_name = tool.name
         self._connection = connection
         self._portal = portal
@@ -408,8 +417,12 @@ class McpTools:
                 continue
             try:
                 agent_tool = McpTool(connection, tool, self._portal)
-            except Exception as exc:  # a schema that is no JSON Schema
-                log.warning("MCP tool %r left out: %s", name, exc)
+            except jsonschema.SchemaError as exc:
+                problem = f"its input schema is no JSON Schema ({exc.json_path}: {exc.message})"
+                log.warning("MCP tool %r left out: %s", name, problem)
+                continue
+            except Exception as exc:  # a schema too deep to check, say
+                log.warning("MCP tool %r left out: %s", name, _reason(exc))
                 continue
             taken.add(name)
             yield agent_tool

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 import jsonschema
+from jsonschema.protocols import Validator
 
 from a2a_bus.hosting.schema import function_schema
 from a2a_bus.llm.messages import ToolDefinition
@@ -75,14 +76,24 @@ class AgentTool(abc.ABC):
     description: str
     parameters: Mapping[str, Any]
 
-    def __init__(self, name: str, description: str, parameters: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        *,
+        validator: Callable[[Mapping[str, Any]], Validator] = jsonschema.Draft202012Validator,
+    ) -> None:
+        """``validator`` makes the check of a model's arguments from ``parameters``
+        (JSON Schema 2020-12 by default; a tool whose schema comes from outside may
+        leave out what it cannot check safely)."""
         if not TOOL_NAME.match(name):
             raise ValueError(f"invalid tool name {name!r}: use 1-64 of [A-Za-z0-9_-]")
         jsonschema.Draft202012Validator.check_schema(parameters)
         self.name = name
         self.description = description
         self.parameters = parameters
-        self._validator = jsonschema.Draft202012Validator(parameters)
+        self._validator = validator(parameters)
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(self.name, self.description, self.parameters)

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from a2a_bus.gateway.auth import Access
 from a2a_bus.mcp.server import BusMcpServer
 
 #: Where the MCP endpoint is served.
 PATH = "/mcp"
 
 
+def _user(access: Access) -> AuthenticatedUser:
+    """The SDK's user for a token's ``access``: its session manager binds a session to
+    the user that opened it and answers 404 to any other, as if there were no session."""
+    identity = access.identity  # unique per token, never the token itself
+    return AuthenticatedUser(AccessToken(token=identity, client_id=identity, scopes=[]))
+
+
 class BearerGate:
     """Answers 401 to an HTTP request without a valid bearer token (when tokens are
-    configured); what a valid one may reach is decided per tool by the server."""
+    configured) and names the token's holder to the SDK, which keeps each session to
+    the token that opened it; what a valid token may reach is decided per tool by the
+    server."""
 
     def __init__(self, app: ASGIApp, server: BusMcpServer) -> None:
         self.app = app
@@ -25,7 +37,8 @@ class BearerGate:
             headers = dict(scope.get("headers") or ())
             value = headers.get(b"authorization")
             header = value.decode("latin-1") if value is not None else None
-            if authenticator.authenticate(header) is None:
+            access = authenticator.authenticate(header)
+            if access is None:
                 response = JSONResponse(
                     {"error": "a valid bearer token is required (Authorization: Bearer <token>)"},
                     status_code=401,
@@ -33,6 +46,7 @@ class BearerGate:
                 )
                 await response(scope, receive, send)
                 return
+            scope = {**scope, "user": _user(access)}
         await self.app(scope, receive, send)
 
 

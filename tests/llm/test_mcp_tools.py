@@ -313,6 +313,7 @@ def test_an_http_server_that_went_away_is_reached_again_when_it_is_back(
 
 
 RAW_SERVER = Path(__file__).parent / "mcp" / "raw_server.py"
+RUN_ONCE = Path(__file__).parent / "mcp" / "run_once.py"
 
 
 def raw(mode: str, **options: Any) -> McpServer:
@@ -384,3 +385,53 @@ def test_a_server_that_never_answers_the_handshake_fails_to_start_and_nothing_is
         pass
     gc.collect()  # an exception nobody retrieved is reported when its future goes
     assert "never retrieved" not in caplog.text
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_tools_listed_with_wrong_input_schemas_are_left_out_and_the_others_mounted(
+    llm_server: ScriptedOpenAI, caplog: pytest.LogCaptureFixture, era: str
+) -> None:
+    llm_server.call_tools(("raw__t", {"x": "a"}))
+    llm_server.reply("ok")
+    server = McpServer.stdio("raw", sys.executable, str(RAW_SERVER), "bad-schemas", era)
+    loop = AgentBuilder("a").llm(llm_server.client()).mcp_server(server).build()
+    with loop.mcp_session() as agent:
+        assert agent.tools.names() == ["raw__t"]
+        agent.run("Go")
+    assert tool_messages(llm_server, 1)[0]["content"] == "ok"
+    warnings = sorted(r.getMessage() for r in caplog.records if "left out" in r.getMessage())
+    # One line for each, naming it, whether the SDK or JSON Schema refuses its schema.
+    names = ["raw__bare", "raw__listed", "raw__typed", "raw__unparsable"]
+    assert [line.split(" left out: ")[0] for line in warnings] == [
+        f"MCP tool {name!r}" for name in names
+    ]
+    assert "server 'raw' lists it wrongly (inputSchema.type: " in warnings[2]
+    assert "its input schema is no JSON Schema ($.properties.x.pattern: '(' is not" in warnings[3]
+    assert all("\n" not in line for line in warnings)
+
+
+def test_regular_expressions_in_a_tool_schema_are_left_to_the_server(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    hostile = "a" * 40 + "!"  # Python's re would take hours to refuse it for ^(a+)+$
+    llm_server.call_tools(
+        ("raw__t", {"x": hostile}),
+        ("raw__t", {"x": "a", hostile: 1}),
+        ("raw__u", {hostile: 1}),
+        ("raw__t", {"x": 5}),
+    )
+    llm_server.reply("done")
+    # In a process of its own: without a bound, a stalled check would hold this one.
+    server = [sys.executable, str(RAW_SERVER), "patterns"]
+    ran = subprocess.run(
+        [sys.executable, str(RUN_ONCE), llm_server.base_url, *server],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 2,
+        check=False,
+    )
+    assert (ran.returncode, ran.stdout) == (0, "done\n"), ran.stderr
+    answers = [message["content"] for message in tool_messages(llm_server, 1)]
+    assert answers[:3] == ["ok", "ok", "ok"]  # the server checks its patterns
+    # Everything else of the schema is still checked before the server is asked.
+    assert answers[3] == "error: invalid arguments for tool 'raw__t': x: 5 is not of type 'string'"

@@ -207,6 +207,48 @@ async def test_tokens_and_allow_lists_of_the_gateway_apply(bus: Bus) -> None:
             assert not (await mcp.call_tool("calc__add", {"a": 1, "b": 1})).is_error
 
 
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def post(
+    http: httpx.AsyncClient, url: str, token: str, message: dict[str, Any], session: str | None
+) -> httpx.Response:
+    """One handshake-era JSON-RPC message, sent with ``token`` on ``session``."""
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return await http.post(url, json=message, headers=headers)
+
+
+async def test_a_session_answers_only_the_token_that_opened_it(bus: Bus) -> None:
+    tokens = {"alice-secret": Access(name="team"), "bob-secret": Access(name="team")}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    async with serving(bus, tokens) as url, httpx.AsyncClient(timeout=WAIT) as http:
+        opened = await post(http, url, "alice-secret", hello, None)
+        assert opened.status_code == 200
+        session = opened.headers["mcp-session-id"]
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await post(http, url, "alice-secret", ready, session)).status_code == 202
+        # Another valid token (even one of the same name) cannot use it: to that token
+        # the session does not exist.
+        hijack = await post(http, url, "bob-secret", listing, session)
+        assert hijack.status_code == 404
+        assert "calc__add" not in hijack.text
+        owner = await post(http, url, "alice-secret", listing, session)
+        assert owner.status_code == 200
+        assert "calc__add" in owner.text
+
+
 def test_catalog_names_tools_for_every_model_host() -> None:
     entries = [
         {"agent": "support", "name": "chat/stream", "streaming": "response", "params": {}},
