@@ -45,7 +45,7 @@ from a2a_bus.protocol import DEFAULT_MAX_CALL_DEPTH, Adaptor
 from a2a_bus.runtime.affinity import choose_cpu, pin_current_thread
 from a2a_bus.runtime.collector import choose_threshold, young_threshold
 from a2a_bus.runtime.env import EnvError, switch
-from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, LoopThread, Portal
+from a2a_bus.runtime.portal import BLOCKING_ON_LOOP, BusStopped, LoopThread, Portal
 from a2a_bus.runtime.tracing import Tracing
 from a2a_bus.schedule.kafka_owners import KafkaOwners
 from a2a_bus.schedule.scheduler import Scheduler
@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 #: The dead-letter topic's variable: without it each prefix has its own.
 DLQ_ENV = KAFKA_ENV_PREFIX + "DLQ_TOPIC"
+#: Seconds a stop waits for running handlers unless the bus is told otherwise (on
+#: Kafka: the transport's ``drain_timeout``).
+DEFAULT_DRAIN_TIMEOUT = 10.0
 
 
 class Bus:
@@ -83,6 +86,7 @@ class Bus:
         registry_timeout: float = 10.0,
         max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
         tracer_provider: Any = None,
+        drain_timeout: float | None = None,
     ) -> None:
         if type(max_call_depth) is not int or max_call_depth < 1:
             raise ValueError(f"max_call_depth must be an integer >= 1, not {max_call_depth!r}")
@@ -93,6 +97,11 @@ class Bus:
         _check_seconds("registry_timeout", registry_timeout, zero=True)  # 0: do not wait
         if card_ttl is not None:
             _check_seconds("card_ttl", card_ttl)
+        if drain_timeout is None:  # one setting bounds the whole stop: on Kafka, the transport's
+            drain_timeout = DEFAULT_DRAIN_TIMEOUT
+            if isinstance(transport, KafkaTransport):
+                drain_timeout = transport.settings.drain_timeout
+        _check_seconds("drain_timeout", drain_timeout, finite=False, zero=True)
         topics = Topics(prefix)
         transport.declare_compacted(topics.registry)  # one card per agent id
         adaptor = adaptor or Adaptor()
@@ -130,6 +139,8 @@ class Bus:
         self.announcer = Announcer(transport, topics.registry, adaptor, heartbeat, self._cards)
         #: Seconds ``astart`` waits for the registry to be read to its end.
         self.registry_timeout = registry_timeout
+        #: Seconds a stop waits for running handlers before it stops without them.
+        self.drain_timeout = drain_timeout
         self.hosts: list[AgentHost] = []
         self._host_ids: set[str] = set()
         self._aio = AsyncClient(self.dispatcher, self.service, self.portal)
@@ -146,6 +157,8 @@ class Bus:
         #: The inbox consumer of the current start (one per process on Kafka).
         self._inboxes: Inboxes | None = None
         self._thread: LoopThread | None = None
+        #: Set once what stops without the loop was stopped, after the loop ended.
+        self._released = False
 
     # -- construction ---------------------------------------------------------------
 
@@ -230,7 +243,7 @@ class Bus:
         the bus's own loop use ``await bus.aspawn(...)``).
         """
         host = AgentHost(self._hosting, agent_cls, replicas, args, kwargs)
-        if self.running:
+        if self.dispatcher.running:  # started (if its loop ended, the portal says so)
             self.portal.run(self._add_host(host))
         else:
             self._record(host)
@@ -240,7 +253,7 @@ class Bus:
         self, agent_cls: type[Agent], replicas: int = 1, *args: Any, **kwargs: Any
     ) -> AgentHost:
         host = AgentHost(self._hosting, agent_cls, replicas, args, kwargs)
-        if self.running:
+        if self.dispatcher.running:
             await self.portal.on_loop(self._add_host(host))
         else:
             self._record(host)
@@ -311,7 +324,25 @@ class Bus:
 
     @property
     def running(self) -> bool:
-        return self.dispatcher.running
+        """True from a start to its stop while the bus loop runs: false once that loop
+        ended without a stop (stopped from inside, crashed, closed)."""
+        return self.dispatcher.running and not self._loop_ended()
+
+    def _loop_ended(self) -> bool:
+        """The bus loop is gone: detached, closed, or (on the bus's own thread) no
+        longer running. A caller's loop may pause between its runs: not ended."""
+        loop = self.portal.attached
+        if loop is None or loop.is_closed():
+            return True
+        return self._thread is not None and not loop.is_running()
+
+    def _check_startable(self) -> None:
+        """BusStopped if this bus was started and its loop ended without a stop: what
+        ran on that loop cannot be stopped or restarted."""
+        if self.dispatcher.running:
+            raise BusStopped(
+                "the bus loop ended without a stop, so this bus cannot start again: make a new Bus"
+            )
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -325,6 +356,7 @@ class Bus:
         """
         if self.running:
             return
+        self._check_startable()
         self.portal.attach(asyncio.get_running_loop())
         if self.pin_cpu is not None:
             # This loop's thread; the threads it starts from now on (the actors) inherit it.
@@ -381,6 +413,8 @@ class Bus:
         """Drain in-flight work, say goodbye on the registry, and disconnect."""
         if self.running:
             await self._shutdown()
+        elif self.dispatcher.running:
+            self._release_after_loop_ended()
 
     async def _shutdown(self) -> None:
         """Stop what is running (all of it after a start, part of it after a failed one)."""
@@ -399,8 +433,16 @@ class Bus:
                 # Before the host drains its deliveries: one waiting for an agent
                 # that cannot start would wait forever.
                 replica.begin_stop()
-        for host in self.hosts:
-            await host.stop()
+        grace = None
+        if not math.isinf(self.drain_timeout):
+            loop = asyncio.get_running_loop()
+            grace = loop.call_later(self.drain_timeout, self._abandon_handlers)
+        try:
+            for host in self.hosts:
+                await host.stop()
+        finally:
+            if grace is not None:
+                grace.cancel()
         inboxes, self._inboxes = self._inboxes, None
         if inboxes is not None:
             await inboxes.stop()
@@ -411,11 +453,46 @@ class Bus:
         await self.dispatcher.close()
         await self.context.transport.stop()
 
+    def _abandon_handlers(self) -> None:
+        """The stop waited ``drain_timeout`` for handlers that still run: it goes on
+        without them (their messages dead-lettered, a request answered -32002)."""
+        running = [held for host in self.hosts for held in host.holding()]
+        if not running:
+            return
+        log.warning(
+            "stopping without the handlers still running after the %g s drain timeout: %s;"
+            " their messages are dead-lettered, their threads left to end by themselves",
+            self.drain_timeout,
+            ", ".join(running),
+        )
+        reason = f"the bus stopped after waiting {self.drain_timeout:g} s for its handler"
+        for host in self.hosts:
+            host.abandon(reason)
+
+    def _release_after_loop_ended(self) -> None:
+        """Stop what stops without the loop: the actors are told to stop (so the
+        process can exit) and callers still waiting get BusStopped."""
+        if self._released:
+            return
+        self._released = True
+        log.warning(
+            "the bus loop ended before the bus was stopped: nothing is drained, the agents"
+            " are told to stop"
+        )
+        for host in self.hosts:
+            host.let_go()
+        self._stop_thread()
+        self.portal.detach()  # also when the loop was the caller's (astart)
+        if self._holds_threshold:
+            self._holds_threshold = False
+            young_threshold.release()
+
     def start(self) -> Bus:
         """Start on a loop thread owned by the bus (for sync code)."""
         if self.running:
             return self
-        self._thread = LoopThread(f"a2a-bus-{self.node}")
+        self._check_startable()
+        self._thread = LoopThread(f"a2a-bus-{self.node}", on_end=self.portal.detach)
         self.portal.attach(self._thread.start())
         try:
             self.portal.run(self.astart())
@@ -430,6 +507,9 @@ class Bus:
         Refused (RuntimeError, at once) on the bus loop and in the bus's own
         handlers: it waits for them, so it would wait for itself.
         """
+        if self.dispatcher.running and self._loop_ended():
+            self._release_after_loop_ended()
+            return
         if self._thread is None:
             if self.running:  # started by astart(): its loop is the caller's, not ours
                 raise RuntimeError(
@@ -446,7 +526,8 @@ class Bus:
     def _stop_thread(self) -> None:
         thread, self._thread = self._thread, None
         if thread is not None:
-            thread.stop()
+            with contextlib.suppress(RuntimeError):  # its loop closed by itself
+                thread.stop()
             # Closed: later calls get BusStopped, not "loop is closed"; calls that
             # never ran or never ended are woken (no hang).
             self.portal.detach()

@@ -31,8 +31,8 @@ from a2a_bus.transport.base import Delivery, Transport, Undecodable
 log = logging.getLogger(__name__)
 
 CARD_SUFFIX = ".agent.card"
-#: A card's ``status``: every replica runs; some gave up starting; all gave up
-#: (then its ``failure`` says why).
+#: A card's ``status``: every replica runs; some do not run (a start failed, they are
+#: restarted, or they gave up starting); all gave up (``failure`` says why).
 RUNNING = "running"
 DEGRADED = "degraded"
 FAILED = "failed"

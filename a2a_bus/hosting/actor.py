@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Outcome:
-    """What a job ended with: a result, a JSON-RPC error, or a crash reason."""
+    """What a job ended with: a result, a JSON-RPC error, or a crash reason (with
+    the error its caller gets instead of -32603, when the agent did not run it)."""
 
     result: Any = None
     error: JsonRpcError | None = None
@@ -89,6 +90,29 @@ def serving_loop() -> asyncio.AbstractEventLoop | None:
     return getattr(_actor_thread, "loop", None)
 
 
+class KeptAlive:
+    """An actor thread's count on the keeper of the process (``ACTORS``), given back
+    once: when the thread ends, or before that when its bus stops without waiting
+    for it (a handler that never returns must not keep the process alive)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = False
+
+    def enter(self) -> None:
+        """Count the thread (before it starts)."""
+        with self._lock:
+            self._held = True
+            ACTORS.enter()
+
+    def leave(self) -> None:
+        """Give the count back; once only, however often it is called."""
+        with self._lock:
+            held, self._held = self._held, False
+            if held:
+                ACTORS.leave()
+
+
 class AgentActor(pykka.ThreadingActor):
     """Hosts one agent instance; handles jobs one at a time, in order."""
 
@@ -99,6 +123,8 @@ class AgentActor(pykka.ThreadingActor):
         report_start_failure: Callable[[str], None],
         loop: asyncio.AbstractEventLoop | None = None,
         tracer: Any = None,
+        kept: KeptAlive | None = None,
+        report_started: Callable[[], None] | None = None,
     ):
         super().__init__()
         self.agent = agent
@@ -108,8 +134,16 @@ class AgentActor(pykka.ThreadingActor):
         self.loop = loop
         self._report = report
         self._report_start_failure = report_start_failure
+        #: Told when the agent started (None: nobody waits to hear it).
+        self._report_started = report_started
+        #: What keeps the process alive while this actor's thread runs.
+        self.kept = kept or KeptAlive()
         #: Calls that gave the actor back while they wait for input (see Fiber).
         self._fibers: dict[Fiber, Job] = {}
+
+    def __str__(self) -> str:
+        # pykka names the actor so in the log, with the traceback of its failures.
+        return f"agent {self.agent.agent_id} ({self.actor_urn})"
 
     @staticmethod
     def _create_actor_inbox() -> Any:
@@ -122,18 +156,18 @@ class AgentActor(pykka.ThreadingActor):
     use_daemon_thread = True
 
     def _start_actor_loop(self) -> None:
-        ACTORS.enter()
+        self.kept.enter()
         try:
             super()._start_actor_loop()
         except BaseException:
-            ACTORS.leave()
+            self.kept.leave()
             raise
 
     def _actor_loop(self) -> None:
         try:
             super()._actor_loop()
         finally:
-            ACTORS.leave()
+            self.kept.leave()
 
     def on_start(self) -> None:
         _actor_thread.loop = self.loop  # the thread is this actor's alone
@@ -142,6 +176,8 @@ class AgentActor(pykka.ThreadingActor):
         except Exception as exc:
             self._report_start_failure(f"{type(exc).__name__} in on_start: {exc}")
             raise
+        if self._report_started is not None:
+            self._report_started()
 
     def on_stop(self) -> None:
         self._abort_fibers()

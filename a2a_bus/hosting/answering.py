@@ -62,8 +62,12 @@ class Answering:
             outcome = carried(outcome)
         if outcome.crash is not None:
             await self.dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
-            # The traceback is in the log; the caller learns only that it failed.
-            response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
+            error = outcome.error  # set when the agent did not run it (it could not start)
+            if error is None:
+                # The traceback is in the log; the caller learns only that it failed.
+                response = error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id)
+            else:
+                response = error_response(error.code, error.message, id, error.data)
         elif outcome.error is not None:
             error = outcome.error
             if "id" not in message:

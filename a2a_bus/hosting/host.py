@@ -61,7 +61,8 @@ class Hosting:
     client: Callable[[], Client]
     #: Makes the scheduler of an agent's schedules (``Bus.scheduler``).
     scheduler: Callable[[Sequence[Schedule], str], Scheduler]
-    #: Told (on the loop) when a host's status changed: a replica gave up starting.
+    #: Told (on the loop) when a host's status changed: a replica's start failed, it
+    #: started again, or it gave up starting.
     status_changed: Callable[[AgentHost], None] = lambda host: None
 
 
@@ -93,7 +94,7 @@ class AgentHost:
         self._args = tuple(args)
         self._kwargs = dict(kwargs or {})
         self.replicas: list[Replica] = []
-        #: The replicas messages go to: those that did not fail (all, when every one did).
+        #: The replicas messages go to: those that run (all, when none does).
         self._serving: list[Replica] = []
         self._subscriptions: list[Subscription] = []
         self._spans = DeliverySpans(hosting.context, self.agent_id)
@@ -131,22 +132,48 @@ class AgentHost:
 
     @property
     def status(self) -> str:
-        """``running``; ``degraded`` when some replicas gave up starting (the others
-        take the messages); ``failed`` when all did (messages are answered -32002)."""
-        failed = sum(replica.failure is not None for replica in self.replicas)
-        if not failed:
-            return RUNNING
-        return FAILED if failed == len(self.replicas) else DEGRADED
+        """``running``; ``degraded`` when some replicas do not run (they gave up
+        starting, or their latest start failed and they are restarted: the others
+        take the messages, or, when none runs, the messages end as the replicas'
+        jobs do); ``failed`` when all gave up (messages are answered -32002)."""
+        replicas = self.replicas
+        failed = sum(replica.failure is not None for replica in replicas)
+        if failed and failed == len(replicas):
+            return FAILED
+        if failed or any(replica.not_started is not None for replica in replicas):
+            return DEGRADED
+        return RUNNING
 
     @property
     def failure(self) -> str | None:
-        """Why a replica gave up starting the agent (the first one's reason), or None."""
-        return next((r.failure for r in self.replicas if r.failure is not None), None)
+        """Why a replica gave up starting the agent (the first one's reason), else why
+        one is not running now, or None."""
+        gave_up = next((r.failure for r in self.replicas if r.failure is not None), None)
+        if gave_up is not None:
+            return gave_up
+        return next((r.not_started for r in self.replicas if r.not_started is not None), None)
 
-    def _replica_failed(self) -> None:
-        serving = [replica for replica in self.replicas if replica.failure is None]
+    def _replica_status(self) -> None:
+        serving = [r for r in self.replicas if r.failure is None and r.not_started is None]
         self._serving = serving or list(self.replicas)
         self.hosting.status_changed(self)
+
+    def holding(self) -> list[str]:
+        """The replicas holding jobs now, each with what the jobs handle (``x#0 (ping)``)."""
+        held = ((replica.name, replica.holding()) for replica in self.replicas)
+        return [f"{name} ({', '.join(labels)})" for name, labels in held if labels]
+
+    def abandon(self, reason: str) -> None:
+        """Stop without waiting any longer for the jobs the replicas hold (see
+        :meth:`Replica.abandon`)."""
+        for replica in self.replicas:
+            if replica.holding():
+                replica.abandon(reason)
+
+    def let_go(self) -> None:
+        """The bus loop is gone: the actors are told to stop, nothing is waited for."""
+        for replica in self.replicas:
+            replica.let_go()
 
     def _new_agent(self) -> Agent:
         agent = self.agent_cls(*self._args, **self._kwargs)
@@ -167,7 +194,7 @@ class AgentHost:
                 metrics=self._context.metrics,
                 on_pressure=functools.partial(self._pressure, index),
                 tracer=self._tracing.tracer,
-                on_failed=self._replica_failed,
+                on_status=self._replica_status,
             )
             replica.start()
             self.replicas.append(replica)

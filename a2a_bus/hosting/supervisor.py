@@ -11,12 +11,15 @@ A job whose input cannot be given again, or whose output cannot be taken back
 (``Job.unretryable``), is dead at once, also when it was parked (``Job.parks``)
 on the actor that another job crashed.
 An actor that fails to start (its constructor or ``on_start`` raises) is
-restarted the same way; after ``max_retries`` failed starts in a row the jobs
-it holds are dead (with the start failure as the reason), and once the replica
-stops nothing starts it again. After ``max_failed_starts`` failed starts in a
-row the replica gives up: it is *failed* (``failure`` says why, logged once as
-an error), is never started again, and answers every job at once with -32002
-"Agent unavailable" (a notification or event is dead-lettered with it).
+restarted the same way, and is ``not_started`` (not running) until a start
+succeeds. After more than ``max_retries`` failed starts in a row the jobs it
+holds, and those that come while it waits for its next start, are dead (the start
+failure the reason, a request answered -32002 "Agent unavailable" naming it),
+and once the replica stops nothing starts it again. After ``max_failed_starts``
+failed starts in a row the replica gives up: it is *failed* (``failure`` says
+why, logged once as an error), is never started again, and answers every job at
+once with -32002 (a notification or event is dead-lettered with it). A stop that
+waited long enough for a handler abandons the replica (:meth:`Replica.abandon`).
 Parked jobs are bounded by the host (open streams), not by the mailbox: a
 mailbox full of jobs waiting for input would pause the very input they wait for.
 """
@@ -34,7 +37,7 @@ from typing import Any
 import pykka
 
 from a2a_bus.core.metrics import Metrics
-from a2a_bus.hosting.actor import AgentActor, Job, Outcome, thread_safe
+from a2a_bus.hosting.actor import AgentActor, Job, KeptAlive, Outcome, thread_safe
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.protocol import ErrorCode, JsonRpcError
 
@@ -69,7 +72,7 @@ class Replica:
         metrics: Metrics,
         on_pressure: Callable[[bool], None] = lambda full: None,
         tracer: Any = None,
-        on_failed: Callable[[], None] = lambda: None,
+        on_status: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self._factory = factory
@@ -79,10 +82,12 @@ class Replica:
         self._policy = policy
         self._metrics = metrics
         self._on_pressure = on_pressure
-        self._on_failed = on_failed
+        #: Told (on the loop) when ``not_started`` or ``failure`` changed.
+        self._on_status = on_status
         self._outstanding: dict[Job, None] = {}  # insertion-ordered set
         self._parking = 0  # outstanding jobs that may park: not held against the bound
         self._actor: pykka.ActorRef[AgentActor] | None = None
+        self._kept: KeptAlive | None = None
         self._generation = 0
         self._backoff = policy.backoff_initial
         self._space = asyncio.Event()
@@ -100,6 +105,12 @@ class Replica:
         #: Why jobs cannot run here any more: the agent could not start and the
         #: replica is stopping or gave up (jobs submitted meanwhile end at once).
         self._dead: str | None = None
+        #: Why the agent cannot run its jobs until a start succeeds: more than
+        #: ``max_retries`` starts in a row failed (jobs that come meanwhile end at once).
+        self._unstartable: str | None = None
+        #: Why the agent is not running: its latest start failed, none succeeded
+        #: since (None: it runs, or its first start is under way).
+        self.not_started: str | None = None
         #: Why the replica gave up starting its agent (None: it has not).
         self.failure: str | None = None
 
@@ -108,16 +119,27 @@ class Replica:
         """Jobs queued or running in this replica, parked ones excepted."""
         return len(self._outstanding) - self._parking
 
+    def holding(self) -> list[str]:
+        """What the jobs it holds (queued, running or parked) handle: their labels."""
+        return [job.label for job in self._outstanding]
+
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._spawn()
 
     def _spawn(self) -> None:
-        assert self._loop is not None
+        loop = self._loop
+        assert loop is not None
         generation = self._generation
-        report = thread_safe(self._loop, functools.partial(self._on_outcome, generation))
-        failed = thread_safe(self._loop, functools.partial(self._on_start_failure, generation))
-        self._actor = AgentActor.start(self._factory(), report, failed, self._loop, self._tracer)
+        report = thread_safe(loop, functools.partial(self._on_outcome, generation))
+        failed = thread_safe(loop, functools.partial(self._on_start_failure, generation))
+        # Only an agent whose start failed is waited for: the others are taken to run.
+        started = None
+        if self.not_started is not None:
+            started = thread_safe(loop, functools.partial(self._on_started, generation))
+        kept = self._kept = KeptAlive()
+        agent = self._factory()
+        self._actor = AgentActor.start(agent, report, failed, loop, self._tracer, kept, started)
         for job in self._outstanding:
             self._tell(job)
 
@@ -125,6 +147,8 @@ class Replica:
         if self._actor is None:
             if self._dead is not None:  # never to start again
                 self._resolve(job, self._dead_outcome())
+            elif self._unstartable is not None:  # not held until a start that may fail too
+                self._resolve(job, self._unavailable(self._unstartable))
             return  # restarting: the job is handed over after the restart
         # A try block, not contextlib.suppress: this runs for every message.
         try:  # noqa: SIM105
@@ -244,6 +268,15 @@ class Replica:
         if generation == self._generation:
             self._start_failed(reason)
 
+    def _on_started(self, generation: int) -> None:
+        """A start after failed ones succeeded: the agent runs again."""
+        if generation != self._generation or self.not_started is None:
+            return
+        log.info("agent %s started after %d failed starts", self.name, self._failed_starts)
+        self._failed_starts = 0
+        self._unstartable = self.not_started = None
+        self._on_status()
+
     def _start_failed(self, reason: str) -> None:
         """Restart after a backoff, as after a crash; the held jobs never ran, but
         they die when starts keep failing or the replica is stopping."""
@@ -257,9 +290,20 @@ class Replica:
         if starts >= self._policy.max_failed_starts:
             self._fail(reason)
             return
+        was_running = self.not_started is None
+        self.not_started = f"failed to start (restarting): {reason}"
         if starts > self._policy.max_retries:
+            self._unstartable = why
             self._end_held(why)
         self._crashed()
+        if was_running:
+            self._on_status()
+
+    def _unavailable(self, reason: str) -> Outcome:
+        """What a job the agent cannot run ends with: dead (``reason`` is why), its
+        caller answered -32002 naming the agent and ``reason``."""
+        error = JsonRpcError(ErrorCode.AGENT_UNAVAILABLE, UNAVAILABLE, f"{self.name}: {reason}")
+        return Outcome(error=error, crash=reason, attempts=max(1, self._failed_starts))
 
     def _dead_outcome(self) -> Outcome:
         """What a job submitted to a replica that will not start again ends with."""
@@ -267,14 +311,15 @@ class Replica:
             detail = f"agent {self.name} {self.failure}"
             return Outcome(error=JsonRpcError(ErrorCode.AGENT_UNAVAILABLE, UNAVAILABLE, detail))
         assert self._dead is not None
-        return Outcome(crash=self._dead, attempts=max(1, self._failed_starts))
+        return self._unavailable(self._dead)
 
     def _fail(self, reason: str) -> None:
         """Starts kept failing: start no more, answer every job at once, say so once."""
         self.failure = f"failed to start {self._failed_starts} times in a row; last: {reason}"
+        self.not_started = None
         log.error("agent %s %s; it is not started again", self.name, self.failure)
         self._give_up(f"the agent {self.failure}")
-        self._on_failed()
+        self._on_status()
 
     def _give_up(self, reason: str) -> None:
         """Stopping with an agent that cannot start: end its jobs, start it no more."""
@@ -288,7 +333,7 @@ class Replica:
     def _end_held(self, reason: str) -> None:
         """The held jobs are dead: the agent could not be started to run them."""
         for job in list(self._outstanding):
-            self._resolve(job, Outcome(crash=reason, attempts=max(1, self._failed_starts)))
+            self._resolve(job, self._unavailable(reason))
 
     def _crashed(self) -> None:
         assert self._loop is not None
@@ -320,11 +365,29 @@ class Replica:
                 f"the agent failed to start ({starts} failed starts in a row) and was stopped"
             )
 
+    def abandon(self, reason: str) -> None:
+        """Stop without waiting for the held jobs any longer (their handlers do not
+        return): they end now, dead with ``reason`` (a request answered -32002), as
+        do jobs submitted from now on. The actor stops once its handler returns, if
+        ever; its thread no longer keeps the process alive."""
+        self.let_go()
+        self._give_up(reason)
+
+    def let_go(self) -> None:
+        """Ask the actor to stop once its handler returns, without waiting for it
+        (from any thread: the loop may be gone); its thread no longer keeps the
+        process alive."""
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            actor.stop(block=False)
+        if self._kept is not None:
+            self._kept.leave()
+
     async def stop(self) -> None:
         """Let held jobs finish, then stop the actor (its ``on_stop`` runs).
 
         Jobs an agent that cannot start holds are ended, not waited for (see
-        :meth:`begin_stop`).
+        :meth:`begin_stop`); nor are jobs once the replica is abandoned.
         """
         self.begin_stop()
         while self._outstanding:

@@ -52,11 +52,15 @@ class LoopThread:
         self,
         name: str,
         new_loop: Callable[[], asyncio.AbstractEventLoop] = new_event_loop,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
+        """``on_end`` is called in the thread once its loop has ended, whether it was
+        stopped, stopped itself or failed: callers waiting on it must not wait forever."""
         self.name = name
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._new_loop = new_loop
+        self._on_end = on_end
 
     @property
     def ident(self) -> int | None:
@@ -71,8 +75,12 @@ class LoopThread:
         def run() -> None:
             asyncio.set_event_loop(loop)
             loop.call_soon(ready.set)
-            loop.run_forever()
-            loop.close()
+            try:
+                loop.run_forever()
+                loop.close()
+            finally:
+                if self._on_end is not None:
+                    self._on_end()
 
         self._thread = threading.Thread(target=run, name=self.name, daemon=True)
         self._thread.start()

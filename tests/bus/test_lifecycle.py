@@ -1,7 +1,8 @@
 """Bus lifecycles under stress: a start that fails half way, an agent whose start
-keeps failing, a stop while it does, a handler that stops its own bus, a spawn
-that fails on a running bus; calls on a bus that is not running (before its start,
-after its stop, after its loop went away) fail with BusStopped.
+fails or keeps failing, a stop while it does, a stop while a handler does not
+return, a handler that stops its own bus, a spawn that fails on a running bus;
+calls on a bus that is not running (before its start, after its stop, after its
+loop went away) fail with BusStopped.
 
 Every await and join has a timeout, and anything a regression would leave behind
 (actor threads, a wedged loop) is cleaned up so the rest of the suite is unaffected.
@@ -14,6 +15,9 @@ import contextlib
 import gc
 import logging
 import math
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -27,6 +31,7 @@ import pytest
 
 from a2a_bus import Agent, AsyncClient, Bus, BusStopped, Call, Client, RestartPolicy, method
 from a2a_bus.protocol import ErrorCode, JsonRpcError, new_event
+from a2a_bus.runtime.keepalive import ACTORS
 from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.buses import eventually, header, read_dlq
 
@@ -168,21 +173,26 @@ async def test_a_request_to_an_agent_that_cannot_start_is_answered_and_dead_lett
     new_bus: Callable[..., Bus],
 ) -> None:
     """Failed starts count against ``max_retries`` as crashes do: once more than 2
-    starts in a row failed, the held request is answered -32603 and dead-lettered
-    with the reason (the failures in a row: the agent may have failed before the
-    request came). The replica does not give up meanwhile (see the test below)."""
+    starts in a row failed, the held request is dead-lettered with the reason (the
+    failures in a row: the agent may have failed before the request came) and
+    answered -32002 naming the agent and its start error. The replica does not
+    give up meanwhile (see the test below)."""
     NeverStarts.starts = 0
     bus = new_bus(restart_policy=replace(QUICK, max_failed_starts=10**6))
     bus.spawn(NeverStarts)
     await asyncio.wait_for(bus.astart(), WAIT)
     with pytest.raises(JsonRpcError) as caught:
         await bus.async_client().request("never-starts", "ping", timeout=WAIT)
-    assert caught.value.code == ErrorCode.INTERNAL_ERROR
+    assert (caught.value.code, caught.value.message) == (
+        ErrorCode.AGENT_UNAVAILABLE,
+        "Agent unavailable",
+    )
     (letter,) = await read_dlq(bus, 1)
     reason, attempts = header(letter, DLQ_REASON), int(header(letter, "a2a-dlq-attempts"))
     assert attempts > QUICK.max_retries
     assert f"failed to start ({attempts} failed starts in a row)" in reason, reason
     assert "ConnectionError in on_start: backend down" in reason, reason
+    assert caught.value.data == f"never-starts#0: {reason.removeprefix('handler-crash: ')}"
     assert NeverStarts.starts >= attempts
 
 
@@ -287,6 +297,103 @@ async def test_a_replica_that_gave_up_leaves_the_messages_to_the_others() -> Non
         assert answers == ["pong"] * 20
 
 
+async def test_an_agent_whose_first_start_fails_is_reported_degraded_with_why(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``on_start`` raising at the first start does not fail ``start()`` (the agent is
+    restarted, as a backend may come back), but the agent is not reported running:
+    its host and card say ``degraded`` with the error, and the log has the traceback
+    naming the agent."""
+    NeverStarts.starts = 0
+    bus = new_bus(restart_policy=replace(QUICK, max_failed_starts=10**6))
+    host = bus.spawn(NeverStarts)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    await eventually(lambda: host.status == "degraded")
+    assert host.failure == "failed to start (restarting): ConnectionError in on_start: backend down"
+    card = await eventually(lambda: bus.directory.card("never-starts"))
+    await eventually(lambda: bus.directory.card("never-starts")["status"] == "degraded")
+    assert card["failure"] == host.failure
+    # Logged by pykka as the actor stops, after the failure was reported.
+    logged = await eventually(
+        lambda: [r for r in caplog.records if r.name == "pykka" and r.exc_info is not None]
+    )
+    assert logged[0].getMessage().startswith("Unhandled exception in agent never-starts (")
+
+
+ONE_START_A_MINUTE = RestartPolicy(max_retries=0, backoff_initial=60.0, backoff_max=60.0)
+
+
+async def test_a_request_to_an_agent_waiting_to_restart_after_failed_starts_is_answered_at_once(
+    new_bus: Callable[..., Bus],
+) -> None:
+    """Once more than ``max_retries`` starts in a row failed, a request that comes while
+    the agent waits for its next start is answered -32002 with the start error at
+    once, not held until that start (a minute away here) or the caller's timeout."""
+    NeverStarts.starts = 0
+    bus = new_bus(restart_policy=ONE_START_A_MINUTE)
+    host = bus.spawn(NeverStarts)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    await eventually(lambda: host.status == "degraded")
+    with pytest.raises(JsonRpcError) as caught:
+        await asyncio.wait_for(
+            bus.async_client().request("never-starts", "ping", timeout=2 * WAIT), WAIT
+        )
+    assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
+    assert caught.value.data == (
+        "never-starts#0: the agent failed to start (1 failed starts in a row):"
+        " ConnectionError in on_start: backend down"
+    )
+    assert NeverStarts.starts == 1
+
+
+class FailsTwiceThenStarts(Agent):
+    """Its backend answers from the third start on."""
+
+    agent_id = "fails-twice"
+    starts = 0
+
+    def on_start(self) -> None:
+        FailsTwiceThenStarts.starts += 1
+        if FailsTwiceThenStarts.starts <= 2:
+            raise ConnectionError("backend not up yet")
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+async def test_an_agent_that_starts_after_failed_starts_is_reported_running_again() -> None:
+    FailsTwiceThenStarts.starts = 0
+    bus = Bus.memory(restart_policy=QUICK)
+    host = bus.spawn(FailsTwiceThenStarts)
+    async with bus:
+        await eventually(lambda: FailsTwiceThenStarts.starts == 3 and host.status == "running")
+        assert host.failure is None
+        await eventually(lambda: bus.directory.card("fails-twice")["status"] == "running")
+        assert await bus.async_client().request("fails-twice", "ping", timeout=WAIT) == "pong"
+
+
+async def test_a_replica_restarting_after_a_failed_start_leaves_the_messages_to_the_others() -> (
+    None
+):
+    """One replica of two fails its start and waits a minute to be started again: the
+    agent is ``degraded`` and every request goes to the replica that runs."""
+    StartsOnce.healthy_left = 1
+    bus = Bus.memory(restart_policy=ONE_START_A_MINUTE)
+    host = bus.spawn(StartsOnce, 2)
+    async with bus:
+        await eventually(lambda: host.status == "degraded")
+        assert (
+            host.failure
+            == "failed to start (restarting): ConnectionError in on_start: backend full"
+        )
+        client = bus.async_client()
+        answers = await asyncio.wait_for(
+            asyncio.gather(*(client.request("starts-once", "ping") for _ in range(20))), WAIT
+        )
+        assert answers == ["pong"] * 20
+
+
 class SlowFailingStart(Agent):
     """``on_start`` fails after a while (a connection attempt that times out)."""
 
@@ -313,6 +420,99 @@ async def test_an_agent_is_not_restarted_after_its_bus_stopped() -> None:
     at_stop = SlowFailingStart.starts
     await asyncio.sleep(0.5)  # many backoff periods: restarts would show by now
     assert SlowFailingStart.starts == at_stop
+
+
+# -- a stop while a handler does not return ------------------------------------------
+
+
+class Stuck(Agent):
+    """A handler that waits without a timeout until the test lets it go."""
+
+    agent_id = "stuck"
+    entered = threading.Event()
+    release = threading.Event()
+
+    @method
+    def hang(self) -> str:
+        Stuck.entered.set()
+        Stuck.release.wait()
+        return "late"
+
+
+async def test_a_stop_goes_on_without_a_handler_still_running_after_the_drain_timeout(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``astop`` waits ``drain_timeout`` for the running handler, then logs one warning
+    naming it and returns: the request is dead-lettered and its caller answered
+    -32002, and the handler's thread no longer keeps the process alive."""
+    Stuck.entered.clear()
+    Stuck.release.clear()
+    bus = new_bus(drain_timeout=0.2)
+    bus.spawn(Stuck)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        call = asyncio.ensure_future(bus.async_client().request("stuck", "hang", timeout=WAIT))
+        assert await asyncio.to_thread(Stuck.entered.wait, WAIT)
+        await asyncio.wait_for(bus.astop(), WAIT)
+        assert not bus.running
+        with pytest.raises(JsonRpcError) as caught:
+            await asyncio.wait_for(call, WAIT)
+        assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
+        said = [r.getMessage() for r in caplog.records if r.name == "a2a_bus.bus"]
+        assert len(said) == 1
+        assert "after the 0.2 s drain timeout: stuck#0 (hang)" in said[0]
+        lettered = [r.getMessage() for r in caplog.records if r.name == "a2a_bus.hosting.answering"]
+        assert lettered == [
+            "dead letter from stuck: handler-crash: the bus stopped after waiting 0.2 s for"
+            " its handler"
+        ]
+        assert Stuck.entered.is_set() and not Stuck.release.is_set()  # still in the handler
+        assert ACTORS.count == 0
+        with pytest.raises(BusStopped):
+            await bus.async_client().request("stuck", "hang")
+    finally:
+        Stuck.release.set()
+
+
+STUCK_AT_EXIT = """
+import threading
+
+from a2a_bus import Agent, Bus, method
+
+entered = threading.Event()
+
+
+class Stuck(Agent):
+    agent_id = "stuck"
+
+    @method
+    def hang(self) -> str:
+        entered.set()
+        threading.Event().wait()
+        return "never"
+
+
+with Bus.memory(drain_timeout=0.2) as bus:
+    bus.spawn(Stuck)
+    bus.client().notify("stuck", "hang")
+    assert entered.wait(30)
+print("stopped")
+"""
+
+
+def test_a_process_ends_after_its_bus_stopped_with_a_handler_that_never_returns() -> None:
+    """``with Bus...`` ends after the drain timeout, and the process then exits: the
+    abandoned actor thread does not hold it."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(STUCK_AT_EXIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "stopped\n"
+    assert "drain timeout: stuck#0 (hang)" in done.stderr
 
 
 # -- a handler that stops its own bus -------------------------------------------------
@@ -501,6 +701,7 @@ def test_a_call_from_another_loop_after_the_bus_loop_closed_raises_bus_stopped(
     bus.spawn(Fine)
     asyncio.run(bus.astart())
     try:
+        assert not bus.running
         client = bus.async_client()
 
         async def attempt() -> None:
@@ -516,6 +717,64 @@ def test_a_call_from_another_loop_after_the_bus_loop_closed_raises_bus_stopped(
         pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
 
 
+class Waiting(Agent):
+    """Holds each call until the test lets it go."""
+
+    agent_id = "waiting"
+    entered = threading.Event()
+    release = threading.Event()
+
+    @method
+    def wait(self) -> str:
+        Waiting.entered.set()
+        Waiting.release.wait(30)
+        return "done"
+
+
+def test_a_bus_whose_loop_ended_without_a_stop_is_not_running_and_its_stop_ends_it() -> None:
+    """The loop stopped from inside: a call that was waiting is woken with BusStopped
+    (before any stop), ``running`` turns false, a call raises BusStopped, ``stop()``
+    returns (telling the actors to stop), and a start says the bus cannot start again."""
+    bus = Bus.memory()
+    bus.spawn(Fine)
+    bus.start()
+    assert bus.client().request("fine", "ping") == "pong"
+    Waiting.entered.clear()
+    Waiting.release.clear()
+    bus.spawn(Waiting)
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(bus.client().request("waiting", "wait"))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    try:
+        assert Waiting.entered.wait(WAIT)
+        bus.loop.call_soon_threadsafe(bus.loop.stop)
+        deadline = time.monotonic() + WAIT
+        while bus.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not bus.running
+        caller.join(WAIT)
+        assert len(outcome) == 1 and isinstance(outcome[0], BusStopped)
+        with pytest.raises(BusStopped):
+            bus.client().request("fine", "ping")
+        bus.stop()
+        Waiting.release.set()
+        deadline = time.monotonic() + WAIT
+        while live_actors() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert live_actors() == []
+        with pytest.raises(BusStopped, match="cannot start again"):
+            bus.start()
+    finally:
+        Waiting.release.set()
+
+
 @pytest.mark.parametrize(
     ("options", "error"),
     [
@@ -527,6 +786,8 @@ def test_a_call_from_another_loop_after_the_bus_loop_closed_raises_bus_stopped(
         ({"request_timeout": math.nan}, ValueError),
         ({"request_timeout": "5"}, TypeError),
         ({"registry_timeout": -1}, ValueError),
+        ({"drain_timeout": -1}, ValueError),
+        ({"drain_timeout": "5"}, TypeError),
         ({"card_ttl": 0}, ValueError),
         ({"partitions": 0}, ValueError),  # ZeroDivisionError at the first write
         ({"retention": 0}, ValueError),
@@ -540,6 +801,16 @@ def test_bus_options_that_cannot_work_are_refused_when_the_bus_is_made(
         Bus.memory(**options)
     assert Bus.memory(request_timeout=math.inf).context.request_timeout == math.inf
     assert Bus.memory(registry_timeout=0).registry_timeout == 0  # a start that does not wait
+    assert Bus.memory(drain_timeout=0).drain_timeout == 0  # a stop that does not wait
+
+
+def test_a_bus_waits_its_transports_drain_timeout_unless_told_otherwise() -> None:
+    """One setting bounds a Kafka bus's whole stop: the transport's, unless the bus
+    is given its own; 10 s in memory."""
+    assert Bus.memory().drain_timeout == 10.0
+    assert Bus.kafka("127.0.0.1:9", drain_timeout=3).drain_timeout == 3
+    own = Bus.kafka("127.0.0.1:9", bus_options={"drain_timeout": 1}, drain_timeout=3)
+    assert own.drain_timeout == 1
 
 
 async def test_stop_of_a_bus_started_with_astart_says_to_await_astop() -> None:
