@@ -89,12 +89,6 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         a2a_root=settings.a2a_root,
     )
 
-    binding = A2ABinding(
-        gateway,
-        max_tasks=settings.a2a_max_tasks,
-        max_tasks_per_owner=settings.a2a_max_tasks_per_owner,
-    )
-
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         owned = not bus.running

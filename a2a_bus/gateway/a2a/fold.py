@@ -38,12 +38,16 @@ import orjson
 
 from a2a_bus.gateway.a2a.calls import answer_parts, chunk_parts, error_parts, is_progress
 from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task, TaskState
+from a2a_bus.gateway.a2a.push import PushConfig
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
 from a2a_bus.gateway.a2a.updates import ArtifactChunk, StatusChanged, Update, Versioned
 from a2a_bus.protocol import ErrorCode
 
 #: The version of :meth:`TaskFold.record`'s shape.
 RECORD_FORMAT = 1
+#: What reading a record of the wrong shape raises: the task log and the stores are
+#: shared, so a record may be anyone's (a list where an object belongs, a missing key).
+UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class TaskFold:
     def from_record(cls, record: dict[str, Any], max_bytes: int, now: float) -> TaskFold:
         """The fold :meth:`record` describes; the agent counts as seen alive ``now``
         (so the watchdog gives a restored running task its whole inactivity limit).
-        Raises ValueError (or KeyError, TypeError) for a record it cannot read."""
+        Raises one of :data:`UNREADABLE` for a record it cannot read."""
         if record.get("format") != RECORD_FORMAT:
             raise ValueError(f"unknown task record format {record.get('format')!r}")
         task = Task.from_record(record["task"])
@@ -168,26 +172,30 @@ class TaskFold:
         }
         fold = cls(Entry(EntryKind.SUBMITTED, task.id, task.timestamp, submitted), max_bytes, now)
         fold.task = task
-        fold.version = int(record["version"])
-        fold.control = record["control"]
-        fold.push = dict(record["push"])
+        fold.version = _count(record["version"])
+        control = record["control"]
+        if control is not None and not isinstance(control, str):
+            raise ValueError(f"expected the node running the task, not {control!r}")
+        fold.control = control
+        # Checked here: a config that cannot be read would fail each notification.
+        fold.push = {PushConfig.from_dict(c).config_id: c for c in record["push"].values()}
         fold._started = bool(record["started"])
-        fold._next_seq = int(record["nextSeq"])
+        fold._next_seq = _count(record["nextSeq"])
         artifact = record["artifact"]
-        fold._artifact = None if artifact is None else task.artifacts[artifact]
+        fold._artifact = None if artifact is None else task.artifacts[_count(artifact)]
         held = record["held"]
         if held is not None:
             chunk = Artifact.from_record(held["artifact"])
             fold._held = ArtifactChunk(chunk, bool(held["append"]), bool(held["lastChunk"]))
             if fold._artifact is None:  # the turn's first chunk: not on the task yet
                 fold._artifact = Artifact([], chunk.name, chunk.artifact_id)
-        fold._kept = int(record["kept"])
+        fold._kept = _count(record["kept"])
         omitted = record["omitted"]
         if omitted is not None:
             where = omitted["artifact"]
             counts = dict(omitted["counts"])
             if where is not None:
-                task.artifacts[where].metadata = counts
+                task.artifacts[_count(where)].metadata = counts
             fold._omitted = counts
         return fold
 
@@ -200,7 +208,7 @@ class TaskFold:
         """Take the next entry of the task's log; the updates it makes, numbered."""
         kind = entry.kind
         if kind is EntryKind.PUSH_SET:
-            self.push[str(entry.data["id"])] = entry.data
+            self.push[PushConfig.from_dict(entry.data).config_id] = entry.data
             return []
         if kind is EntryKind.PUSH_DELETED:
             self.push.pop(str(entry.data.get("id")), None)
@@ -391,6 +399,13 @@ class TaskFold:
                 }
             self._omitted["omittedParts"] += 1
             self._omitted["omittedBytes"] += size
+
+
+def _count(value: Any) -> int:
+    """A record's count or index: a whole number a snapshot can hold, else ValueError."""
+    if type(value) is not int or not 0 <= value < 2**63:
+        raise ValueError(f"expected a count, not {value!r}")
+    return value
 
 
 def _index(artifacts: list[Artifact], artifact: Artifact | None) -> int | None:

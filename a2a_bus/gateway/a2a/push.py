@@ -125,16 +125,31 @@ class PushConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PushConfig:
-        auth = data.get("authentication")
-        return cls(
-            task_id=data["taskId"],
-            config_id=data["id"],
-            url=data["url"],
-            token=data.get("token"),
-            auth=PushAuth(tuple(auth["schemes"]), auth.get("credentials")) if auth else None,
-            version=Version(data.get("version", Version.V1.value)),
-        )
+    def from_dict(cls, data: Any) -> PushConfig:
+        """The config :meth:`to_dict` wrote; ValueError for anything else (the task log
+        and the task stores are shared: a record there may be anyone's)."""
+        try:
+            body = _object(data, "config")
+            auth: PushAuth | None = None
+            if body.get("authentication") is not None:
+                given = _object(body["authentication"], "config.authentication")
+                schemes = given.get("schemes")
+                if not isinstance(schemes, list):
+                    raise invalid_params("config.authentication.schemes must be a list")
+                auth = PushAuth(
+                    tuple(_header_text(s, "config.authentication.schemes") or "" for s in schemes),
+                    _header_text(given.get("credentials"), "config.authentication.credentials"),
+                )
+            return cls(
+                task_id=_required(body.get("taskId"), "config.taskId"),
+                config_id=_required(body.get("id"), "config.id"),
+                url=_required(body.get("url"), "config.url"),
+                token=_header_text(body.get("token"), "config.token"),
+                auth=auth,
+                version=Version(body.get("version", Version.V1.value)),
+            )
+        except A2AError as exc:
+            raise ValueError(exc.message) from None
 
 
 @dataclass(frozen=True)

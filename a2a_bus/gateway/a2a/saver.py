@@ -3,24 +3,27 @@
 The view tells the saver which tasks changed and which it forgot; the saver
 saves their snapshots (as they are when saved: a task that changed ten times
 since is saved once) at most every ``pause`` seconds, deletes the forgotten ones,
-and saves what is left when it stops. A store that fails is tried again a few
-times; then those changes are dropped (the store keeps an earlier state of the
-tasks, their next change saves them).
+and saves what is left when it stops. A store that fails (a locked or full disk,
+a broker out of reach) is tried again, less often the longer it fails, and the
+changes wait for it: they are the latest state of tasks the view holds (bounded
+like them), and a finished task changes no more, so a change dropped would never
+be saved. A store that lost what it held (:class:`.stores.StoreLost`) gets every
+task the view holds again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection
 
-from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
+from a2a_bus.gateway.a2a.stores import Snapshot, StoreLost, TaskStore
 from a2a_bus.runtime.loops import stop_task
 
 log = logging.getLogger(__name__)
 
-#: Seconds before saving again after a store failed, and how many tries a change gets.
-RETRY, TRIES = 2.0, 5
+#: Seconds before saving again after a store failed; doubled per failure, up to the last.
+RETRY, RETRY_MAX = 0.25, 30.0
 
 
 class Saver:
@@ -28,7 +31,7 @@ class Saver:
         self,
         store: TaskStore,
         snapshot: Callable[[str], Snapshot | None],
-        held: Container[str],
+        held: Collection[str],
         *,
         pause: float,
     ) -> None:
@@ -53,6 +56,11 @@ class Saver:
         self._gone.add(task_id)
         self._wake.set()
 
+    @property
+    def pending(self) -> int:
+        """How many tasks' changes (and deletions) are not saved yet."""
+        return len(self._changed) + len(self._gone)
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -61,9 +69,11 @@ class Saver:
         task, self._task = self._task, None
         await stop_task(task)
         try:
-            await self.save()
+            await self._save_all()
         except Exception as exc:
-            log.warning("task view: its last changes were not saved: %s", exc)
+            log.warning(
+                "task view: the last changes of %d tasks were not saved: %s", self.pending, exc
+            )
 
     async def _run(self) -> None:
         failed = 0
@@ -71,19 +81,38 @@ class Saver:
             await self._wake.wait()
             self._wake.clear()
             try:
-                await self.save()
+                await self._save_all()
             except Exception as exc:
                 failed += 1
-                if failed < TRIES:
-                    log.warning("task view: saving to the task store failed: %s", exc)
-                    await asyncio.sleep(RETRY)
-                    self._wake.set()
-                    continue
-                log.error("task view: changes of %d tasks not saved: %s", len(self._changed), exc)
-                self._changed.clear()
-                self._gone.clear()
-            failed = 0
+                wait = min(RETRY * 2 ** min(failed - 1, 16), RETRY_MAX)
+                log.warning(
+                    "task view: the task store failed (%d times in a row; the changes of %d "
+                    "tasks wait, next try in %g s): %s",
+                    failed,
+                    self.pending,
+                    wait,
+                    exc,
+                )
+                await asyncio.sleep(wait)
+                self._wake.set()
+                continue
+            if failed:
+                log.warning("task view: the task store saves again, after %d failures", failed)
+                failed = 0
             await asyncio.sleep(self._pause)
+
+    async def _save_all(self) -> None:
+        """:meth:`save`, with every held task again when the store lost them."""
+        try:
+            await self.save()
+        except StoreLost as exc:
+            log.warning("task view: %s: saving its %d tasks again", exc, len(self._held))
+            # As the view has them now: that may be past a record whose pushes are being
+            # delivered (were the process to die then, they would not be sent again), a
+            # smaller loss than every task's.
+            for task_id in self._held:
+                self._changed.setdefault(task_id, None)
+            await self.save()
 
     async def save(self) -> None:
         """Save the changes so far (those that fail stay for the next try)."""

@@ -62,16 +62,30 @@ class Snapshot:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> Snapshot:
-        """Raises ValueError when ``data`` is no snapshot."""
-        try:
-            record = data["record"]
-            snapshot = cls(str(data["taskId"]), record, int(data["partition"]), int(data["offset"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a task snapshot: {exc!r}") from None
+    def of(cls, task_id: Any, record: Any, partition: Any, offset: Any) -> Snapshot:
+        """A snapshot of these values, as read from a store; ValueError when they are
+        not a snapshot's (a store is shared: a row or event there may be anyone's)."""
+        if not isinstance(task_id, str):
+            raise ValueError(f"not a task snapshot: its task id is {task_id!r}")
+        if not all(type(n) is int and 0 <= n < 2**63 for n in (partition, offset)):
+            raise ValueError(f"not a task snapshot: its position is {partition!r}, {offset!r}")
         if not isinstance(record, dict):
             raise ValueError("not a task snapshot: its record is no object")
-        return snapshot
+        return cls(task_id, record, partition, offset)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Snapshot:
+        """Raises ValueError when ``data`` is no snapshot."""
+        if not isinstance(data, dict):
+            raise ValueError("not a task snapshot: no object")
+        return cls.of(
+            data.get("taskId"), data.get("record"), data.get("partition"), data.get("offset")
+        )
+
+
+class StoreLost(Exception):
+    """The store no longer holds what was saved (its file was deleted or replaced):
+    every task must be saved again."""
 
 
 class TaskStore(abc.ABC):
@@ -103,23 +117,43 @@ class SqliteTaskStore(TaskStore):
 
     Write-ahead logging with ``synchronous=NORMAL``: a saved snapshot survives the
     process's crash (not necessarily the machine's). The calls run one at a time
-    in a thread of the store's own, which alone uses the connection.
+    in a thread of the store's own, which alone uses the connection. A file deleted
+    or replaced while open is made again at the next call, which raises
+    :class:`StoreLost` (rows saved to the old file would be lost with it). A row
+    that cannot be read is left out of :meth:`load`, with a warning.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._connection: sqlite3.Connection | None = None
+        #: The open file's (device, inode): another file at ``path`` is not it.
+        self._opened: tuple[int, int] | None = None
+        self._lost = False
         self._thread: ThreadPoolExecutor | None = None
 
     async def load(self) -> list[Snapshot]:
-        rows = await self._run(_select)
-        return [Snapshot(task_id, orjson.loads(record), p, o) for task_id, p, o, record in rows]
+        snapshots = []
+        for task_id, partition, offset, text in await self._run(_select):
+            try:
+                # SQLite keeps any type in any column: a row written by another hand may not fit.
+                record = orjson.loads(text) if isinstance(text, bytes | str) else None
+                snapshots.append(Snapshot.of(task_id, record, partition, offset))
+            except ValueError as exc:  # orjson's decode error is one
+                log.warning(
+                    "task store %s: the row of task %r cannot be read: %s", self.path, task_id, exc
+                )
+        return snapshots
 
     async def save(self, snapshot: Snapshot) -> None:
         await self.save_many([snapshot])
 
     async def save_many(self, snapshots: Sequence[Snapshot]) -> None:
-        rows = [(s.task_id, s.partition, s.offset, orjson.dumps(s.record)) for s in snapshots]
+        rows = []
+        for s in snapshots:
+            try:
+                rows.append((s.task_id, s.partition, s.offset, orjson.dumps(s.record)))
+            except TypeError as exc:  # trying again would not help; the others are saved
+                log.warning("task %s: its snapshot is not saved: %s", s.task_id, exc)
         if rows:
             await self._run(_upsert, rows)
 
@@ -148,11 +182,29 @@ class SqliteTaskStore(TaskStore):
             connection.close()
 
     def _call(self, work: Callable[..., T], *args: Any) -> T:
-        """In the store's thread: open the file on first use, then do ``work``."""
+        """In the store's thread: open the file on first use (again when it is no
+        longer the file at ``path``), then do ``work``."""
+        if self._connection is not None and _identity(self.path) != self._opened:
+            log.warning("task store %s was deleted or replaced: making it again", self.path)
+            self._close()
+            self._lost = True
         if self._connection is None:
             self._connection = open_sqlite(self.path)
+            self._opened = _identity(self.path)
+        if self._lost:
+            self._lost = False
+            raise StoreLost(f"task store {self.path} was deleted or replaced")
         with self._connection:  # one transaction
             return work(self._connection, *args)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the file at ``path``; None when there is none."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def open_sqlite(path: Path) -> sqlite3.Connection:
@@ -169,6 +221,8 @@ def open_sqlite(path: Path) -> sqlite3.Connection:
             "log_partition INTEGER NOT NULL, log_offset INTEGER NOT NULL, "
             "record BLOB NOT NULL)"
         )
+        # A write that changes nothing: a file it may only read fails here, not at each save.
+        connection.execute("DELETE FROM tasks WHERE 0")
         connection.commit()
     except BaseException:
         connection.close()
@@ -250,7 +304,7 @@ class KafkaStateTopic(TaskStore):
     async def save(self, snapshot: Snapshot) -> None:
         try:
             await self._publish(snapshot.task_id, snapshot.to_json())
-        except RecordTooLarge as exc:  # trying again would not help
+        except (RecordTooLarge, TypeError) as exc:  # too large, or no JSON: no use retrying
             log.warning("task %s: its snapshot is not saved: %s", snapshot.task_id, exc)
 
     async def save_many(self, snapshots: Sequence[Snapshot]) -> None:

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from a2a_bus.core.routing import Topics
-from a2a_bus.gateway.a2a.fold import TaskFold
+from a2a_bus.gateway.a2a.fold import UNREADABLE, TaskFold
 from a2a_bus.gateway.a2a.model import Task
 from a2a_bus.gateway.a2a.saver import Saver
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
@@ -305,14 +305,14 @@ class TaskView:
                 return  # a task this view forgot, or a record without its task
             try:
                 fold = TaskFold(entry, self.max_bytes, now)
-            except (KeyError, TypeError, ValueError) as exc:
+            except UNREADABLE as exc:
                 log.warning("task %s: a submitted record that cannot be read: %s", task_id, exc)
                 return
             self._add(fold)
         else:
             try:
                 updates = fold.apply(entry, now)
-            except (KeyError, TypeError, ValueError) as exc:
+            except UNREADABLE as exc:
                 log.warning(
                     "task %s: a %s record that cannot be read: %s", task_id, entry.kind, exc
                 )
@@ -397,7 +397,7 @@ class TaskView:
             task_id = snapshot.task_id
             try:
                 fold = TaskFold.from_record(snapshot.record, self.max_bytes, now)
-            except (KeyError, TypeError, ValueError, IndexError) as exc:
+            except UNREADABLE as exc:
                 log.warning("task %s: a stored snapshot that cannot be read: %s", task_id, exc)
                 continue
             if fold.task.id != task_id or task_id in self._tasks:

@@ -382,6 +382,27 @@ async def test_the_task_view_is_bounded(bus: Bus) -> None:
         await view.stop()
 
 
+async def test_task_log_records_of_the_wrong_shape_are_left_out_with_a_warning(
+    bus: Bus, caplog: pytest.LogCaptureFixture
+) -> None:
+    view = TaskView(bus.transport, bus.topics, "shapes", "test", max_bytes=1 << 20, max_tasks=9)
+    await view.start()
+    try:
+        # Anyone may write to the task log: a list where an object belongs, a bad config.
+        record = {**submitted_record("echo", "open"), "message": ["hi"]}
+        await view.write(EntryKind.SUBMITTED, "t-list", record)
+        await view.write(EntryKind.SUBMITTED, "t-fine", submitted_record("echo", "open"))
+        await view.write(EntryKind.PUSH_SET, "t-fine", {"id": "p", "url": ["x"]})
+        await within(view.sync())
+        fold = view.get("t-fine")
+        assert view.get("t-list") is None and fold is not None and fold.push == {}
+    finally:
+        await view.stop()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    assert "task t-list: a submitted record that cannot be read" in caplog.text
+    assert "task t-fine: a push-set record that cannot be read" in caplog.text
+
+
 def submitted_record(endpoint: str | None, owner: str, agent: str = "echo") -> dict[str, Any]:
     """A gateway's ``submitted`` record of a task (what TaskService writes)."""
     return {

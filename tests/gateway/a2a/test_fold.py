@@ -11,6 +11,7 @@ import pytest
 
 from a2a_bus.gateway.a2a.fold import TaskFold
 from a2a_bus.gateway.a2a.model import Part, TaskState
+from a2a_bus.gateway.a2a.push import PushConfig
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
 from a2a_bus.gateway.a2a.updates import ArtifactChunk, StatusChanged, Update
 from a2a_bus.protocol import ErrorCode, new_id
@@ -239,7 +240,7 @@ def a_long_life() -> list[Entry]:
         chunk(0, {"type": "token", "text": "ab"}),
         agent(EntryKind.STARTED, redelivered=True, control="a2a.reply.n2"),
         chunk(0, {"type": "token", "text": "abc"}),
-        gateway(EntryKind.PUSH_SET, {"id": "p1", "url": "https://example.com/hook"}),
+        gateway(EntryKind.PUSH_SET, PushConfig(TASK, "p1", "https://example.com/hook").to_dict()),
         chunk(1, {"type": "tool_start", "name": "x"}),
         chunk(2, {"type": "token", "text": "defghij"}),  # past the bound: counted, not kept
         chunk(3, {"type": "token", "text": "k"}),
@@ -277,3 +278,25 @@ def test_a_record_of_another_format_is_refused() -> None:
     record = TaskFold(submitted(), 1 << 20, now=0.0).record()
     with pytest.raises(ValueError, match="format"):
         TaskFold.from_record({**record, "format": 99}, 1 << 20, now=0.0)
+
+
+def test_a_push_config_that_cannot_be_read_is_not_taken() -> None:
+    fold = TaskFold(submitted(), 1 << 20, now=0.0)
+    config = PushConfig(TASK, "p1", "https://example.com/hook").to_dict()
+    fold.apply(gateway(EntryKind.PUSH_SET, config), now=1.0)
+    # Anyone may write to the task log: a config no webhook can be sent to is refused.
+    for bad in ({**config, "url": 5}, {"id": "p2"}, {**config, "id": "p3", "token": "a\nb"}):
+        with pytest.raises(ValueError, match="config"):
+            fold.apply(gateway(EntryKind.PUSH_SET, bad), now=1.0)
+    assert fold.push == {"p1": config}
+    record = fold.record()
+    with pytest.raises(ValueError, match="config"):
+        TaskFold.from_record({**record, "push": {"p1": {**config, "url": None}}}, 1 << 20, 0.0)
+
+
+@pytest.mark.parametrize("field", ["version", "nextSeq", "kept", "artifact"])
+@pytest.mark.parametrize("value", [2**70, -1, 1.5, True, "1"])
+def test_a_record_whose_counts_are_no_counts_is_refused(field: str, value: Any) -> None:
+    record = TaskFold(submitted(), 1 << 20, now=0.0).record()
+    with pytest.raises(ValueError, match="expected a count"):
+        TaskFold.from_record({**record, field: value}, 1 << 20, now=0.0)

@@ -2,16 +2,24 @@
 outlive a restart, the in-memory log's loss included) and a compacted state topic
 on Kafka (a new view finds a task whose log records are gone). A restored view
 folds only the log records after each snapshot, and a task that was running when
-its node stopped fails after its inactivity limit instead of staying ``working``."""
+its node stopped fails after its inactivity limit instead of staying ``working``.
+A store that fails gets the changes once it works again; what cannot be read from
+it is left out with a warning."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import subprocess
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +30,11 @@ from a2a_bus.bus import Bus
 from a2a_bus.core.routing import Topics
 from a2a_bus.core.task_marks import PROGRESS, mark_event
 from a2a_bus.gateway import GatewaySettings, create_app
-from a2a_bus.gateway.a2a import TaskView
+from a2a_bus.gateway.a2a import TaskView, saver
 from a2a_bus.gateway.a2a.model import TaskState
 from a2a_bus.gateway.a2a.stores import (
     KafkaStateTopic,
+    Snapshot,
     SqliteTaskStore,
     TaskStore,
     check_task_store,
@@ -274,6 +283,159 @@ def test_a_file_that_is_no_database_is_refused_when_checked(tmp_path: Path) -> N
         check_task_store(other)  # nothing to open
 
 
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` made read-only, also for root (immutable) where that can be done."""
+    path.chmod(0o444)
+    immutable = False
+    try:
+        if os.access(path, os.W_OK):  # root: the mode does not stop it
+            chattr = shutil.which("chattr")
+            immutable = chattr is not None and subprocess.run([chattr, "+i", path]).returncode == 0
+            if not immutable:
+                pytest.skip("no way to make a file read-only for this user")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", path], check=True)
+        path.chmod(0o644)
+
+
+def test_a_store_file_that_cannot_be_written_is_refused_when_checked(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    check_task_store(f"sqlite://{path}")
+    refused = pytest.raises(ValueError, match=r"^attempt to write a readonly database$")
+    with read_only(path), refused:
+        check_task_store(f"sqlite://{path}")
+
+
+# -- a store that fails, or holds what cannot be read --------------------------------------
+
+
+async def stored(path: Path) -> dict[str, str]:
+    """The state of each task in the SQLite file at ``path``, read by a store of its own."""
+    if not path.exists():
+        return {}
+    reader = SqliteTaskStore(path)
+    try:
+        return {s.task_id: s.record["task"]["state"] for s in await reader.load()}
+    finally:
+        await reader.close()
+
+
+async def until_stored(path: Path, expected: dict[str, str]) -> None:
+    async def poll() -> None:
+        while await stored(path) != expected:
+            await asyncio.sleep(0.05)
+
+    await within(poll())
+
+
+async def test_a_store_file_deleted_while_in_use_is_made_again_with_every_task(
+    bus: Bus, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "tasks.db"
+    view = view_of(bus, SqliteTaskStore(path))
+    await view.start()
+    try:
+        first = await a_working_task(bus, view)
+        await until_stored(path, {first: "working"})
+        for file in tmp_path.glob("tasks.db*"):
+            file.unlink()
+        second = await a_working_task(bus, view)  # a change of the second task alone
+        await until_stored(path, {first: "working", second: "working"})
+    finally:
+        await view.stop()
+    assert f"task store {path} was deleted or replaced" in caplog.text
+
+
+async def test_changes_wait_for_a_failing_store_until_it_works_again(
+    bus: Bus, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=saver.__name__)
+    directory = tmp_path / "state"
+    directory.mkdir()
+    path = directory / "tasks.db"
+    view = view_of(bus, SqliteTaskStore(path))
+    await view.start()
+    try:
+        first = await a_working_task(bus, view)
+        await until_stored(path, {first: "working"})
+        shutil.rmtree(directory)  # no file, and nowhere to make one
+        await view.write(EntryKind.CANCELED, first, {})  # its last change
+        second = await a_working_task(bus, view)
+
+        async def failed(times: int) -> None:
+            while sum(r.name == saver.__name__ for r in caplog.records) < times:
+                await asyncio.sleep(0.05)
+
+        await within(failed(5))  # as many tries as a change once got before it was dropped
+        directory.mkdir()
+        await until_stored(path, {first: "canceled", second: "working"})
+    finally:
+        await view.stop()
+
+
+async def test_stored_tasks_that_cannot_be_read_are_left_out_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "tasks.db"
+    settings = GatewaySettings(request_timeout=WAIT, a2a_task_store=f"sqlite://{path}")
+    async with Bus.memory() as bus:
+        await bus.aspawn(Busy)
+        async with gateway(bus, settings) as http:
+            answer = (await rpc(http, "busy", "SendMessage", call("add", a=2, b=3))).json()
+            done = await get_task(http, answer["result"]["task"]["id"])
+    reader = SqliteTaskStore(path)
+    [saved] = await reader.load()
+    await reader.close()
+
+    def like(task_id: str, **changes: Any) -> bytes:
+        """The saved task's record under another id, with ``changes``."""
+        task = {**saved.record["task"], "id": task_id}
+        return json.dumps({**saved.record, "task": task, **changes}).encode()
+
+    # Rows written by another hand (the stored JSON stays readable by any tool).
+    rows = [
+        ("not-json", 0, 0, b"{not json"),
+        ("a-list", 0, 0, b"[]"),
+        ("a-position-in-words", "first", 0, like("a-position-in-words")),
+        ("a-task-that-is-a-list", 0, 0, like("a-task-that-is-a-list", task=[])),
+        ("a-count-past-64-bits", 0, 0, like("a-count-past-64-bits", version=2**70)),
+        ("a-push-config-without-url", 0, 0, like("a-push-config-without-url", push={"p": {}})),
+    ]
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?)", rows)
+    async with Bus.memory() as bus, gateway(bus, settings) as http:
+        await bus.aspawn(Busy)
+        assert await get_task(http, done["id"]) == done
+        for task_id, *_ in rows:
+            body = (await rpc(http, "busy", "GetTask", {"id": task_id})).json()
+            assert body["error"]["code"] == -32001, body
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    for task_id, *_ in rows:
+        assert any(task_id in message for message in warned), (task_id, warned)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("kafka", marks=pytest.mark.kafka)])
+async def test_a_snapshot_that_cannot_be_written_does_not_hold_up_the_others(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    unwritable = Snapshot("huge", {"n": 2**70}, 0, 0)  # no JSON integer holds it
+    fine = Snapshot("fine", {"n": 1}, 0, 1)
+    if kind == "sqlite":
+        store: TaskStore = SqliteTaskStore(tmp_path / "tasks.db")
+        await store.save_many([unwritable, fine])
+        assert await store.load() == [fine]
+        await store.close()
+        return
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    async with kafka_bus(request.getfixturevalue("kafka_bootstrap"), prefix) as bus:
+        store = KafkaStateTopic(bus.transport, state_topic(bus.topics), "test")
+        await store.save_many([unwritable, fine])
+        assert await store.load() == [fine]
+
+
 # -- Kafka: the compacted state topic ------------------------------------------------------
 
 
@@ -282,6 +444,24 @@ async def kafka_bus(bootstrap: str, prefix: str) -> AsyncIterator[Bus]:
     bus = Bus.kafka(bootstrap, bus_options={"prefix": prefix}, metadata_max_age_ms=1000)
     async with bus:
         yield bus
+
+
+def test_an_event_of_the_state_topic_that_is_no_snapshot_is_refused() -> None:
+    fine = {"taskId": "t", "partition": 0, "offset": 3, "record": {}}
+    assert Snapshot.from_json(fine) == Snapshot("t", {}, 0, 3)
+    # Anyone may write to the topic: what does not fit is left out at load.
+    for bad in (
+        [],
+        {**fine, "taskId": 5},
+        {**fine, "partition": True},
+        {**fine, "offset": "3"},
+        {**fine, "offset": 3.0},
+        {**fine, "offset": -1},
+        {**fine, "offset": 2**70},
+        {**fine, "record": []},
+    ):
+        with pytest.raises(ValueError, match=r"^not a task snapshot"):
+            Snapshot.from_json(bad)
 
 
 @pytest.mark.kafka
