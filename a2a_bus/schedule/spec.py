@@ -65,7 +65,7 @@ def seconds(value: Any, key: str = "every") -> float:
 
 @dataclass(frozen=True)
 class Schedule:
-    """One schedule: ``every`` (seconds) or ``cron``; ``publish`` (a subject, with
+    """One schedule: ``every`` (seconds, or a duration such as ``"5m"``) or ``cron``; ``publish`` (a subject, with
     ``data``) or ``call`` (agent and method, with ``params``).
 
     ``missed`` says what happens to ticks that fell due while no scheduler ran
@@ -89,6 +89,8 @@ class Schedule:
             raise ScheduleError("name", f"invalid schedule name {self.name!r}")
         if (self.every is None) == (self.cron is None):
             raise ScheduleError("every", "give every (an interval) or cron, exactly one")
+        if self.every is not None:  # "1h" as in a schedule file; bad types named here
+            object.__setattr__(self, "every", seconds(self.every))
         if self.every is not None and not MIN_EVERY <= self.every <= MAX_EVERY:
             raise ScheduleError(
                 "every", f"must be from {MIN_EVERY} seconds to {MAX_EVERY / 86400:g} days"

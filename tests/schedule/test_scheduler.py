@@ -245,6 +245,14 @@ def test_schedules_as_agent_files_write_them() -> None:
         Schedule.from_dict("x", {"every": 1, "publish": "a", "at": "noon"})
 
 
+def test_a_schedule_made_in_code_takes_every_as_a_file_does() -> None:
+    assert Schedule("s", every="1h", publish="a").every == 3600.0
+    assert Schedule("s", every=90, publish="a").every == 90.0
+    for every in ("soon", [60], True):
+        with pytest.raises(ScheduleError, match="expected seconds or a duration"):
+            Schedule("s", every=every, publish="a")
+
+
 def test_two_schedules_of_one_name_are_refused(bus: Bus) -> None:
     beat = Schedule("beat", every=1, publish="a")
     with pytest.raises(ValueError, match="two schedules are named 'beat'"):
