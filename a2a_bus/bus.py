@@ -152,6 +152,7 @@ class Bus:
             self.client,
             self._agent_scheduler,
             self._status_changed,
+            drain_timeout,
         )
         self._subscriptions: list[Subscription] = []
         #: The inbox consumer of the current start (one per process on Kafka).
@@ -460,7 +461,8 @@ class Bus:
         if not running:
             return
         log.warning(
-            "stopping without the handlers still running after the %g s drain timeout: %s;"
+            "stopping without the handlers (and on_stop hooks) still running after the %g s"
+            " drain timeout: %s;"
             " their messages are dead-lettered, their threads left to end by themselves",
             self.drain_timeout,
             ", ".join(running),

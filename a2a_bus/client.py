@@ -27,6 +27,7 @@ from collections.abc import (
     Awaitable,
     Iterable,
     Iterator,
+    Mapping,
     Sequence,
 )
 from typing import Any, NamedTuple
@@ -271,6 +272,7 @@ class AsyncClient:
 
     async def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Send several requests at once; each result, or the :class:`JsonRpcError`."""
+        _check_calls(calls)
         events = [self._event(c.agent, c.method, c.params, request=True) for c in calls]
         responses = await asyncio.gather(*(self._send(e, timeout) for e in events))
         results: list[Any] = []
@@ -343,7 +345,7 @@ class AsyncClient:
     ) -> Any:
         """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its
         result. Every part of the stream is in one trace."""
-        base = _stream_base(params)
+        base = _stream_base(chunks, params)
         seq = 0
         sending = False
         with one_trace():
@@ -385,8 +387,43 @@ class AsyncClient:
         return await self.request(agent, method, end, timeout=timeout)
 
 
-def _stream_base(params: dict[str, Any] | None) -> dict[str, Any]:
-    """The params every part of a new caller -> agent stream carries."""
+def _check_calls(calls: Any) -> None:
+    """TypeError, before anything is sent, unless ``calls`` is a sequence of Call."""
+    if isinstance(calls, Call | str | Mapping) or not isinstance(calls, Sequence):
+        raise TypeError(
+            f"batch takes a list of Call(agent, method, params), not {calls!r:.60}"
+            + (": pass [call]" if isinstance(calls, Call) else "")
+        )
+    for call in calls:
+        if not isinstance(call, Call):
+            raise TypeError(
+                f"batch takes a list of Call(agent, method, params), and {call!r:.60} is "
+                "no Call (from a2a_bus import Call)"
+            )
+
+
+def _stream_base(chunks: Any, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The params every part of a new caller -> agent stream carries; TypeError, before
+    anything is sent, for ``chunks`` that are no stream of chunks or ``params`` that
+    are no object."""
+    if isinstance(chunks, str | bytes | bytearray | Mapping):
+        # Iterable, but its items are not what was meant.
+        unit = "key" if isinstance(chunks, Mapping) else "character or byte"
+        raise TypeError(
+            f"stream_to: chunks must be an iterable of the chunks to send, not a "
+            f"{type(chunks).__name__}, which would go one {unit} per chunk; to send it "
+            "as one chunk, pass [value]"
+        )
+    if not isinstance(chunks, Iterable | AsyncIterable):
+        raise TypeError(
+            f"stream_to: chunks must be an iterable of the chunks to send (a list, a "
+            f"generator, an async iterable), not {chunks!r:.60}"
+        )
+    if params is not None and not isinstance(params, dict):
+        raise TypeError(
+            f"stream_to: params must be a dict of the handler's other named params, not "
+            f"{params!r:.60}"
+        )
     return {**(params or {}), "_sessionId": new_id()}
 
 
@@ -458,7 +495,7 @@ class Client:
         """As :meth:`AsyncClient.stream_to`; ``chunks`` is iterated in this thread, not
         on the bus loop, so it may block or call the bus itself."""
         aio, run = self.aio, self._run
-        base = _stream_base(params)
+        base = _stream_base(chunks, params)
         seq = 0
         sending = False
         with one_trace():  # this thread's context: the portal carries it to each part

@@ -10,23 +10,27 @@ not renewed within ``ttl`` seconds is expired (its process died without saying
 so). The bus answers ``methods/list`` and ``agent/card/get`` from that view,
 and refuses messages to agents it does not know (:meth:`Directory.known`).
 
-Reading the registry topic into the view, and reporting what on it is no
-card, is :mod:`a2a_bus.discovery.registry`'s.
+Anyone who may write to the registry can write anything on it: a card is
+checked before the view takes it (:mod:`a2a_bus.discovery.cards`), and the view
+holds a bounded number of agents. Reading the registry topic into the view, and
+reporting what on it is no card, is :mod:`a2a_bus.discovery.registry`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.discovery.cards import BUILTIN_METHODS, Throttled, card_problem
 from a2a_bus.protocol import Adaptor, ErrorCode, error_response, ext, new_event, result_response
 from a2a_bus.runtime.loops import stop_task
-from a2a_bus.transport.base import Delivery, Transport, Undecodable
+from a2a_bus.transport.base import Delivery, Transport
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +41,6 @@ RUNNING = "running"
 DEGRADED = "degraded"
 FAILED = "failed"
 GONE_SUFFIX = ".agent.gone"
-#: Methods the bus answers itself (from its directory) when a request names no agent.
-BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
 REQUIRE_KNOWN_ENV = "A2A_REQUIRE_KNOWN_AGENTS"
 
 
@@ -82,6 +84,9 @@ class Announcer:
         at once (a card too large, say) gives a failed future, so that a heartbeat
         still sends the other cards."""
         try:
+            problem = None if gone else card_problem(card, card["id"])
+            if problem is not None:  # every other bus would skip it: said here instead
+                raise ValueError(f"the card of {card['id']!r} is not valid: {problem}")
             event = card_event(self._adaptor, card, gone=gone)
             return self._transport.publish(self._topic, event, key=card["id"].encode())
         except Exception as exc:
@@ -147,19 +152,41 @@ class Announcer:
             )
 
 
+class Remote(NamedTuple):
+    """A card read from the registry, with the names of its methods."""
+
+    card: dict[str, Any]
+    methods: frozenset[str]
+
+
 class Directory:
-    """The live agent cards this process knows, local ones first."""
+    """The live agent cards this process knows, local ones first.
+
+    Cards read from the registry (:meth:`apply`) are checked first
+    (:func:`~a2a_bus.discovery.cards.card_problem`). At most :attr:`max_agents`
+    of them are held: an agent is forgotten two TTLs after its last heartbeat, and
+    while the directory is full a card of a new agent is skipped (logged), so its
+    memory stays bounded however many agent ids are written to the registry.
+    """
+
+    #: Agents read from the registry held at most (those seen within two TTLs).
+    max_agents = 10_000
 
     def __init__(self, adaptor: Adaptor, ttl: float, clock: Callable[[], float] = time.time):
         self._adaptor = adaptor
         self.ttl = ttl
         self._clock = clock
-        self._remote: dict[str, dict[str, Any]] = {}
+        self._remote: dict[str, Remote] = {}
+        #: Method -> the agents whose card read from the registry declares it.
+        self._claims: dict[str, set[str]] = {}
         self._local: dict[str, dict[str, Any]] = {}
         #: Agents hosted here that are starting (known before their first card).
         self._starting: set[str] = set()
-        #: Last heartbeat seen per agent, kept when it says goodbye (see known()).
+        #: Last heartbeat seen per agent on the registry (never later than when its
+        #: card was read), kept when it says goodbye (see known()).
         self._seen: dict[str, float] = {}
+        self._next_prune = -math.inf
+        self._full = Throttled(log)
         #: Next registry offset to apply per partition, and the ends awaited.
         self._applied: dict[int, int] = {}
         self._wanted: dict[int, int] = {}
@@ -191,32 +218,81 @@ class Directory:
 
     # -- the registry topic ---------------------------------------------------------
 
-    async def on_registry(self, delivery: Delivery) -> None:
-        """Handler of the registry topic."""
+    def apply(self, delivery: Delivery) -> str | None:
+        """Apply a card or "gone" event read from the registry. Why it is no valid
+        one (nothing is applied then), else None; other events are ignored."""
         event = delivery.event
         kind = event.get_type()
-        if kind.endswith(GONE_SUFFIX):
-            key = event.get_extension(ext.PARTITION_KEY)
-            if isinstance(key, str):
-                self._remote.pop(key, None)
-        elif kind.endswith(CARD_SUFFIX):
-            card = event.get_data()
-            if isinstance(card, dict) and isinstance(card.get("id"), str):
-                self._remote[card["id"]] = card
-                seen = card.get("heartbeatAt")
-                if isinstance(seen, int | float):
-                    self._seen[card["id"]] = seen
-        self._applied_up_to(delivery.partition, delivery.offset)
+        gone = kind.endswith(GONE_SUFFIX)
+        if not gone and not kind.endswith(CARD_SUFFIX):
+            return None
+        agent_id = _agent_of(delivery)
+        if gone:
+            if agent_id is None:
+                return "a goodbye that names no agent"
+            self._drop(agent_id)
+            return None
+        card = event.get_data()
+        problem = card_problem(card, agent_id)
+        if problem is None:
+            self._put(cast("dict[str, Any]", card))  # an object: card_problem says so
+        return problem
 
-    async def on_undecodable(self, record: Undecodable) -> None:
-        """A registry record that held no card (or a tombstone) still counts as read."""
-        self._applied_up_to(record.partition, record.offset)
-
-    def _applied_up_to(self, partition: int, offset: int) -> None:
+    def count_read(self, partition: int, offset: int) -> None:
+        """The registry record at ``offset`` of ``partition`` was read (applied, or
+        no card at all): a start waits for this up to the registry's end."""
         if offset >= self._applied.get(partition, 0):
             self._applied[partition] = offset + 1
         if self._reached is not None and self._has_reached():
             self._reached.set()
+
+    def _put(self, card: dict[str, Any]) -> None:
+        agent_id: str = card["id"]
+        now = self._clock()
+        if now >= self._next_prune:
+            self._prune(now)
+        seen = card["heartbeatAt"]
+        if now - seen > 2 * self.ttl:
+            return  # no longer known (a card of an agent long gone, kept by compaction)
+        if agent_id not in self._seen and len(self._seen) >= self.max_agents:
+            self._full.warning(
+                "agent directory full (%d agents seen on the registry within two TTLs): "
+                "the card of %r is skipped until some of them expire",
+                len(self._seen),
+                agent_id,
+            )
+            return
+        if seen > now:  # a clock ahead, or a card that claims to live for ever
+            seen = now
+            card = {**card, "heartbeatAt": now}
+        names = frozenset(entry["name"] for entry in card["methods"])
+        old = self._remote.get(agent_id)
+        if old is None or old.methods != names:
+            self._drop(agent_id)
+            for name in names:
+                self._claims.setdefault(name, set()).add(agent_id)
+        self._remote[agent_id] = Remote(card, names)
+        self._seen[agent_id] = seen
+
+    def _drop(self, agent_id: str) -> None:
+        """Forget the card of ``agent_id`` (not when it was seen)."""
+        remote = self._remote.pop(agent_id, None)
+        if remote is None:
+            return
+        for name in remote.methods:
+            claims = self._claims[name]
+            claims.discard(agent_id)
+            if not claims:
+                del self._claims[name]
+
+    def _prune(self, now: float) -> None:
+        """Forget the agents not seen within two TTLs (no longer known); at most once
+        a TTL, so that a flood of cards costs no scan each."""
+        self._next_prune = now + self.ttl
+        horizon = now - 2 * self.ttl
+        for agent_id in [a for a, seen in self._seen.items() if seen < horizon]:
+            del self._seen[agent_id]
+            self._drop(agent_id)
 
     def _has_reached(self) -> bool:
         applied = self._applied
@@ -233,9 +309,9 @@ class Directory:
 
     # -- views ----------------------------------------------------------------------
 
-    def _alive(self, card: dict[str, Any]) -> bool:
-        seen = card.get("heartbeatAt")
-        return isinstance(seen, int | float) and self._clock() - seen <= self.ttl
+    def _alive(self, agent_id: str) -> bool:
+        seen = self._seen.get(agent_id)
+        return seen is not None and self._clock() - seen <= self.ttl
 
     def known(self, agent_id: str) -> bool:
         """True for an agent hosted here (also while it starts) and for one whose
@@ -250,34 +326,38 @@ class Directory:
     def lacks(self, agent_id: str, method: str) -> bool:
         """True when the live card of ``agent_id`` says it has no ``method`` (the
         built-in methods every agent answers aside); False when no card says so."""
-        card = self.card(agent_id)
-        if card is None or method in BUILTIN_METHODS:
+        if method in BUILTIN_METHODS:
             return False
-        return all(entry.get("name") != method for entry in card.get("methods", ()))
+        local = self._local.get(agent_id)
+        if local is not None:
+            return all(entry.get("name") != method for entry in local.get("methods", ()))
+        remote = self._remote.get(agent_id)
+        return remote is not None and self._alive(agent_id) and method not in remote.methods
 
     def card(self, agent_id: str) -> dict[str, Any] | None:
         """The card of a live agent, or None (unknown or expired)."""
         local = self._local.get(agent_id)
         if local is not None:
             return local
-        card = self._remote.get(agent_id)
-        return card if card is not None and self._alive(card) else None
+        remote = self._remote.get(agent_id)
+        return remote.card if remote is not None and self._alive(agent_id) else None
 
     def cards(self) -> list[dict[str, Any]]:
         """Every live card, local first, then by id."""
         remote = [
-            card
-            for agent_id, card in sorted(self._remote.items())
-            if agent_id not in self._local and self._alive(card)
+            self._remote[agent_id].card
+            for agent_id in sorted(self._remote)
+            if agent_id not in self._local and self._alive(agent_id)
         ]
         return [*self._local.values(), *remote]
 
     def method_owner(self, method: str) -> str | None:
         """The agent that declares ``method`` (local agents first, then by id)."""
-        for card in self.cards():
-            if any(m.get("name") == method for m in card.get("methods", ())):
+        for card in self._local.values():
+            if any(entry.get("name") == method for entry in card.get("methods", ())):
                 return str(card["id"])
-        return None
+        claims = self._claims.get(method, ())
+        return min((a for a in claims if a not in self._local and self._alive(a)), default=None)
 
     def methods(self) -> list[dict[str, Any]]:
         """``methods/list``: every method of every live agent, with its schemas."""
@@ -304,3 +384,15 @@ class Directory:
         if card is None:
             return error_response(ErrorCode.AGENT_UNAVAILABLE, "Agent not found", id, agent_id)
         return result_response(card, id)
+
+
+def _agent_of(delivery: Delivery) -> str | None:
+    """The agent id a registry record is for: its key (the compacted identity), or
+    without one (in memory only) the event's partition key."""
+    if delivery.key is not None:
+        try:
+            return delivery.key.decode()
+        except UnicodeDecodeError:
+            return None
+    agent_id = delivery.event.get_extension(ext.PARTITION_KEY)
+    return agent_id if isinstance(agent_id, str) else None

@@ -2,9 +2,10 @@
 
 Every bus reads the whole compacted registry at each start and follows it from
 then on (:func:`follow_registry`). A record on it that is no card (junk from
-another producer) is dead-lettered once, not at every start that reads it
-again: see :class:`RegistryReader`. Tombstones (no value) delete a key and are
-no junk.
+another producer), or a card the directory does not take (a field of the wrong
+type, an id that is no agent id or not its record's key), is dead-lettered
+once, not at every start that reads it again: see :class:`RegistryReader`.
+Tombstones (no value) delete a key and are no junk.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from a2a_bus.discovery.directory import Announcer, Directory
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import DeadLetter, Delivery, Subscription, Transport, Undecodable
+from a2a_bus.transport.dead_letters import delivered_letter
 from a2a_bus.transport.records import failure_reason
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,9 @@ class RegistryReader(Subscription):
       buses that read it after their start, when it arrives; a start that finds
       it in the log only logs it.
     * A tombstone is nothing: it deletes a key, and no card goes with it.
+
+    A card the directory does not take is junk too (reason ``invalid-card: ...``),
+    written as the structured CloudEvent it was read as.
     """
 
     def __init__(
@@ -58,8 +63,8 @@ class RegistryReader(Subscription):
         self._announcer = announcer
         self._subscription: Subscription | None = None
         #: Junk read before the catch-up ended: keyed (by key, the latest), keyless.
-        self._held: dict[bytes, Undecodable] = {}
-        self._keyless: list[Undecodable] = []
+        self._held: dict[bytes, DeadLetter] = {}
+        self._keyless: list[DeadLetter] = []
         #: The registry ends as of the start, once they were reached (None before).
         self._ends: Mapping[int, int] | None = None
         self._catching_up: asyncio.Task[None] | None = None
@@ -98,20 +103,20 @@ class RegistryReader(Subscription):
         self._ends = ends
         held, self._held = list(self._held.values()), {}
         keyless, self._keyless = self._keyless, []
-        for record in held:
-            await self._report(record)
-        for record in keyless:
-            if record.offset >= ends.get(record.partition, 0):
-                await self._report(record)  # it came after the start: not reported yet
+        for letter in held:
+            await self._report(letter)
+        for letter in keyless:
+            if letter.offset >= ends.get(letter.partition, 0):
+                await self._report(letter)  # it came after the start: not reported yet
             else:
                 log.warning(
                     "agent registry %r: record %d/%d (no key) holds no card: %s; left "
                     "alone (reported when it arrived; only compaction of a key removes "
                     "a record)",
                     self._topic,
-                    record.partition,
-                    record.offset,
-                    failure_reason(record.failures),
+                    letter.partition,
+                    letter.offset,
+                    letter.reason,
                 )
 
     async def _ends_now(self) -> Mapping[int, int]:
@@ -129,56 +134,66 @@ class RegistryReader(Subscription):
                 delay = min(2 * delay, 5.0)
 
     async def _on_event(self, delivery: Delivery) -> None:
-        if delivery.key is not None:
-            self._held.pop(delivery.key, None)  # a later record of its key: left alone
-        await self._directory.on_registry(delivery)
+        try:
+            problem = self._directory.apply(delivery)
+            if problem is not None:
+                await self._junk(_invalid_card(delivery, problem))
+            elif delivery.key is not None:
+                self._held.pop(delivery.key, None)  # a later record of its key: left alone
+        finally:
+            self._directory.count_read(delivery.partition, delivery.offset)
 
     async def _on_undecodable(self, record: Undecodable) -> None:
         try:
             if record.value is None:  # a tombstone: the key is deleted, nothing to apply
                 if record.key is not None:
                     self._held.pop(record.key, None)
-            elif self._ends is not None:
-                await self._report(record)
-            elif record.key is not None:
-                self._held[record.key] = record
             else:
-                self._keyless.append(record)
+                await self._junk(
+                    DeadLetter(
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                        record.value,
+                        record.key,
+                        record.headers,
+                        failure_reason(record.failures),
+                        record.failures,
+                    )
+                )
         finally:
-            await self._directory.on_undecodable(record)
+            self._directory.count_read(record.partition, record.offset)
 
-    async def _report(self, record: Undecodable) -> None:
+    async def _junk(self, letter: DeadLetter) -> None:
+        """Report ``letter`` now, or hold it until the catch-up ends (see the class)."""
+        if self._ends is not None:
+            await self._report(letter)
+        elif letter.key is not None:
+            self._held[letter.key] = letter
+        else:
+            self._keyless.append(letter)
+
+    async def _report(self, letter: DeadLetter) -> None:
         """Dead-letter a junk record and delete its key from the registry."""
-        agent_id = None if record.key is None else record.key.decode(errors="replace")
+        agent_id = None if letter.key is None else letter.key.decode(errors="replace")
         directory = self._directory
         if agent_id and not directory.hosts(agent_id) and directory.card(agent_id) is not None:
             # The key of a live agent elsewhere: its host reports it (it reads the
             # registry too) and publishes its card right after the tombstone.
             return
         try:
-            await self._transport.dead_letter(
-                DeadLetter(
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    record.value,
-                    record.key,
-                    record.headers,
-                    failure_reason(record.failures),
-                    record.failures,
-                )
-            )
+            await self._transport.dead_letter(letter)
             if agent_id is None:
                 return
-            await self._transport.publish_raw(self._topic, None, key=record.key)
+            await self._transport.publish_raw(self._topic, None, key=letter.key)
             if self._announcer is not None and self._directory.hosts(agent_id):
                 await self._announcer.renew(agent_id)
         except Exception:
             log.exception(
                 "agent registry %r: reporting record %d/%d failed",
                 self._topic,
-                record.partition,
-                record.offset,
+                letter.partition,
+                letter.offset,
             )
 
     # -- Subscription ---------------------------------------------------------------
@@ -217,3 +232,22 @@ async def follow_registry(
     # ``group`` is reused (a fixed node id), since a group resumes at its commit.
     await reader.start(f"{group}.{uuid.uuid4().hex[:8]}", timeout)
     return reader
+
+
+def _invalid_card(delivery: Delivery, problem: str) -> DeadLetter:
+    """The dead letter of a card the directory did not take: the event as a
+    structured CloudEvent, or without a value when it cannot be written back (it
+    nests deeper than orjson writes; the transport has the original bytes only)."""
+    reason = f"invalid-card: {problem}"
+    try:
+        return delivered_letter(delivery, reason)
+    except TypeError as exc:  # orjson.JSONEncodeError
+        return DeadLetter(
+            delivery.topic,
+            delivery.partition,
+            delivery.offset,
+            None,
+            delivery.key,
+            delivery.headers,
+            f"{reason} (its value is left out: {exc})",
+        )

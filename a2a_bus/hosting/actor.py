@@ -98,6 +98,7 @@ class KeptAlive:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held = False
+        self._when_left: list[Callable[[], None]] = []
 
     def enter(self) -> None:
         """Count the thread (before it starts)."""
@@ -111,6 +112,18 @@ class KeptAlive:
             held, self._held = self._held, False
             if held:
                 ACTORS.leave()
+            calls, self._when_left = self._when_left, []
+        for call in calls:
+            call()
+
+    def when_left(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the count is given back (at once if it is), from
+        the thread that gives it back."""
+        with self._lock:
+            if self._held:
+                self._when_left.append(callback)
+                return
+        callback()
 
 
 class AgentActor(pykka.ThreadingActor):

@@ -1,4 +1,4 @@
-"""The Agent base class and the ``@method`` / ``@subscribe`` decorators.
+"""The Agent base class (the ``@method`` / ``@subscribe`` decorators are re-exported).
 
 An agent is a plain class; the bus hosts each instance in its own pykka actor,
 so handlers run one at a time in the actor's thread and may keep state.
@@ -11,86 +11,34 @@ import typing
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from a2a_bus.client import Client
-from a2a_bus.core.routing import validate_name, validate_subject
+from a2a_bus.core.routing import validate_name
 from a2a_bus.hosting.binding import Binder, Bound
 from a2a_bus.hosting.control import IDLE, RunControl
+from a2a_bus.hosting.decorators import (
+    METHOD_ATTR,
+    SUBSCRIBE_ATTR,
+    MethodMark,
+    check_wrapped,
+    method,
+    subscribe,
+)
 from a2a_bus.hosting.schema import parameters_schema, parse_docstring, schema_for, stream_item_type
-from a2a_bus.protocol.jsonrpc import RESERVED_METHOD_PREFIX
 from a2a_bus.schedule.spec import Schedule
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-_METHOD_ATTR = "__a2a_method__"
-_SUBSCRIBE_ATTR = "__a2a_subscriptions__"
+#: Members of Agent that the bus (or a handler) relies on: a subclass may not replace them.
+_BUS_MEMBERS = frozenset(
+    {"card", "client", "hosted", "event", "redelivered", "control", "cancelled", "progress"}
+    | {"methods", "subscriptions"}
+)
+#: The kinds of parameter that can take the agent instance (``self``).
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 class UnresolvedHints(UserWarning):
     """A handler's type hints name something that cannot be resolved."""
-
-
-@dataclass(frozen=True, slots=True)
-class _MethodMark:
-    name: str | None
-    description: str | None
-
-
-def method(name: str | F | None = None, *, description: str | None = None) -> Any:
-    """Expose a handler as JSON-RPC method ``name`` (default: the function name).
-
-    Positional params bind in order, named params by name. A generator handler
-    streams its items; a parameter typed ``Iterator[T]`` receives a stream the
-    caller sends.
-    """
-    if callable(name):
-        _check_handler(name, "@method")
-        setattr(name, _METHOD_ATTR, _MethodMark(None, description))
-        return name
-    if name is not None and name.startswith(RESERVED_METHOD_PREFIX):
-        # Calls to it would be refused (-32601) before they reached the agent.
-        detail = f"names beginning with {RESERVED_METHOD_PREFIX!r} are reserved"
-        raise ValueError(f"@method({name!r}): {detail}")
-
-    def mark(func: F) -> F:
-        _check_handler(func, "@method")
-        setattr(func, _METHOD_ATTR, _MethodMark(name, description))
-        return func
-
-    return mark
-
-
-def _check_handler(func: Callable[..., Any], decorator: str) -> None:
-    """TypeError for an ``async def`` handler: handlers run in the agent's actor
-    thread, which has no event loop to await them (each call would fail)."""
-    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
-        raise TypeError(
-            f"{decorator} {func.__qualname__} is async: handlers run in the agent's actor "
-            "thread; write a plain function or generator (self.client calls other agents)"
-        )
-
-
-def subscribe(subject: str, *, replay: bool = False) -> Callable[[F], F]:
-    """Receive every event published on ``subject`` (``*`` and ``#`` wildcards).
-
-    With ``replay`` a newly created subscription starts from the retained history.
-    """
-    validate_subject(subject, wildcards=True)
-
-    def mark(func: F) -> F:
-        _check_handler(func, "@subscribe")
-        if inspect.isgeneratorfunction(func):  # its body would never run
-            raise TypeError(
-                f"@subscribe {func.__qualname__} is a generator: an event handler answers "
-                "nothing; write a plain function (self.client.publish sends events on)"
-            )
-        marks = list(getattr(func, _SUBSCRIBE_ATTR, ()))
-        marks.append((subject, replay))
-        setattr(func, _SUBSCRIBE_ATTR, marks)
-        return func
-
-    return mark
 
 
 @dataclass(slots=True)
@@ -111,9 +59,18 @@ class MethodSpec:
     binder: Binder = field(init=False)
 
     @classmethod
-    def build(cls, name: str, func: Callable[..., Any], description: str | None) -> MethodSpec:
+    def build(
+        cls, name: str, attribute: str, func: Callable[..., Any], description: str | None
+    ) -> MethodSpec:
+        """The method ``name`` of the agent's ``attribute``, which holds ``func``."""
         signature = inspect.signature(func)
-        parameters = list(signature.parameters.values())[1:]  # drop self
+        parameters = list(signature.parameters.values())
+        if not parameters or parameters[0].kind not in _POSITIONAL:
+            raise TypeError(
+                f"@method {func.__qualname__} takes no self: a handler is called on the agent "
+                f"instance, def {attribute}(self, ...)"
+            )
+        parameters = parameters[1:]  # drop self
         signature = signature.replace(parameters=parameters)
         try:
             hints = typing.get_type_hints(func, include_extras=True)
@@ -130,7 +87,7 @@ class MethodSpec:
         summary, param_descriptions = parse_docstring(inspect.getdoc(func))
         spec = cls(
             name=name,
-            attribute=func.__name__,
+            attribute=attribute,
             description=description or summary,
             signature=signature,
             hints=hints,
@@ -178,6 +135,41 @@ class MethodSpec:
         return entry
 
 
+def _check_class(cls: type[Agent]) -> None:
+    """TypeError or ValueError, where the class is made, for settings the bus would
+    trip over later: members it uses, hooks it cannot await, bounds that are no count."""
+    clash = sorted(_BUS_MEMBERS.intersection(vars(cls)))
+    if clash:
+        raise TypeError(
+            f"{cls.__qualname__}.{clash[0]} replaces Agent.{clash[0]}, which the bus uses: "
+            f"give it another name (@method({clash[0]!r}) keeps that name for callers)"
+        )
+    for hook in ("on_start", "on_stop"):
+        if inspect.iscoroutinefunction(getattr(cls, hook)):
+            raise TypeError(
+                f"{cls.__qualname__}.{hook} is async: it runs in the agent's actor thread, "
+                "which has no event loop to await it; write a plain method"
+            )
+    for text in ("description", "version"):
+        if not isinstance(getattr(cls, text), str):
+            raise TypeError(
+                f"{cls.__qualname__}.{text} must be a string, not {getattr(cls, text)!r:.60}"
+            )
+    schedules = cls.schedules
+    if not isinstance(schedules, tuple | list) or not all(
+        isinstance(item, Schedule) for item in schedules
+    ):
+        raise TypeError(
+            f"{cls.__qualname__}.schedules must be a tuple of Schedule, not {schedules!r:.60}"
+        )
+    for bound in ("mailbox_size", "max_open_streams"):
+        value = getattr(cls, bound)
+        if type(value) is not int:
+            raise TypeError(f"{cls.__qualname__}.{bound} must be a whole number, not {value!r:.60}")
+        if value < 1:
+            raise ValueError(f"{cls.__qualname__}.{bound} must be at least 1, not {value}")
+
+
 @dataclass(frozen=True, slots=True)
 class SubscriptionSpec:
     subject: str
@@ -219,19 +211,25 @@ class Agent:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not cls.__dict__.get("agent_id"):
+        if cls.__dict__.get("agent_id"):
+            validate_name(cls.agent_id)
+        else:
             cls.agent_id = cls.__name__.lower()
-        validate_name(cls.agent_id)
+            validate_name(
+                cls.agent_id, "agent id (the class name lower-cased: agent_id is not set)"
+            )
         if not cls.__dict__.get("description"):
             # Its own docstring (getdoc would hand down a base class's, Agent's too).
             cls.description = inspect.cleandoc(cls.__doc__) if cls.__doc__ else ""
+        _check_class(cls)
         methods: dict[str, MethodSpec] = {}
         subscriptions: list[SubscriptionSpec] = []
         for klass in reversed(cls.__mro__):
             own: dict[str, str] = {}  # a subclass may replace a method, one class not twice
             for attribute, func in vars(klass).items():
-                mark = getattr(func, _METHOD_ATTR, None)
-                if isinstance(mark, _MethodMark):
+                check_wrapped(klass, attribute, func)
+                mark = getattr(func, METHOD_ATTR, None)
+                if isinstance(mark, MethodMark):
                     name = mark.name or attribute
                     if name in own:
                         raise TypeError(
@@ -239,8 +237,8 @@ class Agent:
                             f"JSON-RPC method {name!r}"
                         )
                     own[name] = attribute
-                    methods[name] = MethodSpec.build(name, func, mark.description)
-                for subject, replay in getattr(func, _SUBSCRIBE_ATTR, ()):
+                    methods[name] = MethodSpec.build(name, attribute, func, mark.description)
+                for subject, replay in getattr(func, SUBSCRIBE_ATTR, ()):
                     subscriptions.append(SubscriptionSpec(subject, attribute, replay))
         cls.methods = methods
         cls.subscriptions = tuple(subscriptions)
@@ -249,10 +247,15 @@ class Agent:
     def client(self) -> Client:
         """The sync client of the bus this agent runs on: call other agents with it.
 
-        RuntimeError when the agent is not running on a bus.
+        RuntimeError when the agent is not running on a bus (in its constructor
+        it is not yet: use it from ``on_start`` or a handler).
         """
         if self._client is None:
-            raise RuntimeError(f"agent {self.agent_id!r} is not running on a bus")
+            raise RuntimeError(
+                f"agent {self.agent_id!r} is not running on a bus: self.client is set once "
+                "a bus hosts the agent, after its constructor (use it from on_start or a "
+                "handler)"
+            )
         return self._client
 
     @client.setter
@@ -293,3 +296,27 @@ class Agent:
             "methods": [spec.describe() for spec in cls.methods.values()],
             "subscriptions": [s.subject for s in cls.subscriptions],
         }
+
+
+def check_spawn(agent_cls: Any, replicas: Any) -> None:
+    """TypeError or ValueError, at the spawn, for what is no agent class or no count."""
+    if isinstance(agent_cls, Agent):
+        raise TypeError(
+            f"spawn takes the agent class, not an instance: spawn({type(agent_cls).__name__}) "
+            "(the constructor's arguments follow replicas)"
+        )
+    if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)) or agent_cls is Agent:
+        raise TypeError(f"spawn takes a subclass of a2a_bus.Agent, not {agent_cls!r:.60}")
+    if type(replicas) is not int:
+        raise TypeError(
+            f"spawn({agent_cls.__name__}): replicas must be a whole number, not "
+            f"{replicas!r:.60} (the constructor's arguments follow it: "
+            f"spawn({agent_cls.__name__}, 1, ...))"
+        )
+    if replicas < 1:
+        raise ValueError(
+            f"spawn({agent_cls.__name__}): replicas must be at least 1, not {replicas}"
+        )
+
+
+__all__ = ["Agent", "MethodSpec", "SubscriptionSpec", "UnresolvedHints", "method", "subscribe"]

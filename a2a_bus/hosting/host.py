@@ -17,8 +17,10 @@ With an OpenTelemetry SDK each delivery is handled in a span of its own
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from a2a_bus.core.context import BusContext
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.discovery.directory import DEGRADED, FAILED, RUNNING
 from a2a_bus.hosting.actor import Job, Outcome
-from a2a_bus.hosting.agent import Agent, SubscriptionSpec
+from a2a_bus.hosting.agent import Agent, SubscriptionSpec, check_spawn
 from a2a_bus.hosting.answering import Answering
 from a2a_bus.hosting.delivery_spans import DeliverySpans
 from a2a_bus.hosting.inbound import InboundStreams, is_stream_part
@@ -64,6 +66,8 @@ class Hosting:
     #: Told (on the loop) when a host's status changed: a replica's start failed, it
     #: started again, or it gave up starting.
     status_changed: Callable[[AgentHost], None] = lambda host: None
+    #: Seconds a stop waits for an agent's ``on_stop`` (the bus's ``drain_timeout``).
+    drain_timeout: float = math.inf
 
 
 class AgentHost:
@@ -77,10 +81,7 @@ class AgentHost:
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)):
-            raise TypeError(f"{agent_cls!r} is not an Agent subclass")
-        if replicas < 1:
-            raise ValueError("replicas must be >= 1")
+        check_spawn(agent_cls, replicas)
         self.hosting = hosting
         self._context = hosting.context
         #: The bus's tracer is ``tracer`` (None without an OpenTelemetry SDK: no spans).
@@ -195,6 +196,7 @@ class AgentHost:
                 on_pressure=functools.partial(self._pressure, index),
                 tracer=self._tracing.tracer,
                 on_status=self._replica_status,
+                drain_timeout=hosting.drain_timeout,
             )
             replica.start()
             self.replicas.append(replica)
@@ -237,8 +239,8 @@ class AgentHost:
             ErrorCode.STREAM_BROKEN, "Stream broken", "the agent stopped before the stream ended"
         )
         self.inbound.fail_all(stopped)
-        for replica in self.replicas:
-            await replica.stop()
+        # Together: each waits for its agent's on_stop, all within one drain timeout.
+        await asyncio.gather(*(replica.stop() for replica in self.replicas))
         self._subscriptions.clear()
         self.replicas.clear()
         self._serving.clear()

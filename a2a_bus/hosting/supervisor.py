@@ -19,7 +19,8 @@ and once the replica stops nothing starts it again. After ``max_failed_starts``
 failed starts in a row the replica gives up: it is *failed* (``failure`` says
 why, logged once as an error), is never started again, and answers every job at
 once with -32002 (a notification or event is dead-lettered with it). A stop that
-waited long enough for a handler abandons the replica (:meth:`Replica.abandon`).
+waited long enough for a handler, or for the agent's ``on_stop``, abandons the
+replica (:meth:`Replica.abandon`).
 Parked jobs are bounded by the host (open streams), not by the mailbox: a
 mailbox full of jobs waiting for input would pause the very input they wait for.
 """
@@ -27,9 +28,9 @@ mailbox full of jobs waiting for input would pause the very input they wait for.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,8 +74,12 @@ class Replica:
         on_pressure: Callable[[bool], None] = lambda full: None,
         tracer: Any = None,
         on_status: Callable[[], None] = lambda: None,
+        drain_timeout: float = math.inf,
     ) -> None:
         self.name = name
+        #: Seconds :meth:`stop` waits for the agent's ``on_stop`` before it goes on
+        #: without it.
+        self._drain_timeout = drain_timeout
         self._factory = factory
         #: The bus's tracer (None: no spans), for what the agent's handlers run.
         self._tracer = tracer
@@ -95,6 +100,8 @@ class Replica:
         #: Set by stop() while it waits for held jobs to finish (no Event set and
         #: cleared per job: this is on every request's path).
         self._drained: asyncio.Future[None] | None = None
+        #: Set by stop() while it waits for the actor's thread to end (``on_stop``).
+        self._ending: asyncio.Future[None] | None = None
         self._full = False
         self._restart_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -120,8 +127,12 @@ class Replica:
         return len(self._outstanding) - self._parking
 
     def holding(self) -> list[str]:
-        """What the jobs it holds (queued, running or parked) handle: their labels."""
-        return [job.label for job in self._outstanding]
+        """What the jobs it holds (queued, running or parked) handle: their labels;
+        ``on_stop`` while the stop waits for the agent's hook."""
+        labels = [job.label for job in self._outstanding]
+        if self._ending is not None:
+            labels.append("on_stop")
+        return labels
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -372,6 +383,8 @@ class Replica:
         ever; its thread no longer keeps the process alive."""
         self.let_go()
         self._give_up(reason)
+        if self._ending is not None:  # stop() waits for on_stop: no longer
+            _settle(self._ending)
 
     def let_go(self) -> None:
         """Ask the actor to stop once its handler returns, without waiting for it
@@ -384,7 +397,8 @@ class Replica:
             self._kept.leave()
 
     async def stop(self) -> None:
-        """Let held jobs finish, then stop the actor (its ``on_stop`` runs).
+        """Let held jobs finish, then stop the actor (its ``on_stop`` runs, waited for
+        up to the drain timeout).
 
         Jobs an agent that cannot start holds are ended, not waited for (see
         :meth:`begin_stop`); nor are jobs once the replica is abandoned.
@@ -399,12 +413,34 @@ class Replica:
             self._restart_handle.cancel()
         actor, self._actor = self._actor, None
         if actor is not None:
-            # ActorRef.stop blocks its caller: run it off the loop.
-            await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(_stop_actor, actor)
+            await self._stop_actor(actor)
+
+    async def _stop_actor(self, actor: pykka.ActorRef[AgentActor]) -> None:
+        """Ask the actor to stop and wait, up to the drain timeout, for its thread to
+        end (``on_stop`` runs there); :meth:`abandon` ends the wait sooner. No thread
+        blocks on it: an ``on_stop`` that never returns holds none of the loop's."""
+        assert self._kept is not None
+        loop = asyncio.get_running_loop()
+        ending = self._ending = loop.create_future()
+        self._kept.when_left(thread_safe(loop, functools.partial(_settle, ending)))
+        actor.stop(block=False)  # a dead actor's thread has ended (or soon will)
+        timeout = None if math.isinf(self._drain_timeout) else self._drain_timeout
+        try:
+            await asyncio.wait_for(asyncio.shield(ending), timeout)
+        except TimeoutError:
+            if ending.done():  # abandoned meanwhile: the bus said so
+                return
+            log.warning(
+                "agent %s: on_stop still running after the %g s drain timeout; stopping"
+                " without it, its thread left to end by itself",
+                self.name,
+                self._drain_timeout,
             )
+            self.let_go()
+        finally:
+            self._ending = None
 
 
-def _stop_actor(actor: pykka.ActorRef[AgentActor]) -> None:
-    with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-        actor.stop(block=True, timeout=10)
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

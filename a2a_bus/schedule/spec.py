@@ -65,8 +65,8 @@ def seconds(value: Any, key: str = "every") -> float:
 
 @dataclass(frozen=True)
 class Schedule:
-    """One schedule: ``every`` (seconds, or a duration such as ``"5m"``) or ``cron``; ``publish`` (a subject, with
-    ``data``) or ``call`` (agent and method, with ``params``).
+    """One schedule: ``every`` (seconds, or a duration such as ``"5m"``) or ``cron``;
+    ``publish`` (a subject, with ``data``) or ``call`` (agent and method, with ``params``).
 
     ``missed`` says what happens to ticks that fell due while no scheduler ran
     (every process down): ``skip`` fires only the latest of them, ``catch_up``

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2a_bus import Bus, JsonRpcError
+from a2a_bus import Bus, Call, JsonRpcError
 from a2a_bus.discovery.directory import card_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dead_letters import DLQ_REASON
@@ -289,6 +289,45 @@ async def test_stream_1000_chunks_caller_to_agent(make_bus: Callable[..., Awaita
     bus = await make_bus(Calc)
     result = await bus.async_client().stream_to("calc", "collect", range(1000), {"scale": 2})
     assert result == [2 * n for n in range(1000)]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "params", "said"),
+    [
+        ("123", None, "not a str, which would go one character or byte per chunk"),
+        (b"12", None, "not a bytes, which would go one character or byte per chunk"),
+        ({"n": 1}, None, "not a dict, which would go one key per chunk"),
+        (5, None, "chunks must be an iterable of the chunks to send .* not 5"),
+        (None, None, "chunks must be an iterable of the chunks to send .* not None"),
+        ([1, 2], [2], "params must be a dict of the handler's other named params, not \\[2\\]"),
+    ],
+)
+async def test_stream_to_refuses_what_is_no_stream_of_chunks(
+    make_bus: Callable[..., Awaitable[Bus]], chunks: Any, params: Any, said: str
+) -> None:
+    """A string used to go one character per chunk (bytes as numbers: ``b"12"``
+    reached the handler as 49 and 50), a dict one key per chunk; the sync client
+    and the async one refuse them before anything is sent."""
+    bus = await make_bus(Calc)
+    with pytest.raises(TypeError, match=f"stream_to: .*{said}"):
+        await bus.async_client().stream_to("calc", "collect", chunks, params)
+    with pytest.raises(TypeError, match=f"stream_to: .*{said}"):
+        await asyncio.to_thread(bus.client().stream_to, "calc", "collect", chunks, params)
+    assert await bus.async_client().stream_to("calc", "collect", [1]) == [1]
+
+
+async def test_a_batch_of_what_is_no_call_is_refused(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    """Plain tuples used to fail with ``AttributeError: 'tuple' object has no
+    attribute 'agent'``."""
+    bus = await make_bus(Calc)
+    client = bus.async_client()
+    with pytest.raises(TypeError, match=r"\('calc', 'subtract', \[2, 1\]\) is no Call"):
+        await client.batch([("calc", "subtract", [2, 1])])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"batch takes a list of Call.*: pass \[call\]"):
+        await client.batch(Call("calc", "subtract", [2, 1]))  # type: ignore[arg-type]
+    assert await client.batch([Call("calc", "subtract", [2, 1])]) == [1]
 
 
 async def test_stream_errors_surface(make_bus: Callable[..., Awaitable[Bus]]) -> None:

@@ -500,11 +500,11 @@ print("stopped")
 """
 
 
-def test_a_process_ends_after_its_bus_stopped_with_a_handler_that_never_returns() -> None:
-    """``with Bus...`` ends after the drain timeout, and the process then exits: the
-    abandoned actor thread does not hold it."""
+def assert_ends_stopped(script: str, warning: str) -> None:
+    """``script`` run in a process of its own prints "stopped", warns ``warning`` and
+    exits 0."""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(STUCK_AT_EXIT)],
+        [sys.executable, "-c", textwrap.dedent(script)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -512,7 +512,105 @@ def test_a_process_ends_after_its_bus_stopped_with_a_handler_that_never_returns(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "stopped\n"
-    assert "drain timeout: stuck#0 (hang)" in done.stderr
+    assert warning in done.stderr
+
+
+def test_a_process_ends_after_its_bus_stopped_with_a_handler_that_never_returns() -> None:
+    """``with Bus...`` ends after the drain timeout, and the process then exits: the
+    abandoned actor thread does not hold it."""
+    assert_ends_stopped(STUCK_AT_EXIT, "drain timeout: stuck#0 (hang)")
+
+
+class StuckOnStop(Agent):
+    """An ``on_stop`` that waits without a timeout until the test lets it go."""
+
+    agent_id = "stuck-on-stop"
+    entered = threading.Semaphore(0)
+    release = threading.Event()
+
+    def on_stop(self) -> None:
+        StuckOnStop.entered.release()
+        StuckOnStop.release.wait()
+
+
+async def test_a_stop_goes_on_without_an_on_stop_still_running_after_the_drain_timeout(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each replica's ``on_stop`` is waited for up to ``drain_timeout``, all of them
+    together; then one warning names them and the stop returns, and their threads
+    no longer keep the process alive. (A stop used to wait 10 s for each replica in
+    turn, say nothing, and leave the process unable to exit.)"""
+    StuckOnStop.release.clear()
+    bus = new_bus(drain_timeout=0.2)
+    bus.spawn(StuckOnStop, replicas=2)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        await asyncio.wait_for(bus.astop(), WAIT)
+        assert not bus.running
+        for _ in range(2):  # both hooks ran, and neither returned
+            assert await asyncio.to_thread(StuckOnStop.entered.acquire, True, WAIT)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        said = [line for line in said if "stuck-on-stop" in line]
+        assert len(said) == 1, said
+        assert (
+            "after the 0.2 s drain timeout: stuck-on-stop#0 (on_stop), stuck-on-stop#1 (on_stop)"
+            in said[0]
+        )
+        assert ACTORS.count == 0
+    finally:
+        StuckOnStop.release.set()
+
+
+async def test_an_on_stop_that_hangs_after_the_drain_timeout_passed_is_bounded_too(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Agents stop one after the other: an agent whose stop begins once the drain
+    timeout has passed (here, behind a handler that never returns) still has its
+    ``on_stop`` waited for ``drain_timeout`` at most, with a warning naming it."""
+    Stuck.entered.clear()
+    Stuck.release.clear()
+    StuckOnStop.release.clear()
+    bus = new_bus(drain_timeout=0.2)
+    bus.spawn(Stuck)
+    bus.spawn(StuckOnStop)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        await bus.async_client().notify("stuck", "hang")
+        assert await asyncio.to_thread(Stuck.entered.wait, WAIT)
+        await asyncio.wait_for(bus.astop(), WAIT)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert any("drain timeout: stuck#0 (hang)" in line for line in said), said
+        assert any(
+            "stuck-on-stop#0: on_stop still running after the 0.2 s drain timeout" in line
+            for line in said
+        ), said
+        assert ACTORS.count == 0
+    finally:
+        Stuck.release.set()
+        StuckOnStop.release.set()
+
+
+STUCK_ON_STOP_AT_EXIT = """
+import threading
+
+from a2a_bus import Agent, Bus
+
+
+class Stuck(Agent):
+    agent_id = "stuck"
+
+    def on_stop(self) -> None:
+        threading.Event().wait()
+
+
+with Bus.memory(drain_timeout=0.2) as bus:
+    bus.spawn(Stuck)
+print("stopped")
+"""
+
+
+def test_a_process_ends_after_its_bus_stopped_with_an_on_stop_that_never_returns() -> None:
+    assert_ends_stopped(STUCK_ON_STOP_AT_EXIT, "drain timeout: stuck#0 (on_stop)")
 
 
 # -- a handler that stops its own bus -------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -27,6 +28,7 @@ from a2a_bus.transport.dead_letters import DLQ_REASON
 from a2a_bus.transport.kafka import KafkaTransport
 from a2a_bus.transport.memory import MemoryTransport
 from tests.agents import Calc
+from tests.buses import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -202,6 +204,25 @@ async def test_notifications_and_events_to_an_unknown_agent_are_refused(
         assert bus.topics.subject("orders.created") in topics
 
 
+async def test_a_card_naming_this_process_changes_none_of_its_own_agents(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Calc)
+    now = time.time()
+    # Another producer's cards that claim to come from this process.
+    for card in (
+        {"id": "calc", "node": bus.node, "methods": [], "heartbeatAt": now},
+        {"id": "aaa", "node": bus.node, "methods": [{"name": "subtract"}], "heartbeatAt": now},
+    ):
+        event = card_event(bus.adaptor, card)
+        await bus.transport.publish(bus.topics.registry, event, key=card["id"].encode())
+    await eventually(lambda: bus.directory.card("aaa"), "the card of aaa")
+    assert not bus.directory.hosts("aaa")
+    assert not bus.directory.lacks("calc", "subtract")  # its own card says what it has
+    assert bus.directory.method_owner("subtract") == "calc"  # local agents first
+    assert await bus.async_client().request(None, "subtract", [5, 3]) == 2
+
+
 async def test_an_agent_of_another_bus_is_known(make_bus: Callable[..., Awaitable[Bus]]) -> None:
     await make_bus(Calc)
     fresh = await make_bus()
@@ -326,6 +347,26 @@ async def test_a_beat_that_cannot_publish_says_so_once(
     assert "not started" in record.getMessage()
 
 
+async def test_a_card_other_buses_would_not_take_is_not_published(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    transport = MemoryTransport()
+    await transport.start()
+    try:
+        good = {"id": "good", "methods": [], "heartbeatAt": 0}
+        bad = {"id": "bad", "methods": "work", "heartbeatAt": 0}
+        announcer = Announcer(transport, "a2a.registry", Adaptor(), 60.0, lambda: [bad, good])
+        with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
+            await asyncio.wait_for(announcer.beat(), WAIT)
+        [record] = caplog.records
+        assert "1 of 2 cards not published (bad first)" in record.getMessage()
+        assert "its methods 'work' are no list" in record.getMessage()
+        page = await transport.read("a2a.registry", limit=10)
+        assert [event.get_data()["id"] for event in page.events] == ["good"]
+    finally:
+        await transport.stop()
+
+
 # -- what counts as known --------------------------------------------------------------
 
 
@@ -337,8 +378,13 @@ class Clock:
         return self.now
 
 
-def registry_delivery(event: Any, offset: int) -> Delivery:
-    return Delivery(event, "a2a.registry", 0, offset)
+def read(directory: Directory, event: Any, offset: int, key: bytes | None = None) -> str | None:
+    """Hand ``directory`` a registry record as its reader does: applied, then counted
+    as read; why it is no valid card, else None."""
+    try:
+        return directory.apply(Delivery(event, "a2a.registry", 0, offset, key))
+    finally:
+        directory.count_read(0, offset)
 
 
 async def test_known_covers_starting_local_and_recently_seen_agents() -> None:
@@ -352,16 +398,16 @@ async def test_known_covers_starting_local_and_recently_seen_agents() -> None:
     assert not directory.known("a")
 
     card = {"id": "b", "methods": [], "heartbeatAt": clock.now}
-    await directory.on_registry(registry_delivery(card_event(adaptor, card), 0))
+    read(directory, card_event(adaptor, card), 0)
     clock.now += 20.0  # expired a moment ago (no heartbeat for more than the TTL)
     assert directory.card("b") is None and directory.known("b")
     clock.now += 11.0  # more than two TTLs since the last heartbeat: gone for good
     assert not directory.known("b")
 
     card = {"id": "c", "methods": [], "heartbeatAt": clock.now}
-    await directory.on_registry(registry_delivery(card_event(adaptor, card), 1))
+    read(directory, card_event(adaptor, card), 1)
     # One replica says goodbye while others may still run: known a while longer.
-    await directory.on_registry(registry_delivery(card_event(adaptor, card, gone=True), 2))
+    read(directory, card_event(adaptor, card, gone=True), 2)
     assert directory.card("c") is None and directory.known("c")
     clock.now += 31.0
     assert not directory.known("c")
@@ -373,8 +419,82 @@ async def test_reach_waits_for_the_registry_offsets() -> None:
     await asyncio.wait_for(directory.reach({}), WAIT)  # an empty registry: ready
     waiting = asyncio.ensure_future(directory.reach({0: 2, 1: 0}))
     card = {"id": "a", "methods": [], "heartbeatAt": 0}
-    await directory.on_registry(registry_delivery(card_event(adaptor, card), 0))
+    read(directory, card_event(adaptor, card), 0)
     await asyncio.sleep(0)
     assert not waiting.done()
-    await directory.on_registry(registry_delivery(card_event(adaptor, card), 1))
+    read(directory, card_event(adaptor, card), 1)
     await asyncio.wait_for(waiting, WAIT)
+
+
+def a_card(agent_id: str, *methods: str, seen: float, **fields: Any) -> Any:
+    """The registry record of a card of ``agent_id`` last seen at ``seen``."""
+    card = {"id": agent_id, "methods": [{"name": m} for m in methods], "heartbeatAt": seen}
+    return card_event(Adaptor(), {**card, **fields})
+
+
+async def test_a_card_of_the_wrong_shape_is_not_applied() -> None:
+    clock = Clock()
+    directory = Directory(Adaptor(), ttl=15.0, clock=clock)
+    assert read(directory, a_card("good", "work", seen=clock.now), 0) is None
+    bad = [
+        a_card("aaa", seen=clock.now, methods="work"),
+        a_card("aab", seen=clock.now, methods=[{"name": 7}]),
+        a_card("a b", "work", seen=clock.now),
+        a_card("aac", "work", seen=clock.now, subscriptions=5),
+    ]
+    for offset, event in enumerate(bad, 1):
+        assert read(directory, event, offset) is not None
+    assert read(directory, a_card("aad", "work", seen=clock.now), 5, key=b"good") is not None
+    # The views read only the good card, and the start's count went on.
+    assert [card["id"] for card in directory.cards()] == ["good"]
+    assert directory.method_owner("work") == "good"
+    assert [entry["agent"] for entry in directory.methods()] == ["good"]
+    assert not directory.lacks("good", "work") and not directory.known("aaa")
+    await asyncio.wait_for(directory.reach({0: 6}), WAIT)
+
+
+async def test_a_card_from_the_future_expires_like_any_other() -> None:
+    clock = Clock()
+    directory = Directory(Adaptor(), ttl=15.0, clock=clock)
+    read(directory, a_card("ahead", seen=clock.now + 1e9), 0)
+    card = directory.card("ahead")
+    assert card is not None and card["heartbeatAt"] == clock.now  # seen now, not later
+    clock.now += 16.0
+    assert directory.card("ahead") is None and directory.known("ahead")
+    clock.now += 15.0
+    assert not directory.known("ahead")
+
+
+async def test_routing_by_method_follows_the_cards_as_they_change() -> None:
+    clock = Clock()
+    directory = Directory(Adaptor(), ttl=15.0, clock=clock)
+    read(directory, a_card("b", "work", "rest", seen=clock.now), 0)
+    read(directory, a_card("a", "work", seen=clock.now - 10.0), 1)
+    assert directory.method_owner("work") == "a"  # the first by id
+    clock.now += 6.0  # a's card expired: b's is still live
+    assert directory.method_owner("work") == "b"
+    read(directory, a_card("b", "rest", seen=clock.now), 2)  # b no longer declares it
+    assert directory.method_owner("work") is None and directory.lacks("b", "work")
+    read(directory, card_event(Adaptor(), {"id": "b"}, gone=True), 3)
+    assert directory.method_owner("rest") is None and directory.cards() == []
+
+
+async def test_the_directory_holds_a_bounded_number_of_agents(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    directory = Directory(Adaptor(), ttl=15.0, clock=clock)
+    directory.max_agents = 3
+    read(directory, a_card("old", seen=clock.now - 31.0), 0)  # long gone: takes no room
+    with caplog.at_level(logging.WARNING, logger="a2a_bus.discovery.directory"):
+        for n in range(1, 101):  # a flood of distinct agent ids
+            read(directory, a_card(f"flood-{n:03}", "work", seen=clock.now), n)
+    assert [card["id"] for card in directory.cards()] == ["flood-001", "flood-002", "flood-003"]
+    [warning] = caplog.records  # one line, not one per card
+    assert "the card of 'flood-004' is skipped" in warning.getMessage()
+    read(directory, a_card("flood-002", "work", seen=clock.now + 1.0), 101)  # renewed: held
+    assert directory.card("flood-002") is not None and not directory.known("old")
+    clock.now += 31.0  # the flood was not renewed: forgotten, and room is made
+    read(directory, a_card("late", "work", seen=clock.now), 102)
+    assert [card["id"] for card in directory.cards()] == ["late"]
+    assert not directory.known("flood-001") and directory.method_owner("work") == "late"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -212,3 +213,51 @@ async def test_keyless_junk_is_dead_lettered_when_it_arrives_and_only_logged_at_
     finally:
         for bus in reversed(registry.buses):
             await asyncio.wait_for(bus.astop(), WAIT)
+
+
+def card_record(registry: Registry, data: bytes) -> bytes:
+    """A structured CloudEvent of a card, as another producer may write one."""
+    return (
+        b'{"specversion":"1.0","id":"%s","source":"outsider","type":"a2a.agent.card",'
+        b'"datacontenttype":"application/json","data":%s}' % (uuid.uuid4().hex.encode(), data)
+    )
+
+
+STRUCTURED = [("content-type", b"application/cloudevents+json")]
+
+
+async def test_cards_of_the_wrong_shape_are_dead_lettered_once_and_never_routed_to(
+    registry: Registry,
+) -> None:
+    host = await registry.start_bus(Calc)
+    now = repr(time.time()).encode()
+    bad = {
+        b"aaa": b'{"id":"aaa","methods":[{"name":"subtract","params":[1]}],"heartbeatAt":%s}',
+        b"aab": b'{"id":"aab","methods":"subtract","heartbeatAt":%s}',
+        b"a b": b'{"id":"a b","methods":[{"name":"subtract"}],"heartbeatAt":%s}',
+        b"aac": b'{"id":"calc","methods":[{"name":"subtract"}],"heartbeatAt":%s}',
+        b"aad": b'{"id":"aad","methods":[],"heartbeatAt":"soon %s"}',
+        b"aae": b'{"id":"aae","methods":[],"heartbeatAt":%s,"x":' + b"[" * 300 + b"]" * 300 + b"}",
+        b"aaf": b'[{"id":"aaf","heartbeatAt":%s}]',
+        b"calc": b'{"id":"calc","methods":[{"name":7}],"heartbeatAt":%s}',  # a hosted agent's key
+    }
+    for key, data in bad.items():
+        value = card_record(registry, data % now)
+        await registry.outsider.publish_raw(
+            registry.topics.registry, value, key=key, headers=STRUCTURED
+        )
+    # Each dead-lettered and tombstoned by the host; calc's card published again.
+    await registry.until_records(registry.topics.dlq, len(bad))
+    await registry.until_records(registry.topics.registry, 1 + 2 * len(bad) + 1)
+    fresh = await registry.start_bus()
+    for bus in (host, fresh):
+        assert [card["id"] for card in bus.directory.cards()] == ["calc"]
+        client = bus.async_client()
+        listed = (await asyncio.wait_for(client.request(None, "methods/list"), WAIT))["methods"]
+        assert {entry["agent"] for entry in listed} == {"calc"}
+        assert await asyncio.wait_for(client.request(None, "subtract", [7, 2]), WAIT) == 5
+    assert await registry.records(registry.topics.dlq) == len(bad)  # none again at the start
+    if registry.kind == "kafka":  # the in-memory DLQ hands no undecodable record to a reader
+        letters = await registry.dead_letters()
+        assert {letter.key for letter in letters} == set(bad)
+        assert all(header(letter, DLQ_REASON).startswith("invalid-card: ") for letter in letters)

@@ -420,12 +420,6 @@ def test_an_agent_without_a_docstring_has_no_description() -> None:
     assert Said.description == "Says things."
 
 
-def test_a_reserved_method_name_is_refused_where_it_is_declared() -> None:
-    """Calls to ``rpc.*`` are refused (-32601) before they reach any agent."""
-    with pytest.raises(ValueError, match=r"names beginning with 'rpc\.' are reserved"):
-        method("rpc.discover")
-
-
 def test_one_class_may_not_declare_a_method_name_twice_a_subclass_may_replace_it() -> None:
     def first(self: Agent) -> int:
         return 1
