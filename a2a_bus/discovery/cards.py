@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from a2a_bus.protocol.jsonrpc import RESERVED_METHOD_PREFIX
 from a2a_bus.transport.base import MAX_TOPIC_CHARS
@@ -52,10 +52,8 @@ def card_problem(card: Any, agent_id: str | None) -> str | None:
     if card_id != agent_id:
         key = "no key that is text" if agent_id is None else f"the key {_shown(agent_id)}"
         return f"its id {card_id!r} is not its record's key: the record has {key}"
-    seen = card.get("heartbeatAt")
-    if not isinstance(seen, int | float) or isinstance(seen, bool) or not math.isfinite(seen):
-        return f"its heartbeatAt {_shown(seen)} is no finite number of seconds"
-    problem = _fields(card, _OPTIONAL_TEXT) or _methods(card.get("methods"))
+    problem = heartbeat_problem(card) or _fields(card, _OPTIONAL_TEXT)
+    problem = problem or _methods(card.get("methods"))
     if problem is not None:
         return problem
     subscriptions = card.get("subscriptions", [])
@@ -67,6 +65,23 @@ def card_problem(card: Any, agent_id: str | None) -> str | None:
     if _deeper_than(card, MAX_DEPTH):
         return f"it nests deeper than {MAX_DEPTH} levels"
     return None
+
+
+def heartbeat_problem(card: dict[str, Any]) -> str | None:
+    """Why the card's ``heartbeatAt`` is no moment (None: it is one)."""
+    seen = card.get("heartbeatAt")
+    if not isinstance(seen, int | float) or isinstance(seen, bool) or not math.isfinite(seen):
+        return f"its heartbeatAt {_shown(seen)} is no finite number of seconds"
+    return None
+
+
+def renewed(card: Any, held: dict[str, Any]) -> TypeGuard[dict[str, Any]]:
+    """True when ``card`` is ``held`` (a card already taken) but for its heartbeat:
+    a heartbeat's card, whose other fields need no checking again. Every card is
+    read again each heartbeat, so this keeps a thousand idle agents cheap."""
+    if type(card) is not dict or len(card) != len(held):
+        return False
+    return all(key == "heartbeatAt" or card.get(key) == value for key, value in held.items())
 
 
 def _methods(methods: Any) -> str | None:

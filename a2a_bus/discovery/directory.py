@@ -27,7 +27,13 @@ from typing import Any, NamedTuple, cast
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.discovery.cards import BUILTIN_METHODS, Throttled, card_problem
+from a2a_bus.discovery.cards import (
+    BUILTIN_METHODS,
+    Throttled,
+    card_problem,
+    heartbeat_problem,
+    renewed,
+)
 from a2a_bus.protocol import Adaptor, ErrorCode, error_response, ext, new_event, result_response
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Delivery, Transport
@@ -233,7 +239,11 @@ class Directory:
             self._drop(agent_id)
             return None
         card = event.get_data()
-        problem = card_problem(card, agent_id)
+        held = self._remote.get(agent_id) if agent_id is not None else None
+        if held is not None and renewed(card, held.card):
+            problem = heartbeat_problem(card)
+        else:
+            problem = card_problem(card, agent_id)
         if problem is None:
             self._put(cast("dict[str, Any]", card))  # an object: card_problem says so
         return problem

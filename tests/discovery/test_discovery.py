@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 import uuid
@@ -451,6 +452,22 @@ async def test_a_card_of_the_wrong_shape_is_not_applied() -> None:
     assert [entry["agent"] for entry in directory.methods()] == ["good"]
     assert not directory.lacks("good", "work") and not directory.known("aaa")
     await asyncio.wait_for(directory.reach({0: 6}), WAIT)
+
+
+async def test_a_renewed_card_is_checked_again_where_it_changed() -> None:
+    """A heartbeat's card, the same but for ``heartbeatAt``, skips the full check; a
+    changed field, or a heartbeat that is no moment, is checked and refused."""
+    clock = Clock()
+    directory = Directory(Adaptor(), ttl=15.0, clock=clock)
+    assert read(directory, a_card("good", "work", seen=clock.now), 0) is None
+    clock.now += 5.0
+    assert read(directory, a_card("good", "work", seen=clock.now), 1) is None
+    assert directory.card("good") is not None
+    assert directory.card("good")["heartbeatAt"] == clock.now  # type: ignore[index]
+    assert read(directory, a_card("good", seen=clock.now, methods="work"), 2) is not None
+    assert read(directory, a_card("good", "work", seen=math.nan), 3) is not None
+    assert read(directory, a_card("good", "work", seen=clock.now, subscriptions=5), 4) is not None
+    assert directory.method_owner("work") == "good"  # the last good card holds
 
 
 async def test_a_card_from_the_future_expires_like_any_other() -> None:
