@@ -64,24 +64,29 @@ def structured(bus: Bus, **attributes: Any) -> bytes:
     return orjson.dumps(event)
 
 
-async def test_a_request_naming_its_replyto_is_answered_with_an_error_and_dead_lettered(
-    either_bus: Bus,
-) -> None:
-    bus = either_bus
-    subject = await watch(bus, bus.topics.subject("news.x"))
+async def refused(bus: Bus, record: bytes) -> tuple[dict[str, Any], str]:
+    """Produce ``record`` on the ingress: the answer on its reply topic, and the reason
+    its dead letter gives."""
     letters = await watch(bus, bus.topics.dlq)
     async with Ingress(bus.service, timeout=WAIT) as ingress:
         replies = await watch(bus, ingress.reply_topic)
-        record = structured(bus, replyto=bus.topics.subject("news.x"))
         await bus.transport.publish_raw(ingress.topic, record)
         [reply] = await replies.until(1)
         [letter] = await letters.until(1)
     answer = reply.event.get_data()
     assert isinstance(answer, dict)
+    return answer, dict(letter.headers)[DLQ_REASON].decode()
+
+
+async def test_a_request_naming_its_replyto_is_answered_with_an_error_and_dead_lettered(
+    either_bus: Bus,
+) -> None:
+    bus = either_bus
+    subject = await watch(bus, bus.topics.subject("news.x"))
+    answer, reason = await refused(bus, structured(bus, replyto=bus.topics.subject("news.x")))
     assert answer["id"] == "outside-1"
     assert answer["error"]["code"] == -32600
     assert "replyto is set by the bus" in answer["error"]["data"]
-    reason = dict(letter.headers)[DLQ_REASON].decode()
     assert reason.startswith("forbidden: replyto is set by the bus"), reason
     assert subject.deliveries == []
 
@@ -133,17 +138,8 @@ async def test_a_request_without_replyto_is_still_answered_on_its_reply_to(
 async def test_a_request_with_a_control_character_is_answered_with_an_error_and_dead_lettered(
     either_bus: Bus, record: Any
 ) -> None:
-    bus = either_bus
-    letters = await watch(bus, bus.topics.dlq)
-    async with Ingress(bus.service, timeout=WAIT) as ingress:
-        replies = await watch(bus, ingress.reply_topic)
-        await bus.transport.publish_raw(ingress.topic, record(bus))
-        [reply] = await replies.until(1)
-        [letter] = await letters.until(1)
-    answer = reply.event.get_data()
-    assert isinstance(answer, dict)
+    answer, reason = await refused(either_bus, record(either_bus))
     assert answer["id"] == "outside-1"
     assert answer["error"]["code"] == -32600
     assert "control character" in answer["error"]["data"]
-    reason = dict(letter.headers)[DLQ_REASON].decode()
     assert reason.startswith("forbidden: attribute "), reason
