@@ -35,9 +35,8 @@ from a2a_bus.protocol import (
     key_of,
     kind_of,
 )
-from a2a_bus.transport.base import MAX_TOPIC_CHARS, TopicPattern
+from a2a_bus.transport.base import MAX_TOPIC_CHARS, TOPIC_NAME_CHARS, TopicPattern
 
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _SEGMENT = r"[A-Za-z0-9_-]+"
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
@@ -65,9 +64,9 @@ class RoutingError(ValueError):
 
 def validate_name(value: Any, what: str = "agent id") -> str:
     """Return ``value`` if it is a valid agent id / topic name part, else raise."""
-    if not isinstance(value, str) or not NAME_RE.match(value):
+    if not isinstance(value, str) or not TOPIC_NAME_CHARS.fullmatch(value):
         raise RoutingError(
-            INVALID_REQUEST, f"invalid {what} {value!r}: must match {NAME_RE.pattern}"
+            INVALID_REQUEST, f"invalid {what} {value!r}: must match ^{TOPIC_NAME_CHARS.pattern}$"
         )
     return value
 

@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from a2a_bus.protocol.jsonrpc import RESERVED_METHOD_PREFIX
-from a2a_bus.transport.base import MAX_TOPIC_CHARS
+from a2a_bus.transport.base import MAX_TOPIC_CHARS, TOPIC_NAME_CHARS
 
 #: Methods the bus answers itself (from its directory) when a request names no agent.
 BUILTIN_METHODS = frozenset({"methods/list", "agent/card/get"})
 
-#: What an agent id may hold: it names the agent's topic (the core's routing
-#: checks ids so too; discovery sits below it).
-_AGENT_ID = re.compile(r"[A-Za-z0-9._-]+")
 #: The longest agent id whose topic (``<prefix>.agent.<id>``) fits, for a
 #: one-character prefix; a longer prefix makes routing refuse long ids (-32600).
 MAX_AGENT_ID_CHARS = MAX_TOPIC_CHARS - len("a.agent.")
@@ -45,7 +41,7 @@ def card_problem(card: Any, agent_id: str | None) -> str | None:
     if not isinstance(card, dict):
         return f"the card is a JSON {_kind(card)}, not an object"
     card_id = card.get("id")
-    if not isinstance(card_id, str) or not _AGENT_ID.fullmatch(card_id):
+    if not isinstance(card_id, str) or not TOPIC_NAME_CHARS.fullmatch(card_id):
         return f"its id {_shown(card_id)} is no agent id (one or more of [A-Za-z0-9._-])"
     if len(card_id) > MAX_AGENT_ID_CHARS:
         return f"its id has {len(card_id)} characters, more than {MAX_AGENT_ID_CHARS}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -146,6 +147,9 @@ class ReadBatch(NamedTuple):
 #: The longest topic name any transport takes: Kafka's limit, held by all, so that
 #: a name that works in memory works on Kafka too.
 MAX_TOPIC_CHARS = 249
+#: The characters a topic name may hold, and so each part of one (an agent id, a
+#: subject's segment): match it with ``fullmatch`` (``$`` would let a final newline by).
+TOPIC_NAME_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,7 @@ def test_stream_chunks_share_a_key() -> None:
     ("check", "detail"),
     [
         (lambda: validate_name("no body!"), "invalid agent id 'no body!': must match"),
+        (lambda: validate_name("calc\n"), "invalid agent id 'calc\\n': must match ^[A-Za-z0"),
         (lambda: validate_subject("a..b"), "invalid subject 'a..b': segments are"),
         (lambda: validate_subject(""), "invalid subject ''"),
         (lambda: Topics("bad prefix"), "invalid topic prefix 'bad prefix'"),
