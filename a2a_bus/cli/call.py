@@ -79,8 +79,7 @@ def call(
             try:
                 return await bus.async_client().call(message, timeout=timeout)
             except JsonRpcError as exc:  # a notification the bus refused to send
-                detail = "" if exc.data is None else f": {exc.data}"
-                raise fail(f"not sent: {exc.code} {exc.message}{detail}") from None
+                raise fail(f"not sent: {exc}") from None
 
         response = run_on_kafka(kafka, prefix, on_bus)
     else:

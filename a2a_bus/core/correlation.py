@@ -409,8 +409,13 @@ def check_timeout(timeout: float) -> float:
     """``timeout``, unless it is no positive number of seconds (ValueError): NaN
     would never end a wait, and 0 or less would end it before any answer.
     ``math.inf`` waits for as long as it takes."""
-    if not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    try:
+        positive = timeout > 0
+    except TypeError:  # a string, say: its comparison would fail further in, bare
+        positive = False
+    if not positive or type(timeout) is bool:
+        kind = "" if isinstance(timeout, int | float) else f"{type(timeout).__name__} "
+        raise ValueError(f"timeout must be a positive number of seconds, not {kind}{timeout!r}")
     return timeout
 
 

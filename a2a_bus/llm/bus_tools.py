@@ -93,10 +93,7 @@ async def call_agent(
     try:
         return await client.aio.request(agent, method, params)
     except JsonRpcError as exc:
-        detail = f" ({exc.data})" if exc.data is not None else ""
-        raise RemoteCallError(
-            f"{agent}.{method} answered error {exc.code}: {exc}{detail}"
-        ) from None
+        raise RemoteCallError(f"{agent}.{method} answered error {exc}") from None
 
 
 #: Bus tool name -> function; ``bus_tools: true`` in an agent file means all of them.

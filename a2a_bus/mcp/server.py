@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import mcp_types as types
-import orjson
 from mcp.server import InitializationOptions, Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
@@ -40,6 +39,7 @@ from a2a_bus.core.streams import Collected
 from a2a_bus.gateway.auth import OPEN, Access, Authenticator
 from a2a_bus.mcp.catalog import BusTool, catalog
 from a2a_bus.protocol import JsonRpcError, ext, new_event
+from a2a_bus.protocol.errors import data_text
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +51,6 @@ INSTRUCTIONS = (
 MAX_LINE = 64 * 1024 * 1024
 #: Handshake-era connections kept for list-changed notifications at most.
 MAX_LEGACY_CONNECTIONS = 1024
-
-
-def json_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def allows(access: Access, tool: BusTool) -> bool:
@@ -183,10 +177,7 @@ class BusMcpServer:
                 return await self._collect(ctx, tool, arguments)
             value = await self.client.request(tool.agent, tool.method, arguments)
         except JsonRpcError as exc:
-            detail = f": {json_text(exc.data)}" if exc.data is not None else ""
-            return _error_result(
-                f"{tool.agent}.{tool.method} answered error {exc.code} {exc.message}{detail}"
-            )
+            return _error_result(f"{tool.agent}.{tool.method} answered error {exc}")
         return _result(value, value if isinstance(value, dict) else None)
 
     async def _collect(
@@ -201,7 +192,7 @@ class BusMcpServer:
             async for chunk in stream:
                 collected.add(chunk)
                 count = len(collected.items)
-                await ctx.session.report_progress(count, None, json_text(chunk))
+                await ctx.session.report_progress(count, None, data_text(chunk))
         finally:
             with contextlib.suppress(Exception):  # stop the stream we no longer read
                 await stream.aclose()
@@ -246,7 +237,7 @@ class _BusServer(Server[Any]):
 
 def _result(value: Any, structured: dict[str, Any] | None) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json_text(value))],
+        content=[types.TextContent(type="text", text=data_text(value))],
         structured_content=structured,
     )
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+import orjson
+
 JsonRpcId = str | int | float | None
 
 
@@ -100,8 +102,34 @@ class JsonRpcError(Exception):
             error.get("data"),
         )
 
+    def __str__(self) -> str:
+        """``<code> <message>: <data>``, the data as JSON text (a string as is) cut
+        at :data:`MAX_DATA_CHARS`: what a log line or a user needs to act on it."""
+        text = f"{self.code} {self.message}"
+        if self.data is None:
+            return text
+        detail = data_text(self.data)
+        if len(detail) > MAX_DATA_CHARS:
+            detail = f"{detail[:MAX_DATA_CHARS]}... ({len(detail) - MAX_DATA_CHARS} more)"
+        return f"{text}: {detail}"
+
     def __repr__(self) -> str:
         return f"JsonRpcError({self.code}, {self.message!r}, {self.data!r})"
+
+
+#: Characters of an error's ``data`` that ``str(error)`` shows.
+MAX_DATA_CHARS = 1000
+
+
+def data_text(value: Any) -> str:
+    """``value`` as text: a string as it is, anything else as JSON (its repr when
+    it has no JSON form)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return repr(value)
 
 
 class InputRequired(JsonRpcError):

@@ -101,12 +101,13 @@ async def test_a_stream_whose_queue_is_full_still_fails() -> None:
     assert failure.value.code == -32002 and items == list(range(1024))
 
 
-@pytest.mark.parametrize("timeout", [0, -1, -0.5, math.nan])
+@pytest.mark.parametrize("timeout", [0, -1, -0.5, math.nan, "5", None, True, [1]])
 async def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused(
     timeout: float,
 ) -> None:
     """NaN would never end a wait (the caller would hang on a silent agent); 0 or
-    less would end it before any answer."""
+    less would end it before any answer; a string (``"5"``), a bool or another
+    object would fail deep in the loop's timer with a bare TypeError."""
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
         check_timeout(timeout)
     correlator = Correlator(Metrics())
