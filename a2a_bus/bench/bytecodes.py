@@ -69,7 +69,7 @@ def package_of(filename: str) -> str:
         inner = parts[len(parts) - 1 - parts[::-1].index("a2a_bus") :]
         if len(inner) > 2:
             return "/".join(inner[:-1])
-        return "/".join(inner)  # a2a_bus/client.py, a2a_bus/settings.py
+        return "/".join(inner)  # a2a_bus/settings.py, a2a_bus/demo.py
     if "site-packages" in parts:
         return parts[parts.index("site-packages") + 1].removesuffix(".py")
     if filename.startswith(_STDLIB):

@@ -21,7 +21,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.client import _OWN_ENVELOPE_CHARS
+from a2a_bus.client.aio import _OWN_ENVELOPE_CHARS
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.payload import (
     MAX_ENVELOPE_BYTES,

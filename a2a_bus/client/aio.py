@@ -1,14 +1,10 @@
-"""The client API: async (:class:`AsyncClient`) and sync (:class:`Client`).
+"""The async client: what Python callers and the doors' JSON-RPC use on the bus loop.
 
 ``request``/``notify``/``publish``/``stream``/``stream_to``/``batch`` for
 Python callers, ``read`` to page through a subject's retained events;
 ``call``/``call_event``/``call_stream`` for code that holds an already parsed
 JSON-RPC message (or event) and wants JSON-RPC back: those go through the
 bus's :class:`~a2a_bus.core.service.JsonRpcService`, as every front door does.
-
-A client is made by its bus (``bus.client()``, ``bus.async_client()``) with the
-collaborators it uses: the dispatcher that sends, the JSON-RPC service, and
-the portal into the bus loop.
 
 Every message a client sends while a handler runs (or a door serves a request)
 continues it (:data:`~a2a_bus.runtime.tracing.ORIGIN`): its trace, and from a
@@ -19,27 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Awaitable,
     Iterable,
-    Iterator,
-    Mapping,
     Sequence,
 )
-from typing import Any, NamedTuple
+from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
+from a2a_bus.client.calls import Call, EventPage, check_calls
+from a2a_bus.client.outgoing import OutgoingStream
 from a2a_bus.core.correlation import check_timeout
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import envelope_refusal, refusal
 from a2a_bus.core.routing import RoutingError, is_wildcard, validate_name, validate_subject
 from a2a_bus.core.service import JsonRpcService, Reply
-from a2a_bus.core.streams import ABORT_PARAM, CHUNK_PARAM, END_PARAM
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,
@@ -48,32 +42,10 @@ from a2a_bus.protocol import (
     ext,
     extension_problem,
     new_event,
-    new_id,
 )
 from a2a_bus.runtime.portal import BusStopped, Portal
 from a2a_bus.runtime.tracing import ORIGIN, continue_origin, one_trace
 from a2a_bus.transport.positions import encode_cursor, parse_cursor
-
-log = logging.getLogger(__name__)
-
-
-class Call(NamedTuple):
-    """One element of a batch: ``agent`` None routes by method."""
-
-    agent: str | None
-    method: str
-    params: Any = None
-
-
-class EventPage(NamedTuple):
-    """Events retained on a subject, from :meth:`AsyncClient.read`."""
-
-    events: list[CloudEvent]
-    #: Pass it to the next ``read`` to go on after these events.
-    cursor: str
-    #: Records skipped because they could not be decoded.
-    undecodable: int = 0
-
 
 #: Characters of method name and agent id below which the envelope of a message
 #: made here needs no measuring: the rest of it is the bus's own (its source and
@@ -272,7 +244,7 @@ class AsyncClient:
 
     async def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
         """Send several requests at once; each result, or the :class:`JsonRpcError`."""
-        _check_calls(calls)
+        check_calls(calls)
         events = [self._event(c.agent, c.method, c.params, request=True) for c in calls]
         responses = await asyncio.gather(*(self._send(e, timeout) for e in events))
         results: list[Any] = []
@@ -326,7 +298,7 @@ class AsyncClient:
         try:
             while True:
                 try:
-                    item = await portal.on_loop(_next(items))
+                    item = await portal.on_loop(next_item(items))
                 except StopAsyncIteration:
                     return
                 yield item
@@ -345,7 +317,7 @@ class AsyncClient:
     ) -> Any:
         """Send ``chunks`` in order to a handler taking an ``Iterator`` parameter; its
         result. Every part of the stream is in one trace."""
-        base = _stream_base(chunks, params)
+        stream = OutgoingStream(self, agent, method, chunks, params)
         seq = 0
         sending = False
         with one_trace():
@@ -353,159 +325,20 @@ class AsyncClient:
                 if isinstance(chunks, AsyncIterable):
                     async for chunk in chunks:
                         sending = True
-                        await self._send_chunk(agent, method, base, seq, chunk)
+                        await stream.send(seq, chunk)
                         seq += 1
                 else:
                     for chunk in chunks:
                         sending = True
-                        await self._send_chunk(agent, method, base, seq, chunk)
+                        await stream.send(seq, chunk)
                         seq += 1
             except BaseException:
                 if sending:
-                    await self._abort_stream(agent, method, base, seq)
+                    await stream.abort(seq)
                 raise
-            return await self._end_stream(agent, method, base, seq, timeout)
-
-    async def _send_chunk(
-        self, agent: str | None, method: str, base: dict[str, Any], seq: int, chunk: Any
-    ) -> None:
-        params = {**base, "_seq": seq, CHUNK_PARAM: chunk}
-        await self.notify(agent, method, params)
-
-    async def _abort_stream(
-        self, agent: str | None, method: str, base: dict[str, Any], seq: int
-    ) -> None:
-        """The handler may have started: end its stream now, not after its idle time."""
-        abort = {**base, "_seq": seq, END_PARAM: True, ABORT_PARAM: True}
-        await _quietly(self.notify(agent, method, abort))
-
-    async def _end_stream(
-        self, agent: str | None, method: str, base: dict[str, Any], seq: int, timeout: float | None
-    ) -> Any:
-        """The end of a stream of ``seq`` chunks: answered with the handler's result."""
-        end = {**base, "_seq": seq, END_PARAM: True}
-        return await self.request(agent, method, end, timeout=timeout)
+            return await stream.end(seq, timeout)
 
 
-def _check_calls(calls: Any) -> None:
-    """TypeError, before anything is sent, unless ``calls`` is a sequence of Call."""
-    if isinstance(calls, Call | str | Mapping) or not isinstance(calls, Sequence):
-        raise TypeError(
-            f"batch takes a list of Call(agent, method, params), not {calls!r:.60}"
-            + (": pass [call]" if isinstance(calls, Call) else "")
-        )
-    for call in calls:
-        if not isinstance(call, Call):
-            raise TypeError(
-                f"batch takes a list of Call(agent, method, params), and {call!r:.60} is "
-                "no Call (from a2a_bus import Call)"
-            )
-
-
-def _stream_base(chunks: Any, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The params every part of a new caller -> agent stream carries; TypeError, before
-    anything is sent, for ``chunks`` that are no stream of chunks or ``params`` that
-    are no object."""
-    if isinstance(chunks, str | bytes | bytearray | Mapping):
-        # Iterable, but its items are not what was meant.
-        unit = "key" if isinstance(chunks, Mapping) else "character or byte"
-        raise TypeError(
-            f"stream_to: chunks must be an iterable of the chunks to send, not a "
-            f"{type(chunks).__name__}, which would go one {unit} per chunk; to send it "
-            "as one chunk, pass [value]"
-        )
-    if not isinstance(chunks, Iterable | AsyncIterable):
-        raise TypeError(
-            f"stream_to: chunks must be an iterable of the chunks to send (a list, a "
-            f"generator, an async iterable), not {chunks!r:.60}"
-        )
-    if params is not None and not isinstance(params, dict):
-        raise TypeError(
-            f"stream_to: params must be a dict of the handler's other named params, not "
-            f"{params!r:.60}"
-        )
-    return {**(params or {}), "_sessionId": new_id()}
-
-
-async def _quietly(send: Awaitable[None]) -> None:
-    """Send a best-effort message on the way out of a failure (or a cancel)."""
-    try:
-        await asyncio.shield(send)
-    except (Exception, asyncio.CancelledError) as exc:
-        log.debug("a best-effort message was not sent: %r", exc)
-
-
-async def _next(items: AsyncIterator[Any]) -> Any:
+async def next_item(items: AsyncIterator[Any]) -> Any:
+    """The next item of ``items``, as a coroutine the portal can run on the loop."""
     return await items.__anext__()
-
-
-class Client:
-    """Blocking API of a bus, for threads other than the bus loop (scripts, agents)."""
-
-    def __init__(self, aio: AsyncClient, portal: Portal) -> None:
-        self.aio = aio
-        self._run = portal.run
-
-    def request(
-        self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
-    ) -> Any:
-        return self._run(self.aio.request(agent, method, params, timeout=timeout))
-
-    def notify(self, agent: str | None, method: str, params: Any = None) -> None:
-        self._run(self.aio.notify(agent, method, params))
-
-    def publish(
-        self, subject: str, data: Any = None, *, type: str | None = None, **extensions: Any
-    ) -> str:
-        return self._run(self.aio.publish(subject, data, type=type, **extensions))
-
-    def read(
-        self, subject: str, *, limit: int = 100, cursor: str | None = None, newest: bool = False
-    ) -> EventPage:
-        return self._run(self.aio.read(subject, limit=limit, cursor=cursor, newest=newest))
-
-    def call(self, message: Any, *, timeout: float | None = None) -> Any:
-        return self._run(self.aio.call(message, timeout=timeout))
-
-    def batch(self, calls: Sequence[Call], *, timeout: float | None = None) -> list[Any]:
-        return self._run(self.aio.batch(calls, timeout=timeout))
-
-    def stream(
-        self, agent: str | None, method: str, params: Any = None, *, timeout: float | None = None
-    ) -> Iterator[Any]:
-        items = self.aio.stream(agent, method, params, timeout=timeout)
-        try:
-            while True:
-                try:
-                    yield self._run(_next(items))
-                except StopAsyncIteration:
-                    return
-        finally:
-            self._run(items.aclose())
-
-    def stream_to(
-        self,
-        agent: str | None,
-        method: str,
-        chunks: Iterable[Any],
-        params: dict[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> Any:
-        """As :meth:`AsyncClient.stream_to`; ``chunks`` is iterated in this thread, not
-        on the bus loop, so it may block or call the bus itself."""
-        aio, run = self.aio, self._run
-        base = _stream_base(chunks, params)
-        seq = 0
-        sending = False
-        with one_trace():  # this thread's context: the portal carries it to each part
-            try:
-                for chunk in chunks:
-                    sending = True
-                    run(aio._send_chunk(agent, method, base, seq, chunk))
-                    seq += 1
-            except BaseException:
-                if sending:
-                    run(aio._abort_stream(agent, method, base, seq))
-                raise
-            return run(aio._end_stream(agent, method, base, seq, timeout))
