@@ -135,8 +135,8 @@ class Hosts:
         if not running:
             return
         log.warning(
-            "stopping without the handlers (and on_stop hooks) still running after the %g s"
-            " drain timeout: %s;"
+            "stopping without the handlers (and on_start or on_stop hooks) still running"
+            " after the %g s drain timeout: %s;"
             " their messages are dead-lettered, their threads left to end by themselves",
             drain_timeout,
             ", ".join(running),

@@ -1,5 +1,4 @@
-"""Supervision of one agent replica: restart with backoff, bounded retries, a
-bounded mailbox.
+"""Supervision of one agent replica: restart with backoff, bounded retries.
 
 pykka has no supervision: an exception inside ``tell`` stops the actor and
 its queued messages are dropped. The replica therefore remembers every job
@@ -19,10 +18,9 @@ and once the replica stops nothing starts it again. After ``max_failed_starts``
 failed starts in a row the replica gives up: it is *failed* (``failure`` says
 why, logged once as an error), is never started again, and answers every job at
 once with -32002 (a notification or event is dead-lettered with it). A stop that
-waited long enough for a handler, or for the agent's ``on_stop``, abandons the
-replica (:meth:`Replica.abandon`).
-Parked jobs are bounded by the host (open streams), not by the mailbox: a
-mailbox full of jobs waiting for input would pause the very input they wait for.
+waited long enough for a handler, or for the agent's ``on_start`` or ``on_stop``,
+abandons the replica (:meth:`Replica.abandon`). The jobs held and their bound are
+the replica's :class:`~a2a_bus.hosting.mailbox.Mailbox`.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +38,7 @@ import pykka
 from a2a_bus.core.metrics import Metrics
 from a2a_bus.hosting.actor import AgentActor, Job, KeptAlive, Outcome, thread_safe
 from a2a_bus.hosting.agent import Agent
+from a2a_bus.hosting.mailbox import Mailbox
 from a2a_bus.protocol import ErrorCode, JsonRpcError
 
 log = logging.getLogger(__name__)
@@ -60,7 +59,7 @@ class RestartPolicy:
     max_failed_starts: int = 10
 
 
-class Replica:
+class Replica(Mailbox):
     """One actor of an agent, restarted on crash; at most ``mailbox_size`` jobs held."""
 
     def __init__(
@@ -76,35 +75,26 @@ class Replica:
         on_status: Callable[[], None] = lambda: None,
         drain_timeout: float = math.inf,
     ) -> None:
+        super().__init__(mailbox_size, metrics, on_pressure)
         self.name = name
-        #: Seconds :meth:`stop` waits for the agent's ``on_stop`` before it goes on
-        #: without it.
+        #: Seconds :meth:`stop` waits for the agent's ``on_stop`` (or an ``on_start``
+        #: still running) before it goes on without it.
         self._drain_timeout = drain_timeout
         self._factory = factory
         #: The bus's tracer (None: no spans), for what the agent's handlers run.
         self._tracer = tracer
-        self.mailbox_size = max(1, mailbox_size)
         self._policy = policy
-        self._metrics = metrics
-        self._on_pressure = on_pressure
         #: Told (on the loop) when ``not_started`` or ``failure`` changed.
         self._on_status = on_status
-        self._outstanding: dict[Job, None] = {}  # insertion-ordered set
-        self._parking = 0  # outstanding jobs that may park: not held against the bound
-        self._actor: pykka.ActorRef[AgentActor] | None = None
         self._kept: KeptAlive | None = None
         self._generation = 0
         self._backoff = policy.backoff_initial
-        self._space = asyncio.Event()
-        self._space.set()
-        #: Set by stop() while it waits for held jobs to finish (no Event set and
-        #: cleared per job: this is on every request's path).
-        self._drained: asyncio.Future[None] | None = None
         #: Set by stop() while it waits for the actor's thread to end (``on_stop``).
         self._ending: asyncio.Future[None] | None = None
-        self._full = False
         self._restart_handle: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: The agent's latest start has not ended: its ``on_start`` runs (and may
+        #: never return).
+        self._starting = False
         #: Starts that failed since the actor last ran a job.
         self._failed_starts = 0
         #: Set by stop(): a start that fails from then on is not tried again.
@@ -121,16 +111,15 @@ class Replica:
         #: Why the replica gave up starting its agent (None: it has not).
         self.failure: str | None = None
 
-    @property
-    def held(self) -> int:
-        """Jobs queued or running in this replica, parked ones excepted."""
-        return len(self._outstanding) - self._parking
-
     def holding(self) -> list[str]:
-        """What the jobs it holds (queued, running or parked) handle: their labels;
-        ``on_stop`` while the stop waits for the agent's hook."""
+        """What the jobs it holds (queued, running or parked) handle: their labels,
+        with ``on_start`` ahead of them while the start they wait for runs; the hook
+        the stop waits for (``on_stop``, or that ``on_start``) while it waits for the
+        agent's thread."""
         labels = [job.label for job in self._outstanding]
-        if self._ending is not None:
+        if self._starting and (labels or self._ending is not None):
+            labels.insert(0, "on_start")
+        elif self._ending is not None:
             labels.append("on_stop")
         return labels
 
@@ -144,13 +133,11 @@ class Replica:
         generation = self._generation
         report = thread_safe(loop, functools.partial(self._on_outcome, generation))
         failed = thread_safe(loop, functools.partial(self._on_start_failure, generation))
-        # Only an agent whose start failed is waited for: the others are taken to run.
-        started = None
-        if self.not_started is not None:
-            started = thread_safe(loop, functools.partial(self._on_started, generation))
+        started = thread_safe(loop, functools.partial(self._on_started, generation))
         kept = self._kept = KeptAlive()
         agent = self._factory()
         self._actor = AgentActor.start(agent, report, failed, loop, self._tracer, kept, started)
+        self._starting = True
         for job in self._outstanding:
             self._tell(job)
 
@@ -166,74 +153,6 @@ class Replica:
             self._actor.tell(job)
         except pykka.ActorDeadError:
             pass  # its crash report is on its way; the job is retold on restart
-
-    def submit(self, job: Job) -> Awaitable[Outcome]:
-        """Hand ``job`` to the actor; await the result for its final outcome.
-
-        With room in the mailbox that is the job's future itself (no coroutine
-        on the request path); when full, a coroutine that waits for room first.
-        """
-        outstanding = self._outstanding
-        held = len(outstanding) - self._parking  # held against the bound, this job aside
-        if job.parks:
-            self._parking += 1
-        elif held >= self.mailbox_size:
-            return self._submit_when_room(job)
-        else:
-            held += 1
-        assert self._loop is not None
-        future = job.future = self._loop.create_future()
-        outstanding[job] = None
-        metrics = self._metrics
-        if held > metrics.peak_mailbox:
-            metrics.peak_mailbox = held
-        if held >= self.mailbox_size:
-            self._set_full(True)
-        actor = self._actor
-        if actor is None:
-            self._tell(job)  # restarting (or dead): _tell knows what to do
-            return future
-        # _tell's common case, spelled out: this runs for every message.
-        try:  # noqa: SIM105
-            actor.tell(job)
-        except pykka.ActorDeadError:
-            pass  # its crash report is on its way; the job is retold on restart
-        return future
-
-    async def _submit_when_room(self, job: Job) -> Outcome:
-        while self.held >= self.mailbox_size:
-            await self._space.wait()
-        return await self.submit(job)
-
-    def _set_full(self, full: bool) -> None:
-        if full == self._full:
-            return
-        self._full = full
-        if full:
-            self._space.clear()
-            self._metrics.pauses += 1
-        else:
-            self._space.set()
-        self._on_pressure(full)
-
-    def _resolve(self, job: Job, outcome: Outcome) -> None:
-        outstanding = self._outstanding
-        if outstanding.pop(job, False) is None and job.parks:
-            self._parking -= 1
-        # The future first: the callbacks it schedules (the handler that submitted
-        # the job resumes, finishing that delivery) then run before those of the
-        # answer (the caller, who may send the next request at once), so no
-        # bookkeeping is left on the loop after that request is handed to an actor,
-        # when it would hold the GIL the actor's thread wakes up for.
-        future = job.future
-        if future is not None and not future.done():
-            future.set_result(outcome)
-        if job.answer is not None:
-            job.answered = job.answer(job, outcome)
-        if self._full and len(outstanding) - self._parking <= self.mailbox_size // 2:
-            self._set_full(False)
-        if not outstanding and self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
 
     def _on_outcome(self, generation: int, job: Job, outcome: Outcome) -> None:
         if job not in self._outstanding:
@@ -277,11 +196,16 @@ class Replica:
 
     def _on_start_failure(self, generation: int, reason: str) -> None:
         if generation == self._generation:
+            self._starting = False
             self._start_failed(reason)
 
     def _on_started(self, generation: int) -> None:
-        """A start after failed ones succeeded: the agent runs again."""
-        if generation != self._generation or self.not_started is None:
+        """The agent's ``on_start`` returned; after failed starts, it runs again (until
+        then an agent starting is taken to run)."""
+        if generation != self._generation:
+            return
+        self._starting = False
+        if self.not_started is None:
             return
         log.info("agent %s started after %d failed starts", self.name, self._failed_starts)
         self._failed_starts = 0
@@ -398,17 +322,13 @@ class Replica:
 
     async def stop(self) -> None:
         """Let held jobs finish, then stop the actor (its ``on_stop`` runs, waited for
-        up to the drain timeout).
+        up to the drain timeout, as is an ``on_start`` still running).
 
         Jobs an agent that cannot start holds are ended, not waited for (see
         :meth:`begin_stop`); nor are jobs once the replica is abandoned.
         """
         self.begin_stop()
-        while self._outstanding:
-            assert self._loop is not None
-            self._drained = self._loop.create_future()
-            await self._drained
-        self._drained = None
+        await self._drain()
         if self._restart_handle is not None:
             self._restart_handle.cancel()
         actor, self._actor = self._actor, None
@@ -417,8 +337,9 @@ class Replica:
 
     async def _stop_actor(self, actor: pykka.ActorRef[AgentActor]) -> None:
         """Ask the actor to stop and wait, up to the drain timeout, for its thread to
-        end (``on_stop`` runs there); :meth:`abandon` ends the wait sooner. No thread
-        blocks on it: an ``on_stop`` that never returns holds none of the loop's."""
+        end (``on_stop`` runs there, once an ``on_start`` still running returned);
+        :meth:`abandon` ends the wait sooner. No thread blocks on it: a hook that
+        never returns holds none of the loop's."""
         assert self._kept is not None
         loop = asyncio.get_running_loop()
         ending = self._ending = loop.create_future()
@@ -431,9 +352,10 @@ class Replica:
             if ending.done():  # abandoned meanwhile: the bus said so
                 return
             log.warning(
-                "agent %s: on_stop still running after the %g s drain timeout; stopping"
+                "agent %s: %s still running after the %g s drain timeout; stopping"
                 " without it, its thread left to end by itself",
                 self.name,
+                "on_start" if self._starting else "on_stop",
                 self._drain_timeout,
             )
             self.let_go()

@@ -7,7 +7,7 @@ requests and, in their answers, leaves out each tool the SDK would refuse, with 
 warning naming it.
 
 The SDK (an optional dependency) is imported where it is used, as in
-:mod:`a2a_bus.llm.mcp_tools`.
+:mod:`a2a_bus.llm.mcp_connection`.
 """
 
 from __future__ import annotations

@@ -613,6 +613,88 @@ def test_a_process_ends_after_its_bus_stopped_with_an_on_stop_that_never_returns
     assert_ends_stopped(STUCK_ON_STOP_AT_EXIT, "drain timeout: stuck#0 (on_stop)")
 
 
+class StuckOnStart(Agent):
+    """An ``on_start`` that waits without a timeout until the test lets it go."""
+
+    agent_id = "stuck-on-start"
+    entered = threading.Event()
+    release = threading.Event()
+
+    def on_start(self) -> None:
+        StuckOnStart.entered.set()
+        StuckOnStart.release.wait()
+
+    @method
+    def ping(self) -> str:
+        return "pong"
+
+
+@pytest.mark.parametrize("requests", [0, 1], ids=["idle", "request-held"])
+async def test_a_stop_names_an_on_start_still_running_after_the_drain_timeout(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture, requests: int
+) -> None:
+    """An ``on_start`` that never returns holds a stop ``drain_timeout`` at most, and
+    the warning names that hook, ahead of the requests held behind it (``on_stop``
+    never ran); a held request is answered -32002."""
+    StuckOnStart.entered.clear()
+    StuckOnStart.release.clear()
+    bus = new_bus(drain_timeout=0.5)
+    bus.spawn(StuckOnStart)
+    await asyncio.wait_for(bus.astart(), WAIT)  # does not wait for on_start
+    try:
+        assert await asyncio.to_thread(StuckOnStart.entered.wait, WAIT)
+        client = bus.async_client()
+        calls = [
+            asyncio.ensure_future(client.request("stuck-on-start", "ping", timeout=WAIT))
+            for _ in range(requests)
+        ]
+        if calls:
+            await eventually(lambda: bus.hosts[0].holding(), "the request to be held")
+        await asyncio.wait_for(bus.astop(), WAIT)
+        for call in calls:
+            with pytest.raises(JsonRpcError) as caught:
+                await asyncio.wait_for(call, WAIT)
+            assert caught.value.code == ErrorCode.AGENT_UNAVAILABLE
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        said = [line for line in said if "drain timeout" in line]
+        held = "on_start, ping" if calls else "on_start"
+        assert len(said) == 1, said
+        assert f"after the 0.5 s drain timeout: stuck-on-start#0 ({held})" in said[0]
+        assert ACTORS.count == 0
+    finally:
+        StuckOnStart.release.set()
+
+
+async def test_an_on_start_still_running_when_its_stop_begins_late_is_named_too(
+    new_bus: Callable[..., Bus], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent whose stop begins once the drain timeout has passed (behind a handler
+    that never returns) waits ``drain_timeout`` at most for an ``on_start`` that never
+    returns, with a warning naming that hook."""
+    Stuck.entered.clear()
+    Stuck.release.clear()
+    StuckOnStart.entered.clear()
+    StuckOnStart.release.clear()
+    bus = new_bus(drain_timeout=0.2)
+    bus.spawn(Stuck)
+    bus.spawn(StuckOnStart)
+    await asyncio.wait_for(bus.astart(), WAIT)
+    try:
+        await bus.async_client().notify("stuck", "hang")
+        assert await asyncio.to_thread(Stuck.entered.wait, WAIT)
+        assert await asyncio.to_thread(StuckOnStart.entered.wait, WAIT)
+        await asyncio.wait_for(bus.astop(), WAIT)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert any(
+            "stuck-on-start#0: on_start still running after the 0.2 s drain timeout" in line
+            for line in said
+        ), said
+        assert ACTORS.count == 0
+    finally:
+        Stuck.release.set()
+        StuckOnStart.release.set()
+
+
 # -- a handler that stops its own bus -------------------------------------------------
 
 
