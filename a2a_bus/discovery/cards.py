@@ -11,10 +11,7 @@ field, a description) is the agent's own business.
 
 from __future__ import annotations
 
-import logging
 import math
-import time
-from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from a2a_bus.protocol.jsonrpc import RESERVED_METHOD_PREFIX
@@ -152,32 +149,3 @@ def _shown(value: Any) -> str:
     """``value`` for a one-line reason: its repr, cut short."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-class Throttled:
-    """A warning logged at most once per ``interval`` seconds; the next line says how
-    many were left out meanwhile (for what a flood of records could make)."""
-
-    def __init__(
-        self,
-        logger: logging.Logger,
-        interval: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._logger = logger
-        self._interval = interval
-        self._clock = clock
-        self._next = -math.inf
-        self._left_out = 0
-
-    def warning(self, message: str, *args: Any) -> None:
-        now = self._clock()
-        if now < self._next:
-            self._left_out += 1
-            return
-        self._next = now + self._interval
-        left_out, self._left_out = self._left_out, 0
-        if left_out:
-            message += " (%d more like it since the last such warning)"
-            args = (*args, left_out)
-        self._logger.warning(message, *args)

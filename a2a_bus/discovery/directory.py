@@ -29,13 +29,13 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.discovery.cards import (
     BUILTIN_METHODS,
-    Throttled,
     card_problem,
     heartbeat_problem,
     renewed,
 )
 from a2a_bus.protocol import Adaptor, ErrorCode, error_response, ext, new_event, result_response
 from a2a_bus.runtime.loops import stop_task
+from a2a_bus.runtime.rate_limited import RateLimitedLog
 from a2a_bus.transport.base import Delivery, Transport
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,10 @@ class Directory:
         #: card was read), kept when it says goodbye (see known()).
         self._seen: dict[str, float] = {}
         self._next_prune = -math.inf
-        self._full = Throttled(log)
+        #: The warning of a full directory: once, then a count a minute while it lasts.
+        self._full = RateLimitedLog(
+            log, "%d more cards skipped: the %s is still full (since %s)", burst=1, interval=60.0
+        )
         #: Next registry offset to apply per partition, and the ends awaited.
         self._applied: dict[int, int] = {}
         self._wanted: dict[int, int] = {}
@@ -265,7 +268,8 @@ class Directory:
         if now - seen > 2 * self.ttl:
             return  # no longer known (a card of an agent long gone, kept by compaction)
         if agent_id not in self._seen and len(self._seen) >= self.max_agents:
-            self._full.warning(
+            self._full.log(
+                "agent directory",
                 "agent directory full (%d agents seen on the registry within two TTLs): "
                 "the card of %r is skipped until some of them expire",
                 len(self._seen),

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from a2a_bus.discovery.directory import Announcer, Directory
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import DeadLetter, Delivery, Subscription, Transport, Undecodable
-from a2a_bus.transport.dead_letters import delivered_letter
-from a2a_bus.transport.records import failure_reason
+from a2a_bus.transport.dead_letters import delivered_letter, undecodable_letter
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +81,9 @@ class RegistryReader(Subscription):
             on_undecodable=self._on_undecodable,
             durable=False,  # read whole at each start: nothing to keep
             dead_letter=False,  # what is junk is decided here
+            # Each record is counted to know the end was reached: a copy skipped
+            # as a duplicate would never be (applying a card again is harmless).
+            dedup=False,
         )
         self._catching_up = asyncio.create_task(self._catch_up())
         try:
@@ -150,14 +152,13 @@ class RegistryReader(Subscription):
                     self._held.pop(record.key, None)
             else:
                 await self._junk(
-                    DeadLetter(
+                    undecodable_letter(
                         record.topic,
                         record.partition,
                         record.offset,
                         record.value,
                         record.key,
                         record.headers,
-                        failure_reason(record.failures),
                         record.failures,
                     )
                 )

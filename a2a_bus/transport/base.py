@@ -292,6 +292,7 @@ class Transport(abc.ABC):
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
         dead_letter: bool = True,
+        dedup: bool = True,
     ) -> Subscription:
         """Join consumer ``group`` on ``topics`` and hand each event to ``handler``.
 
@@ -309,6 +310,10 @@ class Transport(abc.ABC):
         ``dead_letter=False`` leaves undecodable records (tombstones among them)
         to ``on_undecodable`` alone, which gets their value: for a reader that
         decides itself what to report (the agent registry).
+
+        ``dedup=False`` hands every copy of an event (same source and id) to the
+        handler: for a reader that counts the records it has read and applies a
+        copy harmlessly (the agent registry, read to its end at each start).
         """
 
     def inboxes(self, group_prefix: str) -> Inboxes:

@@ -4,7 +4,9 @@ A dead letter keeps the original record's value, key and headers, and adds
 headers that say why it was set aside and where it was read. The transports,
 the agent hosts, the Kafka ingress and the registry reader all describe what
 they set aside as a :class:`~a2a_bus.transport.base.DeadLetter` and hand it to
-``Transport.dead_letter``; the headers are made here only.
+``Transport.dead_letter``; the headers are made here only, and so are the
+letters of undecodable records (:func:`undecodable_letter`) and the transports'
+log of what they wrote (:class:`DeadLetterLog`: a flood of junk is summed up).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from collections.abc import Sequence
 
 import orjson
 
-from a2a_bus.protocol import to_kafka
+from a2a_bus.protocol import Failure, to_kafka
+from a2a_bus.runtime.rate_limited import RateLimitedLog
 from a2a_bus.transport.base import DeadLetter, Delivery
+from a2a_bus.transport.records import failure_reason
 
 #: Headers of a dead-letter record (the original headers are kept beside them).
 DLQ_REASON = "a2a-dlq-reason"
@@ -28,6 +32,26 @@ DLQ_EVENT_ID = "a2a-dlq-event-id"
 Headers = list[tuple[str, bytes]]
 
 log = logging.getLogger(__name__)
+
+
+class DeadLetterLog(RateLimitedLog):
+    """A transport's line per dead letter written, per source topic: the first few
+    of a flood (junk from another producer), then one count every ``interval``
+    seconds. Every record is still written to the dead-letter topic."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, "%d more records dead-lettered on %s since %s")
+
+    def written(self, letter: DeadLetter) -> None:
+        """``letter`` was written to the dead-letter topic."""
+        self.log(
+            letter.topic,
+            "dead letter %s/%d/%d: %s",
+            letter.topic,
+            letter.partition,
+            letter.offset,
+            letter.reason,
+        )
 
 
 def read_from(letter: DeadLetter, dlq_topic: str) -> bool:
@@ -81,4 +105,20 @@ def delivered_letter(
         headers=original,
         reason=reason,
         extra=(*record.headers, *extra),
+    )
+
+
+def undecodable_letter(
+    topic: str,
+    partition: int,
+    offset: int,
+    value: bytes | None,
+    key: bytes | None,
+    headers: Sequence[tuple[str, bytes]],
+    failures: Sequence[Failure],
+) -> DeadLetter:
+    """A record that holds no event, set aside as it was read, with why (``failures``,
+    at least one)."""
+    return DeadLetter(
+        topic, partition, offset, value, key, headers, failure_reason(failures), failures
     )

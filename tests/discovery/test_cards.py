@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 import pytest
 
-from a2a_bus.discovery.cards import MAX_DEPTH, Throttled, card_problem
+from a2a_bus.discovery.cards import MAX_DEPTH, card_problem
 from tests.agents import Calc, Echo
 
 
@@ -84,19 +83,3 @@ def test_a_card_of_the_wrong_shape_says_what_is_wrong(bad: Any, key: str | None,
 
 def test_a_card_nesting_up_to_the_limit_is_taken() -> None:
     assert card_problem(card(extra=nested(MAX_DEPTH - 1)), "calc") is None
-
-
-def test_a_throttled_warning_is_logged_once_per_interval_with_a_count(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    now = [0.0]
-    throttled = Throttled(logging.getLogger("tests.throttled"), 60.0, clock=lambda: now[0])
-    with caplog.at_level(logging.WARNING, logger="tests.throttled"):
-        for agent in range(1000):
-            throttled.warning("skipped %s", agent)
-        now[0] = 61.0
-        throttled.warning("skipped %s", "late")
-    assert [r.getMessage() for r in caplog.records] == [
-        "skipped 0",
-        "skipped late (999 more like it since the last such warning)",
-    ]

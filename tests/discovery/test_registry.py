@@ -261,3 +261,29 @@ async def test_cards_of_the_wrong_shape_are_dead_lettered_once_and_never_routed_
         letters = await registry.dead_letters()
         assert {letter.key for letter in letters} == set(bad)
         assert all(header(letter, DLQ_REASON).startswith("invalid-card: ") for letter in letters)
+
+
+@pytest.mark.kafka
+async def test_a_start_is_ready_at_once_when_the_registry_ends_with_a_copy_of_a_card(
+    kafka_bootstrap: str,
+) -> None:
+    """A producer's retry may write a card twice, as the registry's last records: the
+    start reads the copy too, and is ready without waiting out ``registry_timeout``."""
+    registry = Registry("kafka", kafka_bootstrap)
+    await registry.outsider.start()
+    try:
+        data = b'{"id":"twin","methods":[{"name":"ping"}],"heartbeatAt":%s}'
+        value = card_record(registry, data % repr(time.time()).encode())
+        for _ in range(2):  # the same record twice: same source and id
+            await registry.outsider.publish_raw(
+                registry.topics.registry, value, key=b"twin", headers=STRUCTURED
+            )
+        timeout = 20.0
+        began = time.monotonic()
+        fresh = await registry.start_bus(registry_timeout=timeout)
+        assert time.monotonic() - began < timeout / 2  # generous: a start takes about 1 s
+        assert fresh.directory.card("twin") is not None
+    finally:
+        for bus in reversed(registry.buses):
+            await asyncio.wait_for(bus.astop(), WAIT)
+        await registry.outsider.stop()

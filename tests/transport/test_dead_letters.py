@@ -4,10 +4,14 @@ and the transport errors the core turns into JSON-RPC errors."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.protocol import ErrorCode, Failure, new_event
@@ -18,6 +22,7 @@ from a2a_bus.transport.dead_letters import (
     DLQ_SOURCE_OFFSET,
     DLQ_SOURCE_PARTITION,
     DLQ_SOURCE_TOPIC,
+    DeadLetterLog,
     dead_letter_headers,
     delivered_letter,
 )
@@ -131,6 +136,78 @@ async def test_a_dead_letter_read_from_the_dead_letter_topic_is_not_written_back
     dlq = _dlq_of(transport)
     await transport.dead_letter(DeadLetter(dlq, 0, 0, b"x", None, (), "again"))
     assert transport.dead_lettered == 0
+
+
+def _log_of(transport: Transport) -> DeadLetterLog:
+    assert isinstance(transport, KafkaTransport | MemoryTransport)
+    return transport.dead_letter_log
+
+
+async def _write_junk(transport: Transport, topic: str, count: int) -> None:
+    """``count`` records that are no JSON, from a producer outside the bus."""
+    if isinstance(transport, MemoryTransport):
+        for n in range(count):
+            await transport.publish_raw(topic, b"junk %d" % n)
+        return
+    assert isinstance(transport, KafkaTransport)
+    producer = AIOKafkaProducer(bootstrap_servers=transport.settings.bootstrap_servers)
+    await producer.start()
+    try:
+        for n in range(count):
+            await producer.send(topic, b"junk %d" % n)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _never_called(delivery: Delivery) -> None:
+    raise AssertionError(f"junk was handed to a handler: {delivery}")
+
+
+def _accounted(logged: tuple[int, int, int]) -> int:
+    """Records the log accounts for: logged one by one, or counted in a summary."""
+    single, _, summed = logged
+    return single + summed
+
+
+SUMMARY = re.compile(r"^(\d+) more records dead-lettered on (\S+) since ")
+
+
+async def test_a_flood_of_junk_is_all_dead_lettered_and_logged_as_a_few_lines_and_counts(
+    transport: Transport, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every junk record goes to the dead-letter topic; the log has the first few
+    one by one, then one line per interval with how many more came."""
+    count, topic = 10_000, f"junk.{uuid.uuid4().hex[:8]}"
+    lines = _log_of(transport)
+    lines.interval = 0.2  # short, so that the last summary comes soon
+    await transport.subscribe([topic], f"g.{uuid.uuid4().hex[:8]}", _never_called)
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        await _write_junk(transport, topic, count)
+
+        def logged() -> tuple[int, int, int]:
+            """Lines one by one, summary lines, and the records the summaries count."""
+            single = summaries = summed = 0
+            for record in caplog.records:
+                message = record.getMessage()
+                if message.startswith(f"dead letter {topic}/"):
+                    single += 1
+                elif (found := SUMMARY.match(message)) and found[2] == topic:
+                    summaries += 1
+                    summed += int(found[1])
+            return single, summaries, summed
+
+        async with asyncio.timeout(WAIT):  # until the summary of the last ones is logged
+            while transport.dead_lettered < count or _accounted(logged()) < count:
+                await asyncio.sleep(0.05)
+    took = time.monotonic() - began
+    assert transport.dead_lettered == count
+    assert sum((await transport.end_offsets(_dlq_of(transport))).values()) == count
+    single, summaries, _ = logged()
+    assert _accounted(logged()) == count  # every record is in the log, most as a count
+    assert single == lines.burst
+    assert summaries <= took / lines.interval + 1
 
 
 def test_a_record_too_large_is_request_too_large_for_its_sender() -> None:

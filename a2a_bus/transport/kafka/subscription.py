@@ -36,6 +36,7 @@ class KafkaSubscription(Subscription):
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
         dead_letter: bool = True,
+        dedup: bool = True,
         on_stop: Callable[[KafkaSubscription], None] = lambda subscription: None,
     ) -> None:
         self.group = group
@@ -47,6 +48,7 @@ class KafkaSubscription(Subscription):
             max_in_flight=max_in_flight,
             on_undecodable=on_undecodable,
             dead_letter=dead_letter,
+            dedup=dedup,
             # Where no progress is kept, a record whose handler finishes at once
             # needs none of the handling's bookkeeping.
             at_once=not durable,

@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Hashable, Iterable
 from types import CoroutineType
 from typing import Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Failure
 from a2a_bus.runtime.tuples import build
 from a2a_bus.transport.base import (
     DeadLetter,
@@ -31,12 +30,12 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     report_undecodable,
 )
-from a2a_bus.transport.dead_letters import DLQ_EVENT_ID
+from a2a_bus.transport.dead_letters import DLQ_EVENT_ID, undecodable_letter
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import Started
 from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.keys import Handling
-from a2a_bus.transport.records import DecodedRecord, failure_reason
+from a2a_bus.transport.records import DecodedRecord
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +53,7 @@ class Target:
         max_in_flight: int = 64,
         on_undecodable: UndecodableHandler | None = None,
         dead_letter: bool = True,
+        dedup: bool = True,
         at_once: bool = False,
     ) -> None:
         if max_in_flight < 1:
@@ -67,7 +67,8 @@ class Target:
         self.max_in_flight = max_in_flight
         self._on_undecodable = on_undecodable
         self._dead_letter = dead_letter
-        self._dedup = DedupWindow(transport.settings.dedup_window)
+        # A window of none hands every copy over (see Transport.subscribe).
+        self._dedup = DedupWindow(transport.settings.dedup_window if dedup else 0)
         #: exactly_once: answers go out with the commit, and one may be dropped.
         self._transactional = transport.settings.exactly_once
         #: Its records are run at once where they can be (:meth:`run_at_once`).
@@ -223,8 +224,17 @@ class Target:
         """Dead-letter (and report) what did not decode of ``handling``'s record."""
         tp, record, failures = handling.tp, handling.record, handling.decoded.failures
         if self._dead_letter:
-            reason = failure_reason(failures)
-            await self._transport.dead_letter(_letter(record, reason, failures))
+            await self._transport.dead_letter(
+                undecodable_letter(
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    record.value,
+                    record.key,
+                    record.headers,
+                    failures,
+                )
+            )
         if self._on_undecodable is not None:
             await report_undecodable(
                 self._on_undecodable,
@@ -260,8 +270,17 @@ class Target:
         self._transport.metrics.handler_errors += 1
         log.error("%s: handler failed on %s", self.name, event.get_id(), exc_info=exc)
         reason = f"handler-error: {type(exc).__name__}: {exc}"
-        event_id = [(DLQ_EVENT_ID, event.get_id().encode())]
-        await self._transport.dead_letter(_letter(record, reason, extra=event_id))
+        letter = DeadLetter(
+            record.topic,
+            record.partition,
+            record.offset,
+            record.value,
+            record.key,
+            record.headers,
+            reason,
+            extra=[(DLQ_EVENT_ID, event.get_id().encode())],
+        )
+        await self._transport.dead_letter(letter)
 
     def _answer_dropped(self, handling: Handling) -> bool:
         """exactly_once: the answer to ``handling``'s record went with an aborted
@@ -310,26 +329,6 @@ def _delivery(
         tuple(record.headers),
     )
     return build(Delivery, fields)
-
-
-def _letter(
-    record: ConsumerRecord,
-    reason: str,
-    failures: Sequence[Failure] = (),
-    extra: Sequence[tuple[str, bytes]] = (),
-) -> DeadLetter:
-    """``record`` set aside as it was read."""
-    return DeadLetter(
-        record.topic,
-        record.partition,
-        record.offset,
-        record.value,
-        record.key,
-        record.headers,
-        reason,
-        failures,
-        extra,
-    )
 
 
 async def _raising(exc: BaseException) -> None:

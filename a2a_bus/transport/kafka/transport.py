@@ -47,7 +47,7 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     checked_topics,
 )
-from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
+from a2a_bus.transport.dead_letters import DeadLetterLog, dead_letter_headers, read_from
 from a2a_bus.transport.kafka.admin import ClusterAdmin
 from a2a_bus.transport.kafka.answers import Answer, AnswerRoutes, Outbox
 from a2a_bus.transport.kafka.batches import Batches
@@ -106,6 +106,8 @@ class KafkaTransport(Transport):
         self._exactly_once = self.settings.exactly_once
         self.answer_routes = AnswerRoutes()
         self._end_offsets = EndOffsets(self.settings)
+        #: Its line per dead letter, a flood of them summed up (see DeadLetterLog).
+        self.dead_letter_log = DeadLetterLog(log)
 
     @classmethod
     def from_env(cls, **options: Any) -> KafkaTransport:
@@ -188,6 +190,7 @@ class KafkaTransport(Transport):
         for subscription in list(self._subscriptions):
             await subscription.stop()
         self._ready = False
+        self.dead_letter_log.close()
         await self._close_clients()
 
     async def _close_clients(self) -> None:
@@ -367,13 +370,7 @@ class KafkaTransport(Transport):
                 await self.publish_raw(
                     self.settings.dlq_topic, letter.value or b"", key=letter.key, headers=headers
                 )
-                log.warning(
-                    "dead letter %s/%d/%d: %s",
-                    letter.topic,
-                    letter.partition,
-                    letter.offset,
-                    letter.reason,
-                )
+                self.dead_letter_log.written(letter)
                 return
             except KafkaError as exc:
                 log.warning("dead letter write failed (attempt %d): %s", attempt, exc)
@@ -403,6 +400,7 @@ class KafkaTransport(Transport):
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
         dead_letter: bool = True,
+        dedup: bool = True,
     ) -> Subscription:
         if not self._ready:
             raise RuntimeError("the Kafka transport is not started")
@@ -419,6 +417,7 @@ class KafkaTransport(Transport):
             on_undecodable=on_undecodable,
             durable=durable,
             dead_letter=dead_letter,
+            dedup=dedup,
             on_stop=self._subscriptions.discard,
         )
         self._subscriptions.add(subscription)

@@ -29,11 +29,11 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     report_undecodable,
 )
-from a2a_bus.transport.dead_letters import delivered_letter
+from a2a_bus.transport.dead_letters import delivered_letter, undecodable_letter
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.memory.log import TP, Partition, Progress, Record
-from a2a_bus.transport.records import decode_record, failure_reason
+from a2a_bus.transport.records import decode_record
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,8 @@ class MemorySubscription(Subscription):
         handler: Handler,
         max_in_flight: int,
         on_undecodable: UndecodableHandler | None = None,
+        *,
+        dedup: bool = True,
     ) -> None:
         self._transport = transport
         self._group = group
@@ -130,7 +132,8 @@ class MemorySubscription(Subscription):
         self._regex = re.compile(topics.regex) if isinstance(topics, TopicPattern) else None
         self._handler = handler
         self.on_undecodable = on_undecodable
-        self._dedup = DedupWindow(transport.dedup_window)
+        # A window of none hands every copy over (see Transport.subscribe).
+        self._dedup = DedupWindow(transport.dedup_window if dedup else 0)
         self.max_in_flight = max(1, max_in_flight)
         self.in_flight = 0
         self.paused = False
@@ -320,14 +323,13 @@ class MemorySubscription(Subscription):
         if decoded.failures:
             if self.dead_letter:
                 self._transport.write_dead_letter(
-                    DeadLetter(
+                    undecodable_letter(
                         topic,
                         partition,
                         record.offset,
                         record.value,
                         record.key,
                         record.headers,
-                        failure_reason(decoded.failures),
                         decoded.failures,
                     )
                 )

@@ -36,7 +36,7 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     checked_topics,
 )
-from a2a_bus.transport.dead_letters import dead_letter_headers, read_from
+from a2a_bus.transport.dead_letters import DeadLetterLog, dead_letter_headers, read_from
 from a2a_bus.transport.memory.log import (
     TP,
     Partition,
@@ -79,6 +79,8 @@ class MemoryTransport(Transport):
         #: Copies of an event skipped by de-duplication.
         self.duplicates = 0
         self._dead_lettered = 0
+        #: Its line per dead letter, a flood of them summed up (see DeadLetterLog).
+        self.dead_letter_log = DeadLetterLog(log)
         self._topics: dict[str, list[Partition]] = {}
         self._groups: dict[str, Group] = {}
         self._round_robin = itertools.count()
@@ -104,6 +106,7 @@ class MemoryTransport(Transport):
         members = [m for g in self._groups.values() for m in g.members]
         await asyncio.gather(*(m.stop() for m in members))
         self._started = False
+        self.dead_letter_log.close()
 
     # -- writing ------------------------------------------------------------
 
@@ -199,6 +202,7 @@ class MemoryTransport(Transport):
         on_undecodable: UndecodableHandler | None = None,
         durable: bool = True,
         dead_letter: bool = True,
+        dedup: bool = True,
     ) -> Subscription:
         if not self._started:
             raise RuntimeError("transport not started")
@@ -206,7 +210,9 @@ class MemoryTransport(Transport):
         state = self._groups.get(group)
         if state is None:
             state = self._groups[group] = Group(group, next(self._group_seq))
-        member = MemorySubscription(self, state, topics, handler, max_in_flight, on_undecodable)
+        member = MemorySubscription(
+            self, state, topics, handler, max_in_flight, on_undecodable, dedup=dedup
+        )
         member.durable = durable
         member.dead_letter = dead_letter
         if isinstance(topics, TopicPattern):
@@ -272,9 +278,7 @@ class MemoryTransport(Transport):
             return
         headers = dead_letter_headers(letter)
         self._append_raw(self.dlq_topic, letter.value or b"", letter.key, headers)
-        log.warning(
-            "dead letter %s/%d/%d: %s", letter.topic, letter.partition, letter.offset, letter.reason
-        )
+        self.dead_letter_log.written(letter)
 
     # -- reading retained records (no group) -----------------------------------
 

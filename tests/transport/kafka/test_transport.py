@@ -238,6 +238,22 @@ async def test_reproduced_identical_event_is_handled_once(
     assert transport.metrics.duplicates == 1
 
 
+async def test_a_subscription_without_dedup_gets_every_copy(
+    transport: KafkaTransport, uid: str
+) -> None:
+    topic = f"test.nodedup.{uid}"
+    recorder = Recorder()
+    await transport.subscribe([topic], f"g-{uid}", recorder, dedup=False)
+    original = event(1, key="same")
+    await transport.publish(topic, original)
+    await transport.publish(topic, original)
+    await transport.publish(topic, event(2, key="same"))
+    await eventually(lambda: 2 in recorder.numbers(), "the event after the copy")
+
+    assert recorder.numbers() == [1, 1, 2]
+    assert transport.metrics.duplicates == 0
+
+
 async def test_records_of_a_stopped_owner_come_back_flagged(kafka_bootstrap: str, uid: str) -> None:
     async with KafkaTransport(kafka_bootstrap, partitions=1, dlq_topic=f"test.dlq.{uid}") as kafka:
         assert isinstance(kafka, KafkaTransport)

@@ -70,6 +70,26 @@ async def test_dead_lettered_counts_undecodable_records() -> None:
     await transport.stop()
 
 
+@pytest.mark.parametrize("dedup", [True, False], ids=["dedup", "no-dedup"])
+async def test_copies_of_an_event_reach_a_subscription_once_unless_it_opts_out(
+    dedup: bool,
+) -> None:
+    transport = MemoryTransport()
+    await transport.start()
+    seen: list[int] = []
+
+    async def handler(delivery: Delivery) -> None:
+        seen.append(delivery.event.get_data()["n"])  # type: ignore[index]
+
+    await transport.subscribe(["t.copies"], "g", handler, dedup=dedup)
+    original = _event(1)
+    for copy in (original, original, _event(2)):
+        await transport.publish("t.copies", copy, key=b"same")
+    assert seen == ([1, 2] if dedup else [1, 1, 2])
+    assert transport.duplicates_skipped == (1 if dedup else 0)
+    await transport.stop()
+
+
 async def test_declared_compacted_topics_keep_the_latest_record_per_key() -> None:
     from a2a_bus.bus import Bus
 
