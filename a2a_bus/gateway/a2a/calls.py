@@ -36,6 +36,32 @@ class Call:
     #: A conversational method (its stream chunks are the LLM runtime's).
     conversational: bool
 
+    def record(self) -> dict[str, Any]:
+        """As the task log records it (:meth:`CallPlan.of` reads it back)."""
+        return CallPlan(self.method, self.streaming, self.conversational).record()
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The bus call of one turn, as the task log records it: a :class:`Call` less
+    its params (which went to the agent in the request)."""
+
+    method: str
+    streaming: bool
+    #: A conversational method (its stream chunks are the LLM runtime's).
+    conversational: bool
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> CallPlan:
+        return cls(str(record["method"]), bool(record["streaming"]), bool(record["conversational"]))
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "streaming": self.streaming,
+            "conversational": self.conversational,
+        }
+
 
 def _methods(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(m.get("name")): m for m in card.get("methods", ()) if isinstance(m, dict)}

@@ -5,16 +5,14 @@
 ``POST /a2a`` and ``GET /.well-known/agent-card.json`` are the gateway's own
 endpoint (explicit method calls, routed to the agent that declares the method)
 and card (one skill per agent). The gateway's bearer tokens, allow-lists and
-body limit apply; the JSON-RPC envelope is checked by the gateway's adaptor.
-Tasks live on the bus (:mod:`.task_service`, :mod:`.view`): any replica serves
-any task.
+body limit apply; the JSON-RPC envelope is read as ``POST /rpc`` reads it (the
+gateway's adaptor, its integer bound). Tasks live on the bus (:mod:`.task_service`,
+:mod:`.view`): any replica serves any task; their streams are :mod:`.task_stream`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from starlette.requests import Request
@@ -23,10 +21,9 @@ from starlette.routing import Route
 
 from a2a_bus.gateway.a2a.cards import CARD_PATH, agent_card, gateway_card
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError
-from a2a_bus.gateway.a2a.fold import TaskFold
-from a2a_bus.gateway.a2a.listing import page
-from a2a_bus.gateway.a2a.model import Task
+from a2a_bus.gateway.a2a.listing import list_result, page, parse_list
 from a2a_bus.gateway.a2a.notifier import Notifier
+from a2a_bus.gateway.a2a.params import camel_params, parse_send, parse_task_query
 from a2a_bus.gateway.a2a.push import (
     PUSH_METHODS,
     PushConfig,
@@ -40,23 +37,10 @@ from a2a_bus.gateway.a2a.push import (
 )
 from a2a_bus.gateway.a2a.stores import open_task_store
 from a2a_bus.gateway.a2a.task_service import TaskService
-from a2a_bus.gateway.a2a.updates import ArtifactChunk, StatusChanged, Versioned
+from a2a_bus.gateway.a2a.task_stream import last_event_id, sent_stream, subscription
 from a2a_bus.gateway.a2a.view import TaskView
 from a2a_bus.gateway.a2a.webhooks import WebhookSender
-from a2a_bus.gateway.a2a.wire import (
-    Op,
-    Version,
-    artifact_update,
-    camel_params,
-    check_version,
-    method_of,
-    parse_list,
-    parse_send,
-    parse_task_query,
-    status_update,
-    task_json,
-    task_result,
-)
+from a2a_bus.gateway.a2a.wire import Op, Version, check_version, method_of, task_json, task_result
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, require_access
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
@@ -65,21 +49,8 @@ from a2a_bus.gateway.prom import DENIED
 from a2a_bus.gateway.responses import JSONResponse, problem, rpc_error
 from a2a_bus.gateway.rpc import CLIENT_GONE, parse
 from a2a_bus.gateway.settings import DEFAULT_MAX_TASKS, DEFAULT_MAX_TASKS_PER_OWNER
-from a2a_bus.gateway.sse import SSEResponse, frame
 from a2a_bus.gateway.tracing import serving_http
-from a2a_bus.protocol import (
-    Failure,
-    Kind,
-    error_response,
-    event_kind,
-    result_response,
-    whole_number,
-)
-
-log = logging.getLogger(__name__)
-
-#: Updates a stream buffers before the run waits for the client to read them.
-STREAM_BUFFER = 64
+from a2a_bus.protocol import Failure, Kind, error_response, event_kind, result_response
 
 
 class A2ABinding:
@@ -245,7 +216,7 @@ class A2ABinding:
             if push is not None:
                 return await self._push(*push, params, id, access, agent_id)
             op, version = method_of(method)
-            resume = _last_event_id(request.headers.get("last-event-id"))
+            resume = last_event_id(request.headers.get("last-event-id"))
             return await self._dispatch(op, version, params, id, access, agent_id, watch, resume)
         except A2AError as exc:
             if exc.status == 403:
@@ -273,24 +244,13 @@ class A2ABinding:
             # Also the tasks written a moment ago (on another replica, before a restart).
             await self.view.sync()
             mine = (f for f in self.view.tasks() if f.owner == owner and f.endpoint == agent_id)
-            found = page(mine, query)
-            body = {
-                "tasks": [
-                    task_json(
-                        f.task, version, query.history_length, artifacts=query.include_artifacts
-                    )
-                    for f in found.tasks
-                ],
-                "nextPageToken": found.next_token,
-                "pageSize": len(found.tasks),
-                "totalSize": found.total,
-            }
+            body = list_result(page(mine, query), query, version)
             return JSONResponse(result_response(body, id))
         if op is not Op.SEND and op is not Op.STREAM:
             task_id, history_length = parse_task_query(params)
             fold = await tasks.find(task_id, agent_id, owner)
             if op is Op.SUBSCRIBE:
-                return self._subscribe(fold, version, id, resume)
+                return subscription(self.view, fold, version, id, resume)
             if op is Op.CANCEL:
                 fold = await tasks.cancel(fold)
             body = task_json(fold.task, version, history_length)
@@ -301,10 +261,7 @@ class A2ABinding:
             request.message, access, agent_id, stream=op is Op.STREAM, push=push
         )
         if op is Op.STREAM:
-            first = None if start is None else self.view.task_at(fold.task.id, start)
-            if first is None:  # the task as it is now, then what comes
-                return SSEResponse(self._events(fold, version, id))
-            return SSEResponse(self._events(fold, version, id, after=start, first=first))
+            return sent_stream(self.view, fold, version, id, start)
         if request.blocking:
             # A client that leaves stops waiting; the task goes on (GetTask finds it).
             fold = await watch.run(tasks.settled(fold.task.id, tasks.blocking_wait))
@@ -341,66 +298,3 @@ class A2ABinding:
         if found is not None:
             await tasks.delete_push(fold, found.config_id)
         return JSONResponse(result_response(None, id))
-
-    def _subscribe(self, fold: TaskFold, version: Version, id: Any, resume: int | None) -> Response:
-        """``SubscribeToTask``: the task, then its updates as they come, to its end;
-        with ``Last-Event-ID``, the updates after that one (the task again when they
-        are no longer kept)."""
-        task = fold.task
-        if resume is not None and resume > fold.version:
-            resume = None  # no update of this task had it: the client gets the task as it is
-        if task.state.terminal and (resume is None or resume >= fold.version):
-            raise A2AError(
-                A2ACode.UNSUPPORTED_OPERATION,
-                f"task {task.id!r} is {task.state.value}: nothing more will come "
-                "(GetTask returns it)",
-                {"taskId": task.id, "state": task.state.value},
-            )
-        if resume is not None and self.view.updates_after(task.id, resume) is not None:
-            return SSEResponse(self._events(fold, version, id, after=resume))
-        return SSEResponse(self._events(fold, version, id))
-
-    async def _events(
-        self,
-        fold: TaskFold,
-        version: Version,
-        id: Any,
-        *,
-        after: int | None = None,
-        first: Task | None = None,
-    ) -> AsyncGenerator[bytes, None]:
-        """The SSE stream of a task: the task (``first``, as it was at version
-        ``after``; as it is now when ``after`` is None; none when resuming after a
-        version), then each update after it (``id:`` its version), to the one that
-        ends the task or asks for input. The task goes on if the client leaves."""
-        task = fold.task
-
-        def event(result: Any, event_id: int) -> bytes:
-            return frame(result_response(result, id), "message", event_id)
-
-        if after is None:
-            after = fold.version  # read with the task: no update is in both
-            yield event(task_result(task, version), after)
-        elif first is not None:
-            yield event(task_result(first, version), after)
-        try:
-            async for versioned in self.view.follow(task.id, after):
-                yield event(_render(task, versioned, version), versioned.version)
-        except LookupError:  # fell behind what is kept: the task as it is now
-            current = self.view.get(task.id) or fold
-            yield event(task_result(current.task, version), current.version)
-
-
-def _render(task: Any, versioned: Versioned, version: Version) -> Any:
-    update = versioned.update
-    if isinstance(update, StatusChanged):
-        return status_update(update.snapshot, version)
-    assert isinstance(update, ArtifactChunk)
-    return artifact_update(
-        task, update.artifact, version, append=update.append, last_chunk=update.last_chunk
-    )
-
-
-def _last_event_id(header: str | None) -> int | None:
-    """The version a resuming SSE client saw last (``Last-Event-ID``), if readable."""
-    return whole_number(header)

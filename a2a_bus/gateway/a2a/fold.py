@@ -12,10 +12,10 @@ a client resuming a stream names (SSE ``id``, ``Last-Event-ID``).
   delayed nor reordered. A held chunk goes onto the stored artifact when it is
   released: the task as it is at a version holds exactly the updates up to it,
   so a subscriber given the task and then the updates after it gets no chunk twice.
-* What the task keeps of an answer is bounded: at most ``max_bytes`` of JSON
-  (the parts' values as one list); from the first chunk that does not fit on,
-  the stored artifact stops growing and its metadata says so. A subscriber still
-  gets every chunk.
+* What the task keeps of an answer is bounded (:mod:`.budget`): at most
+  ``max_bytes`` of JSON; from the first chunk that does not fit on, the stored
+  artifact stops growing and its metadata says so. A subscriber still gets every
+  chunk.
 * A ``started`` mark that is a redelivery, after another start of the same turn,
   begins the turn's answer again: the artifact so far is dropped (the next chunk
   replaces it: ``append`` false) and the task's metadata says ``redelivered``.
@@ -31,12 +31,17 @@ a client resuming a stream names (SSE ``id``, ``Last-Event-ID``).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import orjson
-
-from a2a_bus.gateway.a2a.calls import answer_parts, chunk_parts, error_parts, is_progress
+from a2a_bus.gateway.a2a.budget import AnswerBudget
+from a2a_bus.gateway.a2a.calls import (
+    CallPlan,
+    answer_parts,
+    chunk_parts,
+    error_parts,
+    is_progress,
+)
 from a2a_bus.gateway.a2a.model import Artifact, Message, Part, Task, TaskState
 from a2a_bus.gateway.a2a.push import PushConfig
 from a2a_bus.gateway.a2a.task_log import Entry, EntryKind
@@ -48,27 +53,6 @@ RECORD_FORMAT = 1
 #: What reading a record of the wrong shape raises: the task log and the stores are
 #: shared, so a record may be anyone's (a list where an object belongs, a missing key).
 UNREADABLE = (AttributeError, IndexError, KeyError, TypeError, ValueError)
-
-
-@dataclass(frozen=True)
-class CallPlan:
-    """The bus call of one turn, as the task log records it."""
-
-    method: str
-    streaming: bool
-    #: A conversational method (its stream chunks are the LLM runtime's).
-    conversational: bool
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> CallPlan:
-        return cls(str(record["method"]), bool(record["streaming"]), bool(record["conversational"]))
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "streaming": self.streaming,
-            "conversational": self.conversational,
-        }
 
 
 class TaskFold:
@@ -94,7 +78,6 @@ class TaskFold:
         self.turns: set[str] = set()
         #: Seconds the agent may stay silent while the task is submitted or working.
         self.inactivity = float(data["inactivity"])
-        self.max_bytes = max_bytes
         self.version = 0
         #: The node running the current turn's handler (where a cancel goes).
         self.control: str | None = None
@@ -106,9 +89,7 @@ class TaskFold:
         self._next_seq = 0
         self._artifact: Artifact | None = None
         self._held: ArtifactChunk | None = None
-        # JSON bytes of the kept parts' values as one list: brackets, less the first comma.
-        self._kept = 1
-        self._omitted: dict[str, Any] | None = None
+        self._budget = AnswerBudget(max_bytes)
 
     # -- as a record (a task store's snapshot) ----------------------------------------
 
@@ -117,7 +98,7 @@ class TaskFold:
         that takes the task's next entries as this one would."""
         artifacts = self.task.artifacts
         held = self._held
-        omitted = self._omitted
+        omitted = self._budget.omitted
         return {
             "format": RECORD_FORMAT,
             "task": self.task.record(),
@@ -141,7 +122,7 @@ class TaskFold:
                 "append": held.append,
                 "lastChunk": held.last_chunk,
             },
-            "kept": self._kept,
+            "kept": self._budget.kept,
             "omitted": None
             if omitted is None
             else {
@@ -189,14 +170,14 @@ class TaskFold:
             fold._held = ArtifactChunk(chunk, bool(held["append"]), bool(held["lastChunk"]))
             if fold._artifact is None:  # the turn's first chunk: not on the task yet
                 fold._artifact = Artifact([], chunk.name, chunk.artifact_id)
-        fold._kept = _count(record["kept"])
+        fold._budget.kept = _count(record["kept"])
         omitted = record["omitted"]
         if omitted is not None:
             where = omitted["artifact"]
             counts = dict(omitted["counts"])
             if where is not None:
                 task.artifacts[_count(where)].metadata = counts
-            fold._omitted = counts
+            fold._budget.omitted = counts
         return fold
 
     @property
@@ -308,7 +289,7 @@ class TaskFold:
         parts = answer_parts(response.get("result"))
         artifact = Artifact([])
         self.task.artifacts.append(artifact)
-        self._keep(artifact, parts)
+        self._budget.keep(artifact, parts)
         whole = Artifact(parts, artifact.name, artifact.artifact_id)
         self._push(ArtifactChunk(whole, append=False, last_chunk=True), out)
         self._finish(None, time, out)
@@ -366,7 +347,7 @@ class TaskFold:
         if artifact is not None:
             if artifact not in self.task.artifacts:
                 self.task.artifacts.append(artifact)
-            self._keep(artifact, held.artifact.parts)
+            self._budget.keep(artifact, held.artifact.parts)
         out.append(held)
 
     def _numbered(self, updates: list[Update]) -> list[Versioned]:
@@ -375,30 +356,6 @@ class TaskFold:
             self.version += 1
             numbered.append(Versioned(self.version, update))
         return numbered
-
-    def _keep(self, artifact: Artifact, parts: list[Part]) -> None:
-        """Put parts on the stored artifact while the task stays within ``max_bytes``
-        of JSON; from the first that does not fit on, they are only counted in the
-        artifact's metadata."""
-        for part in parts:
-            size = _json_size(part)
-            if self._omitted is None:
-                if part.kind == "text" and artifact.ends_with_text:
-                    grown = self._kept + size  # joined onto the text part before it
-                else:
-                    grown = self._kept + size + (3 if part.kind == "text" else 1)  # quotes, comma
-                if grown <= self.max_bytes:
-                    self._kept = grown
-                    artifact.extend([part])
-                    continue
-                self._omitted = artifact.metadata = {
-                    "truncated": True,
-                    "omittedParts": 0,
-                    "omittedBytes": 0,
-                    "maxBytes": self.max_bytes,
-                }
-            self._omitted["omittedParts"] += 1
-            self._omitted["omittedBytes"] += size
 
 
 def _count(value: Any) -> int:
@@ -411,10 +368,3 @@ def _count(value: Any) -> int:
 def _index(artifacts: list[Artifact], artifact: Artifact | None) -> int | None:
     """Where ``artifact`` is among the task's (by identity), or None."""
     return next((i for i, a in enumerate(artifacts) if a is artifact), None)
-
-
-def _json_size(part: Part) -> int:
-    """The bytes of a part's value as JSON (a text's without its quotes)."""
-    if part.kind == "text":
-        return len(orjson.dumps(part.value)) - 2
-    return len(orjson.dumps(part.value, default=repr))

@@ -1,4 +1,5 @@
-"""``ListTasks``: one caller's tasks, newest status first, in pages.
+"""``ListTasks``: one caller's tasks, newest status first, in pages; its params
+(filters, page) and its answer.
 
 The order is the status timestamp, newest first, then the task id; a page token
 names the last task of the page before (its timestamp and id), so it stays valid
@@ -10,14 +11,94 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
 from a2a_bus.gateway.a2a.errors import invalid_params
 from a2a_bus.gateway.a2a.fold import TaskFold
-from a2a_bus.gateway.a2a.wire import ListQuery, parse_timestamp
+from a2a_bus.gateway.a2a.model import TaskState
+from a2a_bus.gateway.a2a.params import as_object, history_length, optional_str
+from a2a_bus.gateway.a2a.wire import Version, task_json
+from a2a_bus.protocol import ProtocolError
+from a2a_bus.protocol.events import parse_time
+
+#: ``ListTasks`` page sizes (as the a2a-sdk's own server: 50 unless asked, at most 100).
+DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    context_id: str | None
+    state: TaskState | None
+    page_size: int
+    page_token: str | None
+    history_length: int | None
+    #: Only tasks whose status changed at or after this instant.
+    updated_after: datetime | None
+    include_artifacts: bool
+
+
+def _task_state(value: Any) -> TaskState | None:
+    if value is None or value in ("", "TASK_STATE_UNSPECIFIED"):
+        return None
+    if isinstance(value, str):
+        name = value.removeprefix("TASK_STATE_")
+        for state in TaskState:
+            if name in (state.name, state.value):
+                return state
+    raise invalid_params(f"status {value!r} is not a task state")
+
+
+def parse_timestamp(value: Any, what: str) -> datetime | None:
+    """An RFC 3339 timestamp (protobuf's JSON form of a Timestamp), or None.
+
+    Its offset is required (``Z`` or ``+hh:mm``), as protobuf's parser requires it:
+    a time without one names no instant. Other ISO 8601 forms (``20261205``,
+    ``2026-W49``) are refused."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            return parse_time(value)
+        except ProtocolError:
+            pass
+    raise invalid_params(
+        f"{what} must be an RFC 3339 timestamp with its offset "
+        f"(2026-12-05T10:00:00Z, 2026-12-05T11:00:00+01:00), not {value!r:.80}",
+        field=what,
+    )
+
+
+def parse_list(params: Any) -> ListQuery:
+    """The filters and page of ``ListTasks``."""
+    body = as_object(params if params is not None else {}, "params")
+    size = body.get("pageSize")
+    if size is None:
+        page_size = DEFAULT_PAGE_SIZE
+    elif (
+        isinstance(size, bool)
+        or not isinstance(size, int | float)
+        or size != int(size)
+        or not 1 <= size <= MAX_PAGE_SIZE
+    ):
+        raise invalid_params(f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}")
+    else:
+        page_size = int(size)
+    include = body.get("includeArtifacts", False)
+    if not isinstance(include, bool):
+        raise invalid_params("includeArtifacts must be a boolean")
+    return ListQuery(
+        context_id=optional_str(body.get("contextId"), "params.contextId"),
+        state=_task_state(body.get("status")),
+        page_size=page_size,
+        page_token=optional_str(body.get("pageToken"), "params.pageToken"),
+        history_length=history_length(body.get("historyLength")),
+        updated_after=parse_timestamp(body.get("statusTimestampAfter"), "statusTimestampAfter"),
+        include_artifacts=include,
+    )
 
 
 class Page(NamedTuple):
@@ -73,3 +154,16 @@ def _moment(fold: TaskFold) -> datetime:
     moment = parse_timestamp(fold.task.timestamp, "timestamp")
     assert moment is not None
     return moment
+
+
+def list_result(found: Page, query: ListQuery, version: Version) -> dict[str, Any]:
+    """The answer to ``ListTasks``: the page's tasks, the next page's token, the sizes."""
+    return {
+        "tasks": [
+            task_json(f.task, version, query.history_length, artifacts=query.include_artifacts)
+            for f in found.tasks
+        ],
+        "nextPageToken": found.next_token,
+        "pageSize": len(found.tasks),
+        "totalSize": found.total,
+    }

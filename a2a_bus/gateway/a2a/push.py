@@ -24,6 +24,7 @@ import orjson
 
 from a2a_bus.gateway.a2a.errors import A2ACode, A2AError, invalid_params
 from a2a_bus.gateway.a2a.model import Task
+from a2a_bus.gateway.a2a.params import as_object
 from a2a_bus.gateway.a2a.wire import Version, status_update, task_json
 from a2a_bus.gateway.url_policy import AllowList, RefusedURL, Resolver, check_url, resolve
 from a2a_bus.protocol import whole_number
@@ -129,10 +130,10 @@ class PushConfig:
         """The config :meth:`to_dict` wrote; ValueError for anything else (the task log
         and the task stores are shared: a record there may be anyone's)."""
         try:
-            body = _object(data, "config")
+            body = as_object(data, "config")
             auth: PushAuth | None = None
             if body.get("authentication") is not None:
-                given = _object(body["authentication"], "config.authentication")
+                given = as_object(body["authentication"], "config.authentication")
                 schemes = given.get("schemes")
                 if not isinstance(schemes, list):
                     raise invalid_params("config.authentication.schemes must be a list")
@@ -167,12 +168,12 @@ class PushQuery:
 
 def parse_set(params: Any, version: Version) -> PushConfig:
     """The config of a ``CreateTaskPushNotificationConfig`` or ``.../set`` (URL not checked)."""
-    body = _object(params, "params")
+    body = as_object(params, "params")
     task_id = _required(body.get("taskId"), "params.taskId")
     if version is Version.V1:
         config = _config(body, "params", version)
     else:
-        inner = _object(body.get("pushNotificationConfig"), "params.pushNotificationConfig")
+        inner = as_object(body.get("pushNotificationConfig"), "params.pushNotificationConfig")
         config = _config(inner, "params.pushNotificationConfig", version)
     return config.for_task(task_id)
 
@@ -187,7 +188,7 @@ def parse_send_push(configuration: Any, version: Version) -> PushConfig | None:
     if raw is None:
         return None
     where = f"params.configuration.{key}"
-    return _config(_object(raw, where), where, version)
+    return _config(as_object(raw, where), where, version)
 
 
 def parse_query(params: Any, op: PushOp, version: Version) -> PushQuery:
@@ -197,7 +198,7 @@ def parse_query(params: Any, op: PushOp, version: Version) -> PushQuery:
     pushNotificationConfigId}`` with ``id`` the task's. A get without a config id
     names the task's default config (whose id is the task's).
     """
-    body = _object(params, "params")
+    body = as_object(params, "params")
     task_key, config_key = ("taskId", "id") if version is Version.V1 else ("id", None)
     config_key = config_key or "pushNotificationConfigId"
     task_id = _required(body.get(task_key), f"params.{task_key}")
@@ -219,7 +220,7 @@ def _config(body: dict[str, Any], where: str, version: Version) -> PushConfig:
     auth_raw = body.get("authentication")
     auth = None
     if auth_raw is not None:
-        auth_body = _object(auth_raw, f"{where}.authentication")
+        auth_body = as_object(auth_raw, f"{where}.authentication")
         credentials = _header_text(
             auth_body.get("credentials"), f"{where}.authentication.credentials"
         )
@@ -245,12 +246,6 @@ def _config(body: dict[str, Any], where: str, version: Version) -> PushConfig:
         auth=auth,
         version=version,
     )
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise invalid_params(f"{what} must be an object")
-    return value
 
 
 def _required(value: Any, what: str) -> str:

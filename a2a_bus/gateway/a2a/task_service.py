@@ -99,7 +99,7 @@ class TaskService:
             # yields, so no change can come in between and be missed.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(left, 0.001)):
-                    await self.view.changed(task_id)
+                    await self.view.updates.changed(task_id)
 
     async def known(self, task_id: str, version: int = 0) -> TaskFold:
         """The task once the view has folded it up to ``version``."""
@@ -115,7 +115,7 @@ class TaskService:
                 fold = self.view.get(task_id)
                 if fold is not None and ready(fold):
                     return fold
-                await self.view.changed(task_id)
+                await self.view.updates.changed(task_id)
 
         try:
             return await asyncio.wait_for(folded(), self.gateway.settings.request_timeout)
@@ -165,7 +165,7 @@ class TaskService:
             "agent": target,
             "contextId": context_id,
             "message": message.record(),
-            "call": _call_record(call),
+            "call": call.record(),
             "requestId": request_id,
             "inactivity": self.inactivity,
         }
@@ -219,7 +219,7 @@ class TaskService:
         version = fold.version
         if fold.active and fold.control is not None:
             self.gateway.dispatcher.cancel(fold.request_id, fold.control)
-        turn = {"message": message.record(), "call": _call_record(call), "requestId": request_id}
+        turn = {"message": message.record(), "call": call.record(), "requestId": request_id}
         await self.view.write(EntryKind.TURN, task_id, turn)
         fold = await self.until(task_id, lambda fold: request_id in fold.turns)
         if fold.request_id == request_id:  # it was taken (not another's, nor too late)
@@ -325,7 +325,7 @@ class TaskService:
     async def _pushed(self, fold: TaskFold, config_id: str, *, present: bool) -> None:
         """Wait until the view has the config (or no longer has it)."""
         while (config_id in fold.push) is not present:
-            await self.view.changed(fold.task.id)
+            await self.view.updates.changed(fold.task.id)
 
     # -- canceling --------------------------------------------------------------------
 
@@ -350,11 +350,3 @@ def _request_id(task_id: str) -> str:
     """The id of one send's bus request for ``task_id`` (of this send alone: which
     send's request runs is the task log's to say)."""
     return f"{task_id}.{new_id()}"
-
-
-def _call_record(call: Call) -> dict[str, Any]:
-    return {
-        "method": call.method,
-        "streaming": call.streaming,
-        "conversational": call.conversational,
-    }

@@ -7,10 +7,9 @@ start) and folds each task's records (:mod:`.fold`). So any replica answers
 and a restarted one finds the tasks the log retains.
 
 The view also keeps the updates of each task (numbered by the fold, the same on
-every replica) for subscribers, bounded per task, and a watchdog: a task whose
-agent says nothing (no start, progress, chunk or answer) for longer than the
-task's inactivity limit is failed by writing a ``failed`` record to the log.
-Several replicas may write it; the fold keeps the first.
+every replica) for subscribers, bounded per task (:mod:`.kept_updates`), and runs
+the inactivity watchdog (:mod:`.watchdog`), which fails a task whose agent stays
+silent by writing a ``failed`` record to the log.
 
 With a task store (:mod:`.stores`) the view starts from the stored snapshots and
 folds only the log records after each one's position, so a task outlives the
@@ -30,26 +29,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from a2a_bus.core.routing import Topics
 from a2a_bus.gateway.a2a.fold import UNREADABLE, TaskFold
-from a2a_bus.gateway.a2a.model import Task
+from a2a_bus.gateway.a2a.kept_updates import KeptUpdates
 from a2a_bus.gateway.a2a.saver import Saver
 from a2a_bus.gateway.a2a.stores import Snapshot, TaskStore
 from a2a_bus.gateway.a2a.task_log import EntryKind, entry_event, read_entry
-from a2a_bus.gateway.a2a.updates import StatusChanged, Versioned
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.gateway.a2a.updates import Versioned
+from a2a_bus.gateway.a2a.watchdog import Watchdog
 from a2a_bus.runtime.fresh_read import FreshRead
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Delivery, Subscription, Transport
 
 log = logging.getLogger(__name__)
 
-#: Updates kept per task for a subscriber that resumes (older ones: the snapshot).
-KEPT_UPDATES = 1024
 #: Records whose updates are kept for the notifier (which is not far behind).
 KEPT_RECORDS = 65536
 
@@ -97,16 +94,16 @@ class TaskView:
         self._tasks: OrderedDict[str, TaskFold] = OrderedDict()
         #: Each owner's task ids, oldest first.
         self._owned: dict[str, OrderedDict[str, None]] = {}
-        self._updates: dict[str, deque[Versioned]] = {}
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        #: Each task's latest updates, for its subscribers and for calls awaiting a change.
+        self.updates = KeptUpdates(self._tasks.get)
         #: Next offset to read per partition: what the view has folded.
         self._read: dict[int, int] = {}
         self._read_changed: asyncio.Event | None = None
         #: The updates each recent record made: (partition, offset) -> (task, updates).
         self._made: OrderedDict[tuple[int, int], tuple[str, list[Versioned]]] = OrderedDict()
         self._subscription: Subscription | None = None
-        self._watchdog: asyncio.Task[None] | None = None
-        self._expiring: set[str] = set()
+        self._watchdog = Watchdog(self.tasks, self.write_failed, clock)
+        self._watching: asyncio.Task[None] | None = None
         self.store = store
         #: Where the last record folded into each task is: (partition, offset).
         self._positions: dict[str, tuple[int, int]] = {}
@@ -140,11 +137,11 @@ class TaskView:
             dead_letter=False,
             max_in_flight=1024,
         )
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch(watch_every))
+        self._watching = asyncio.get_running_loop().create_task(self._watchdog.run(watch_every))
 
     async def stop(self) -> None:
-        watchdog, self._watchdog = self._watchdog, None
-        await stop_task(watchdog)
+        watching, self._watching = self._watching, None
+        await stop_task(watching)
         await self._log_end.aclose()
         subscription, self._subscription = self._subscription, None
         if subscription is not None:
@@ -177,62 +174,6 @@ class TaskView:
     def unfinished(self, owner: str) -> int:
         """How many tasks of ``owner`` are not terminal."""
         return sum(1 for fold in self.owned(owner) if not fold.task.state.terminal)
-
-    def updates_after(self, task_id: str, version: int) -> list[Versioned] | None:
-        """The kept updates after ``version``; None when some were no longer kept."""
-        kept = self._updates.get(task_id, deque())
-        fold = self._tasks.get(task_id)
-        # A restored task's updates before its snapshot are kept nowhere.
-        newest = kept[-1].version if kept else fold.version if fold is not None else 0
-        if version >= newest:
-            return []
-        if not kept or kept[0].version > version + 1:
-            return None
-        return [update for update in kept if update.version > version]
-
-    def task_at(self, task_id: str, version: int) -> Task | None:
-        """The task as it was at ``version`` (0: as submitted), when that is a
-        status change still kept; else None."""
-        fold = self._tasks.get(task_id)
-        if fold is None:
-            return None
-        if version == 0:
-            task = fold.task
-            return Task(task.context_id, task.history[:1], id=task.id)
-        for kept in self._updates.get(task_id, ()):
-            if kept.version == version and isinstance(kept.update, StatusChanged):
-                return kept.update.snapshot
-        return None
-
-    async def changed(self, task_id: str) -> None:
-        """Wait for the next change of ``task_id`` (or its first record)."""
-        future = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(task_id, []).append(future)
-        try:
-            await future
-        finally:
-            waiters = self._waiters.get(task_id)
-            if waiters is not None and future in waiters:
-                waiters.remove(future)
-                if not waiters:
-                    del self._waiters[task_id]
-
-    async def follow(self, task_id: str, after: int) -> AsyncIterator[Versioned]:
-        """The updates of ``task_id`` after version ``after``, as they come; ends
-        after the one that makes it terminal or input-required. Raises LookupError
-        when updates after ``after`` are no longer kept."""
-        while True:
-            updates = self.updates_after(task_id, after)
-            if updates is None:
-                raise LookupError(f"updates of task {task_id} after {after} are no longer kept")
-            for update in updates:
-                yield update
-                after = update.version
-            fold = self._tasks.get(task_id)
-            if fold is not None and not updates and _settled(fold) and after >= fold.version:
-                return
-            if not updates:
-                await self.changed(task_id)
 
     async def made_by(
         self, partition: int, offset: int, timeout: float = 30.0
@@ -317,7 +258,7 @@ class TaskView:
                     "task %s: a %s record that cannot be read: %s", task_id, entry.kind, exc
                 )
                 return
-            self._updates.setdefault(task_id, deque(maxlen=KEPT_UPDATES)).extend(updates)
+            self.updates.add(task_id, updates)
         made = self._made
         made[(delivery.partition, delivery.offset)] = (task_id, updates)
         if len(made) > KEPT_RECORDS:
@@ -326,15 +267,13 @@ class TaskView:
             self._positions[task_id] = (delivery.partition, delivery.offset)
             if self._saver is not None and self._saves_itself:
                 self._saver.changed(task_id)
-        for waiter in self._waiters.get(task_id, ()):
-            if not waiter.done():
-                waiter.set_result(None)
+        self.updates.wake(task_id)
 
     def _add(self, fold: TaskFold) -> None:
         task_id = fold.task.id
         self._tasks[task_id] = fold
         self._owned.setdefault(fold.owner, OrderedDict())[task_id] = None
-        self._updates[task_id] = deque(maxlen=KEPT_UPDATES)
+        self.updates.add(task_id, [])
         self._evict(fold.owner)
 
     def _evict(self, owner: str) -> None:
@@ -356,7 +295,7 @@ class TaskView:
 
     def _forget(self, task_id: str) -> None:
         owner = self._tasks.pop(task_id).owner
-        self._updates.pop(task_id, None)
+        self.updates.drop(task_id)
         self._positions.pop(task_id, None)
         self._restored.pop(task_id, None)
         if self._saver is not None:
@@ -413,44 +352,19 @@ class TaskView:
         if snapshots:
             log.info("task view: %d tasks restored from the store", len(self._tasks))
 
-    # -- the watchdog -----------------------------------------------------------------
-
-    async def _watch(self, every: float) -> None:
-        while True:
-            await asyncio.sleep(every)
-            now = self._clock()
-            for fold in list(self._tasks.values()):
-                task_id = fold.task.id
-                if not fold.active:
-                    self._expiring.discard(task_id)
-                    continue
-                if now - fold.last_activity <= fold.inactivity or task_id in self._expiring:
-                    continue
-                self._expiring.add(task_id)
-                await self._expire(fold)
-
-    async def _expire(self, fold: TaskFold) -> None:
-        error = {
-            "code": int(ErrorCode.TIMEOUT),
-            "message": "Timeout",
-            "data": f"the agent {fold.agent!r} sent nothing for this task for over "
-            f"{fold.inactivity:g} s (its inactivity limit)",
-        }
-        await self.write_failed(fold.task.id, error)
+    # -- writing ----------------------------------------------------------------------
 
     async def write(self, kind: EntryKind, task_id: str, data: dict[str, Any]) -> None:
         """Write a gateway's record about ``task_id`` to the log."""
         event = entry_event(kind, task_id, data, source=self._source)
         await self._transport.publish(self._topic, event, key=task_id.encode())
 
-    async def write_failed(self, task_id: str, error: dict[str, Any]) -> None:
+    async def write_failed(self, task_id: str, error: dict[str, Any]) -> bool:
+        """Write that ``task_id`` failed with ``error``; False (logged) when the
+        write itself failed."""
         try:
             await self.write(EntryKind.FAILED, task_id, {"error": error})
-        except Exception as exc:  # the next round tries again
-            self._expiring.discard(task_id)
+        except Exception as exc:  # any failure to publish: the caller may try again
             log.warning("could not fail task %s: %s", task_id, exc)
-
-
-def _settled(fold: TaskFold) -> bool:
-    """Terminal, or waiting for the caller: a stream of the task ends here."""
-    return not fold.active
+            return False
+        return True

@@ -35,6 +35,7 @@ from a2a_bus.gateway.a2a.task_log import EntryKind
 from a2a_bus.llm import AgentBuilder, LlmMessage, ScriptedClient, llm_agent_class
 
 from .. import agents
+from ..conftest import refused_as_out_of_range
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -512,6 +513,41 @@ async def test_an_invalid_request_keeps_its_readable_id(
 ) -> None:
     answer = (await post(http, "/a2a/echo", body)).json()
     assert (answer["error"]["code"], answer["id"]) == (-32600, "a-1")
+
+
+def _with_id(literal: int, method_name: str, params: bytes) -> bytes:
+    """A request whose id is ``literal`` as written (first: the same column in each body)."""
+    return b'{"id": %d, "jsonrpc": "2.0", "method": "%s", "params": %s}' % (
+        literal,
+        method_name.encode(),
+        params,
+    )
+
+
+@pytest.mark.parametrize("literal", [2**70, -(2**70), 10**400], ids=["2**70", "-2**70", "10**400"])
+async def test_an_id_beyond_64_bits_is_refused_as_rpc_refuses_it(
+    http: httpx.AsyncClient, literal: int
+) -> None:
+    """Read as a float it would come back another number: refused with id null
+    (-32600 naming it; -32700 past a double's range), the same answer as /rpc's."""
+    a2a = await post(http, "/a2a/echo", _with_id(literal, "GetTask", b'{"id": "t"}'))
+    rpc = await post(http, "/rpc", _with_id(literal, "echo", b"[1]"))
+    assert a2a.status_code == rpc.status_code == 200
+    answer = a2a.json()  # (the stdlib keeps big integers exact)
+    assert answer == rpc.json()
+    assert answer["id"] is None and answer["error"]["code"] in (-32600, -32700), answer
+    if literal.bit_length() <= 1024:  # within a double: refused as out of range
+        assert refused_as_out_of_range(answer, literal), answer
+
+
+@pytest.mark.parametrize("literal", [2**64 - 1, -(2**63)])
+async def test_an_id_at_the_64_bit_limits_comes_back_exactly(
+    http: httpx.AsyncClient, literal: int
+) -> None:
+    response = await post(http, "/a2a/echo", _with_id(literal, "GetTask", b'{"id": "t"}'))
+    answer = response.json()
+    assert answer["error"]["code"] == -32001  # no such task: the call was read
+    assert answer["id"] == literal and type(answer["id"]) is int
 
 
 async def test_version_header_is_checked(http: httpx.AsyncClient) -> None:

@@ -193,7 +193,7 @@ async def test_a_view_started_again_folds_no_record_twice(bus: Bus, tmp_path: Pa
         fold = again.get(task_id)
         assert fold is not None and fold.version == 2  # ...the snapshot count
         assert fold.task.message is not None and fold.task.message.parts[0].value == "two"
-        assert again.updates_after(task_id, 0) is None  # not kept: GetTask tells the rest
+        assert again.updates.after(task_id, 0) is None  # not kept: GetTask tells the rest
         record = (await store.load())[0].record
         await again.write(EntryKind.CANCELED, task_id, {})
         await within(again.sync())

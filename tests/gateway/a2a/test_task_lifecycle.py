@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
@@ -163,6 +164,55 @@ async def test_list_tasks_filters_and_pages(http: httpx.AsyncClient) -> None:
     assert later["result"]["tasks"] == []
     bad = await rpc(http, "ListTasks", {"pageToken": "not-a-token"})
     assert bad["error"]["code"] == -32602
+
+
+async def _listed_after(http: httpx.AsyncClient, after: str) -> list[str]:
+    answer = await rpc(http, "ListTasks", {"statusTimestampAfter": after})
+    assert "result" in answer, answer
+    return [task["id"] for task in answer["result"]["tasks"]]
+
+
+async def test_list_tasks_filters_by_an_rfc_3339_instant_in_any_offset(
+    http: httpx.AsyncClient,
+) -> None:
+    task = await start(http, text_message("when"))
+    stamp = (await within(settled(http, task["id"])))["status"]["timestamp"]
+    moment = datetime.fromisoformat(stamp)
+    india = timezone(timedelta(hours=5, minutes=30))
+    same = [
+        stamp,
+        stamp.replace("T", "t").replace("Z", "z"),  # RFC 3339 letters are case-insensitive
+        moment.astimezone(india).isoformat(),
+        f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}000Z",  # protobuf's nanoseconds
+    ]
+    for after in same:
+        assert await _listed_after(http, after) == [task["id"]], after
+    later = (moment + timedelta(milliseconds=1)).astimezone(india).isoformat()
+    assert await _listed_after(http, later) == []
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "20261205",  # ISO 8601 basic forms, week and ordinal dates: not RFC 3339
+        "20261205T100000Z",
+        "2026-W49",
+        "2026-339",
+        "2026-12-05",
+        "2026-12-05T10:00:00",  # no offset: no instant
+        "2026-12-05T10:00Z",
+        "2026-12-05 10:00:00Z",
+        "2026-13-05T10:00:00Z",
+        "\uff12\uff10\uff12\uff16-12-05T10:00:00Z",  # full-width digits
+        1764928800,
+    ],
+)
+async def test_list_tasks_refuses_a_timestamp_that_is_not_rfc_3339(
+    http: httpx.AsyncClient, after: Any
+) -> None:
+    answer = await rpc(http, "ListTasks", {"statusTimestampAfter": after})
+    assert answer["id"] == 1 and answer["error"]["code"] == -32602, answer
+    assert "statusTimestampAfter must be an RFC 3339 timestamp" in answer["error"]["message"]
 
 
 # -- idempotent sends, multi-turn --------------------------------------------------------
