@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from a2a_bus.protocol import new_id
+from a2a_bus.protocol.events import parse_time
 
 
 class TaskState(StrEnum):
@@ -206,14 +207,20 @@ class Task:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Task:
+        """The task a stored record describes; ValueError (or another of the readers'
+        errors) when it is none: its timestamp must be RFC 3339, as ListTasks reads it."""
         message = record.get("message")
+        timestamp = record["timestamp"]
+        if not isinstance(timestamp, str):
+            raise TypeError(f"a task's timestamp is a string, not {timestamp!r:.60}")
+        parse_time(timestamp)  # a ProtocolError (a ValueError) names what is wrong
         return cls(
             str(record["contextId"]),
             [Message.from_record(m) for m in record["history"]],
             id=str(record["id"]),
             state=TaskState(record["state"]),
             message=None if message is None else Message.from_record(message),
-            timestamp=str(record["timestamp"]),
+            timestamp=timestamp,
             artifacts=[Artifact.from_record(a) for a in record["artifacts"]],
             metadata=dict(record["metadata"]),
         )

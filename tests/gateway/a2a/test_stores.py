@@ -390,9 +390,10 @@ async def test_stored_tasks_that_cannot_be_read_are_left_out_with_a_warning(
     [saved] = await reader.load()
     await reader.close()
 
-    def like(task_id: str, **changes: Any) -> bytes:
-        """The saved task's record under another id, with ``changes``."""
-        task = {**saved.record["task"], "id": task_id}
+    def like(task_id: str, task_changes: dict[str, Any] | None = None, **changes: Any) -> bytes:
+        """The saved task's record under another id, with ``changes`` (``task_changes``
+        to its task)."""
+        task = {**saved.record["task"], "id": task_id, **(task_changes or {})}
         return json.dumps({**saved.record, "task": task, **changes}).encode()
 
     # Rows written by another hand (the stored JSON stays readable by any tool).
@@ -403,6 +404,8 @@ async def test_stored_tasks_that_cannot_be_read_are_left_out_with_a_warning(
         ("a-task-that-is-a-list", 0, 0, like("a-task-that-is-a-list", task=[])),
         ("a-count-past-64-bits", 0, 0, like("a-count-past-64-bits", version=2**70)),
         ("a-push-config-without-url", 0, 0, like("a-push-config-without-url", push={"p": {}})),
+        # ListTasks filters by it: read as the caller's, it would answer -32602 about it.
+        ("a-timestamp-in-words", 0, 0, like("a-timestamp-in-words", {"timestamp": "yesterday"})),
     ]
     with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?)", rows)
@@ -412,6 +415,9 @@ async def test_stored_tasks_that_cannot_be_read_are_left_out_with_a_warning(
         for task_id, *_ in rows:
             body = (await rpc(http, "busy", "GetTask", {"id": task_id})).json()
             assert body["error"]["code"] == -32001, body
+        since = {"statusTimestampAfter": "2000-01-01T00:00:00Z"}
+        listed = (await rpc(http, "busy", "ListTasks", since)).json()
+        assert [task["id"] for task in listed["result"]["tasks"]] == [done["id"]], listed
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     for task_id, *_ in rows:
         assert any(task_id in message for message in warned), (task_id, warned)
