@@ -10,7 +10,8 @@ import math
 from typing import Any
 
 from a2a_bus.core.context import BusContext
-from a2a_bus.discovery.directory import Announcer, Directory
+from a2a_bus.discovery.announcer import Announcer
+from a2a_bus.discovery.directory import Directory
 from a2a_bus.hosting.host import AgentHost
 from a2a_bus.transport.base import Inboxes
 

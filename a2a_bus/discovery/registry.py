@@ -15,7 +15,8 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from a2a_bus.discovery.directory import Announcer, Directory
+from a2a_bus.discovery.announcer import Announcer
+from a2a_bus.discovery.directory import Directory
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import DeadLetter, Delivery, Subscription, Transport, Undecodable
 from a2a_bus.transport.dead_letters import delivered_letter, undecodable_letter

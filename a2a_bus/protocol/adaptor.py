@@ -2,20 +2,19 @@
 
 The mapping is the one in protocol/PROTOCOL.md (wire-compatible with the Apache
 EventMesh A2A adaptor). Conversion is total: every input element yields either a
-CloudEvent or a :class:`Failure` holding the JSON-RPC error to answer with.
+CloudEvent or a :class:`Failure` holding the JSON-RPC error to answer with. The
+CloudEvents a body's content type or headers announce are read by
+:mod:`a2a_bus.protocol.detection`.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import http_codec, kafka_codec
-from a2a_bus.protocol.binary import decode_binary
 from a2a_bus.protocol.constants import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -32,15 +31,13 @@ from a2a_bus.protocol.constants import (
     params_key,
 )
 from a2a_bus.protocol.constants import content_type as media_types
+from a2a_bus.protocol.detection import Converted, Headers, announced_events, batch_too_long
 from a2a_bus.protocol.errors import ErrorCode, Failure, JsonRpcId, ProtocolError
 from a2a_bus.protocol.events import adopt_event, new_event, new_id
 from a2a_bus.protocol.formats import from_structured
 from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 from a2a_bus.protocol.kinds import event_kind
 from a2a_bus.protocol.parsing import parse_json
-
-Converted = CloudEvent | Failure
-Headers = Mapping[str, str | bytes] | Sequence[tuple[str, str | bytes]]
 
 # Routing members of params and the attribute each is promoted to.
 _ROUTING: tuple[tuple[str, str], ...] = (
@@ -61,21 +58,6 @@ _REQUEST, _RESPONSE = Kind.REQUEST, Kind.RESPONSE
 def _routing_failure(name: str, id: JsonRpcId) -> Failure:
     want = "a non-negative integer" if name == params_key.SEQ else "a non-empty string"
     return Failure(ErrorCode.INVALID_PARAMS, "Invalid params", id, f"params.{name} must be {want}")
-
-
-def _text_headers(headers: Headers | None) -> list[tuple[str, str]]:
-    if headers is None:
-        return []
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for name, value in pairs:
-        if isinstance(value, bytes):
-            try:
-                value = value.decode()
-            except UnicodeDecodeError:
-                continue
-        out.append((name.lower(), value))
-    return out
 
 
 class Adaptor:
@@ -119,7 +101,7 @@ class Adaptor:
         if len(body) > self.max_message_bytes:
             return [self._too_large(len(body))]
         if content_type is not None or headers:
-            events = self._cloudevents(body, content_type, headers)
+            events = announced_events(body, content_type, headers, self.max_batch)
             if events is not None:
                 return events
         # JSON-RPC, or JSON that says itself what it is (section 1 of PROTOCOL.md)
@@ -129,34 +111,13 @@ class Adaptor:
             return [exc.failure]
         return self.from_json(message)
 
-    def _cloudevents(
-        self, body: bytes, content_type: str | None, headers: Headers | None
-    ) -> list[Converted] | None:
-        """The CloudEvents that the content type or ``ce-``/``ce_`` headers announce;
-        None when they announce none."""
-        text_headers = _text_headers(headers)
-        if content_type is None:
-            content_type = next((v for n, v in text_headers if n == "content-type"), None)
-        media = (content_type or "").split(";", 1)[0].strip().lower()
-        try:
-            if media == media_types.CLOUDEVENT_BATCH:
-                return self._limit_batch(http_codec.decode_batch(body))
-            if media.startswith("application/cloudevents"):
-                return [http_codec.from_http({"content-type": media}, body)[0]]
-            binary = _binary_prefix(text_headers)
-            if binary is not None:
-                return [self._binary(text_headers, body, binary)]
-        except ProtocolError as exc:
-            return [exc.failure]
-        return None
-
     def from_json(self, message: Any) -> list[Converted]:
         """Convert an already parsed JSON value (object or array)."""
         if type(message) is list:
             if not message:
                 return [Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, "empty batch")]
             if len(message) > self.max_batch:
-                return [self._batch_too_long(len(message))]
+                return [batch_too_long(len(message), self.max_batch)]
             return [self._one(item) for item in message]
         return [self._one(message)]
 
@@ -171,24 +132,8 @@ class Adaptor:
             return kind
         return self.event_from_message(item, kind)
 
-    def _binary(self, headers: list[tuple[str, str]], body: bytes, prefix: str) -> CloudEvent:
-        if prefix == http_codec.HEADER_PREFIX:
-            return http_codec.from_http(dict(headers), body)[0]
-        return decode_binary(headers, body, kafka_codec.HEADER_PREFIX, str)
-
-    def _limit_batch(self, items: list[Converted]) -> list[Converted]:
-        if not items:
-            return [Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, "empty batch")]
-        if len(items) > self.max_batch:
-            return [self._batch_too_long(len(items))]
-        return items
-
     def _too_large(self, size: int) -> Failure:
         detail = f"message is {size} bytes; the limit is {self.max_message_bytes}"
-        return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
-
-    def _batch_too_long(self, length: int) -> Failure:
-        detail = f"batch has {length} elements; the limit is {self.max_batch}"
         return Failure(ErrorCode.INVALID_REQUEST, "Invalid Request", None, detail)
 
     # -- JSON-RPC -> CloudEvent -----------------------------------------------------
@@ -381,15 +326,6 @@ class Adaptor:
                 name = name[: -len(suffix)]
                 break
         return name.replace(".", "/")
-
-
-def _binary_prefix(headers: list[tuple[str, str]]) -> str | None:
-    for name, _ in headers:
-        if name == "ce-specversion":
-            return http_codec.HEADER_PREFIX
-        if name == "ce_specversion":
-            return kafka_codec.HEADER_PREFIX
-    return None
 
 
 def _params_from_data(data: Any) -> Any:

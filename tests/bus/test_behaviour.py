@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from a2a_bus import Bus, Call, JsonRpcError
-from a2a_bus.discovery.directory import card_event
+from a2a_bus.discovery.announcer import card_event
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dead_letters import DLQ_REASON
 from tests.agents import (

@@ -21,7 +21,8 @@ import orjson
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.discovery.directory import Announcer, Directory, card_event
+from a2a_bus.discovery.announcer import Announcer, card_event
+from a2a_bus.discovery.directory import Directory
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.protocol import Adaptor, new_event
 from a2a_bus.transport.base import Delivery

@@ -48,12 +48,8 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 
 from a2a_bus.transport.eager import run_eagerly
-from a2a_bus.transport.kafka.producing import (
-    KafkaNotDelivered,
-    check_size,
-    publisher_error,
-    unwritten,
-)
+from a2a_bus.transport.kafka.pending import Pending
+from a2a_bus.transport.kafka.producing import KafkaNotDelivered, check_size, unwritten
 
 log = logging.getLogger(__name__)
 
@@ -66,39 +62,6 @@ ACK_WAIT = 0.005
 #: Loop iterations from a hand-over to its produce request being written: aiokafka's
 #: sender is woken, drains the batches, and writes them from a task of its own.
 WRITE_ITERATIONS = 3
-
-
-class _Pending:
-    """One batch not handed to the producer yet, and who waits for its delivery
-    (with the size of each one's value, for the broker's size refusal), and its
-    records, to build it again if it fails without being written."""
-
-    __slots__ = (
-        "builder",
-        "deadline",
-        "error",
-        "later",
-        "producer",
-        "records",
-        "sizes",
-        "tp",
-        "waiters",
-    )
-
-    def __init__(self, builder: Any, tp: TopicPartition, deadline: float) -> None:
-        self.builder = builder
-        self.tp = tp
-        #: Loop time after which its publishers get NotDelivered.
-        self.deadline = deadline
-        self.waiters: list[asyncio.Future[None]] = []
-        self.sizes: list[int] = []
-        #: Per waiter: whether its acknowledgement may wait (``ack_later``).
-        self.later: list[bool] = []
-        self.records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
-        #: The producer it was handed to.
-        self.producer: AIOKafkaProducer | None = None
-        #: Why the last hand-over failed (for NotDelivered's message).
-        self.error: BaseException | None = None
 
 
 class Batches:
@@ -129,13 +92,13 @@ class Batches:
         #: Waiters for acknowledgements at once (see :meth:`acks_at_once`).
         self._impatient = 0
         #: Batches not acknowledged yet, oldest (earliest deadline) first.
-        self._outstanding: dict[_Pending, None] = {}
+        self._outstanding: dict[Pending, None] = {}
         self._sweeping: asyncio.TimerHandle | None = None
         #: While a new producer is being started: hand-overs wait for it.
         self._renewal: asyncio.Future[None] | None = None
         self._renewing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
-        self._queued: dict[TopicPartition, deque[_Pending]] = {}
+        self._queued: dict[TopicPartition, deque[Pending]] = {}
         self._handing_over: set[TopicPartition] = set()
         self._flush_scheduled = False
         self._idle = asyncio.Event()
@@ -211,7 +174,7 @@ class Batches:
             or queue[-1].builder.append(timestamp=None, key=key, value=value, headers=headers)
             is None
         ):
-            pending = _Pending(
+            pending = Pending(
                 self._producer.create_batch(), tp, self._loop.time() + self._delivery_timeout
             )
             queue.append(pending)
@@ -299,7 +262,7 @@ class Batches:
                 continue
             delivered.add_done_callback(partial(self._delivered, pending))
 
-    def _delivered(self, pending: _Pending, delivered: asyncio.Future[Any]) -> None:
+    def _delivered(self, pending: Pending, delivered: asyncio.Future[Any]) -> None:
         if delivered.cancelled():
             self._settle(pending, asyncio.CancelledError())
             return
@@ -320,7 +283,7 @@ class Batches:
             return
         self._settle(pending, error)
 
-    def _hold(self, pending: _Pending) -> None:
+    def _hold(self, pending: Pending) -> None:
         """Tell ``pending``'s publishers it was acknowledged: the ``ack_later`` ones
         at the next hand-over's write (or :data:`ACK_WAIT`), the others now."""
         held = self._held
@@ -334,7 +297,7 @@ class Batches:
         if held and self._held_until is None:
             self._held_until = self._loop.call_later(ACK_WAIT, self.settle_acks)
 
-    def _again(self, pending: _Pending, error: BaseException) -> bool:
+    def _again(self, pending: Pending, error: BaseException) -> bool:
         """Whether ``pending`` failed without being written and may go again (then
         it holds a fresh batch of its records)."""
         if pending not in self._outstanding or not unwritten(error):
@@ -348,9 +311,9 @@ class Batches:
         log.info("a batch for %s was not written (%s): it goes again", pending.tp, error)
         return True
 
-    def _settle(self, pending: _Pending, error: BaseException | None) -> None:
+    def _settle(self, pending: Pending, error: BaseException | None) -> None:
         self._outstanding.pop(pending, None)
-        _settle(pending, error)
+        pending.settle(error)
 
     def _sweep(self) -> None:
         """Fail the publishers of batches past their deadline; look again later
@@ -424,13 +387,3 @@ class Batches:
         self._queued.pop(tp, None)
         if not self._queued:
             self._idle.set()
-
-
-def _settle(pending: _Pending, error: BaseException | None) -> None:
-    for waiter, size in zip(pending.waiters, pending.sizes, strict=True):
-        if waiter.done():
-            continue  # its publisher was cancelled
-        if error is None:
-            waiter.set_result(None)
-        else:
-            waiter.set_exception(publisher_error(error, size))

@@ -6,9 +6,9 @@ topics (:mod:`a2a_bus.transport.kafka.groups`); each inbox is a
 :class:`~a2a_bus.transport.kafka.target.Target` of it, with its own handler,
 in-flight bound and pause. Adding or removing an inbox changes the set, so the
 member is replaced by one in the new set's group. Subscribes and stops that
-arrive while a replacement is under way are served together by the next one,
-so a process starting many agents at once rejoins a few times, not once per
-agent.
+arrive while a replacement is under way are served together by the next one
+(:mod:`a2a_bus.transport.kafka.changes` holds them meanwhile), so a process
+starting many agents at once rejoins a few times, not once per agent.
 
 A replacement leaves the old group after committing what finished, without
 waiting for running handlers: the new member fetches their records again and
@@ -28,6 +28,7 @@ from aiokafka.errors import KafkaError
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.transport.base import Handler, Inboxes, Subscription
 from a2a_bus.transport.kafka.broker import Broker, check_topic_name
+from a2a_bus.transport.kafka.changes import Changes
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.dispatch import RETRY_DELAY
 from a2a_bus.transport.kafka.groups import InboxConflict, composition_group, survey
@@ -64,17 +65,6 @@ class _Refused(Exception):
     def __init__(self, conflicts: dict[str, InboxConflict]) -> None:
         super().__init__(next(iter(conflicts.values())))
         self.conflicts = conflicts
-
-
-class _Change:
-    """A subscribe (``present``) or stop waiting for the composition to follow."""
-
-    __slots__ = ("done", "present", "target")
-
-    def __init__(self, target: Target, present: bool, done: asyncio.Future[None]) -> None:
-        self.target = target
-        self.present = present
-        self.done = done
 
 
 class InboxSubscription(Subscription):
@@ -117,7 +107,7 @@ class KafkaInboxes(Inboxes):
         self._member: GroupMember | None = None
         #: The topics of the current member (joined, or joining).
         self._composition: frozenset[str] = frozenset()
-        self._changes: list[_Change] = []
+        self._changes = Changes()
         #: Inboxes subscribed without waiting for a join, not joined yet.
         self._unjoined: set[str] = set()
         #: Whether a member joined with some inboxes yet.
@@ -251,10 +241,9 @@ class KafkaInboxes(Inboxes):
 
     async def _recompose(self, target: Target, *, present: bool) -> None:
         """Wait until the current member's topics include ``target``'s (or not)."""
-        change = _Change(target, present, asyncio.get_running_loop().create_future())
-        self._changes.append(change)
+        done = self._changes.add(target, present=present)
         self._start_composer()
-        await change.done
+        await done
 
     def _start_composer(self) -> None:
         if self._composer is None or self._composer.done():
@@ -379,31 +368,14 @@ class KafkaInboxes(Inboxes):
     def _settle(self) -> None:
         """Resolve the changes the current composition satisfies."""
         self._unjoined -= self._composition
-        pending = []
-        for change in self._changes:
-            if change.done.done():
-                continue
-            assert change.target.topic is not None
-            if (change.target.topic in self._composition) == change.present:
-                change.done.set_result(None)
-            else:
-                pending.append(change)
-        self._changes = pending
+        self._changes.settle(self._composition)
 
     def _refuse(self, conflicts: dict[str, InboxConflict]) -> bool:
         """Fail the subscribes of ``conflicts``' topics, each with its own error.
         True if the others can be joined now; else every pending change fails
         with the conflict over an inbox the process had already."""
-        pending = []
-        for change in self._changes:
-            topic = change.target.topic
-            assert topic is not None
-            if change.present and topic in conflicts and not change.done.done():
-                self._forget(change.target)
-                change.done.set_exception(conflicts[topic])
-            else:
-                pending.append(change)
-        self._changes = pending
+        for target in self._changes.refuse(conflicts):
+            self._forget(target)
         for topic in self._unjoined & conflicts.keys():
             # Its subscribe returned already: dropped, so that it holds up no other inbox.
             log.error("inboxes %s: inbox not consumed: %s", self.group_prefix, conflicts[topic])
@@ -417,9 +389,5 @@ class KafkaInboxes(Inboxes):
 
     def _fail(self, error: BaseException) -> None:
         """Fail every pending change; the inboxes that were to be added are not."""
-        changes, self._changes = self._changes, []
-        for change in changes:
-            if change.present:
-                self._forget(change.target)
-            if not change.done.done():
-                change.done.set_exception(error)
+        for target in self._changes.fail(error):
+            self._forget(target)
