@@ -5,14 +5,16 @@ headers that say why it was set aside and where it was read. The transports,
 the agent hosts, the Kafka ingress and the registry reader all describe what
 they set aside as a :class:`~a2a_bus.transport.base.DeadLetter` and hand it to
 ``Transport.dead_letter``; the headers are made here only, and so are the
-letters of undecodable records (:func:`undecodable_letter`) and the transports'
-log of what they wrote (:class:`DeadLetterLog`: a flood of junk is summed up).
+letters of undecodable records (:func:`undecodable_letter`) and of records whose
+handler raised (:func:`failed_letter`), and the transports' log of what they
+wrote (:class:`DeadLetterLog`: a flood of junk is summed up).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Protocol
 
 import orjson
 
@@ -122,3 +124,39 @@ def undecodable_letter(
     return DeadLetter(
         topic, partition, offset, value, key, headers, failure_reason(failures), failures
     )
+
+
+class ReadRecord(Protocol):
+    """Where a record was read and what came with it (a Kafka consumer record, a
+    :class:`~a2a_bus.transport.base.Delivery`)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+
+def failed_letter(record: ReadRecord, value: bytes, event_id: str, exc: Exception) -> DeadLetter:
+    """The record (``value``, as it was read) holding the event ``event_id`` whose
+    handler raised ``exc``, set aside with why; the event's id in a header of its own."""
+    return DeadLetter(
+        record.topic,
+        record.partition,
+        record.offset,
+        value,
+        record.key,
+        record.headers,
+        handler_failure(exc),
+        extra=[(DLQ_EVENT_ID, event_id.encode())],
+    )
+
+
+def handler_failure(exc: Exception) -> str:
+    """The dead-letter reason of a record whose handler raised ``exc``."""
+    return f"handler-error: {type(exc).__name__}: {exc}"

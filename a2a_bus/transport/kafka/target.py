@@ -24,13 +24,12 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.runtime.tuples import build
 from a2a_bus.transport.base import (
-    DeadLetter,
     Delivery,
     Handler,
     UndecodableHandler,
     report_undecodable,
 )
-from a2a_bus.transport.dead_letters import DLQ_EVENT_ID, undecodable_letter
+from a2a_bus.transport.dead_letters import failed_letter, undecodable_letter
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import Started
 from a2a_bus.transport.kafka.broker import Broker
@@ -269,18 +268,7 @@ class Target:
         """The handler raised on ``event``: dead-letter ``record`` with the reason."""
         self._transport.metrics.handler_errors += 1
         log.error("%s: handler failed on %s", self.name, event.get_id(), exc_info=exc)
-        reason = f"handler-error: {type(exc).__name__}: {exc}"
-        letter = DeadLetter(
-            record.topic,
-            record.partition,
-            record.offset,
-            record.value,
-            record.key,
-            record.headers,
-            reason,
-            extra=[(DLQ_EVENT_ID, event.get_id().encode())],
-        )
-        await self._transport.dead_letter(letter)
+        await self._transport.dead_letter(failed_letter(record, record.value, event.get_id(), exc))
 
     def _answer_dropped(self, handling: Handling) -> bool:
         """exactly_once: the answer to ``handling``'s record went with an aborted

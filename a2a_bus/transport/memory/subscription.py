@@ -29,7 +29,12 @@ from a2a_bus.transport.base import (
     UndecodableHandler,
     report_undecodable,
 )
-from a2a_bus.transport.dead_letters import delivered_letter, undecodable_letter
+from a2a_bus.transport.dead_letters import (
+    delivered_letter,
+    failed_letter,
+    handler_failure,
+    undecodable_letter,
+)
 from a2a_bus.transport.dedup import DedupWindow
 from a2a_bus.transport.eager import EagerRun
 from a2a_bus.transport.memory.log import TP, Partition, Progress, Record
@@ -293,19 +298,10 @@ class MemorySubscription(Subscription):
             delivery.event.get_id(),
             exc_info=exc,
         )
-        reason = f"handler-error: {type(exc).__name__}: {exc}"
         if value is None:  # stored as an event: set aside as a structured CloudEvent
-            letter = delivered_letter(delivery, reason)
+            letter = delivered_letter(delivery, handler_failure(exc))
         else:
-            letter = DeadLetter(
-                delivery.topic,
-                delivery.partition,
-                delivery.offset,
-                value,
-                delivery.key,
-                delivery.headers,
-                reason,
-            )
+            letter = failed_letter(delivery, value, delivery.event.get_id(), exc)
         self._transport.write_dead_letter(letter)
 
     async def _deliver(self, tp: TP, record: Record) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable
 
-from a2a_bus.protocol import CloudEvent, new_event
+from a2a_bus.protocol import CloudEvent, new_event, to_kafka
 from a2a_bus.transport.base import Delivery, Transport
 from a2a_bus.transport.memory.subscription import MAX_EAGER_DEPTH
 from a2a_bus.transport.memory.transport import MemoryTransport
@@ -49,6 +49,34 @@ async def test_a_handler_that_raises_before_it_awaits_anything_is_dead_lettered(
     assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
     assert dead[0].event.get_data() == {"n": 1}
     assert transport.dead_lettered == 1 and transport.lag()["g"] == 0
+    await transport.stop()
+
+
+async def test_a_raw_record_whose_handler_raises_is_dead_lettered_as_kafka_does() -> None:
+    """Bytes from a producer outside the bus: set aside as they came, with the reason
+    and the id of the event they held, the headers the Kafka transport writes too."""
+    transport = MemoryTransport(dlq_topic="t.dlq")
+    await transport.start()
+    dead: list[Delivery] = []
+
+    async def broken(delivery: Delivery) -> None:
+        raise ValueError("bad number")
+
+    async def on_dead_letter(delivery: Delivery) -> None:
+        dead.append(delivery)
+
+    await transport.subscribe(["t.raw"], "g", broken)
+    await transport.subscribe(["t.dlq"], "dlq-reader", on_dead_letter)
+    event = _event(2)
+    record = to_kafka(event, "structured")
+    await transport.publish_raw("t.raw", record.value, headers=record.headers)
+    async with asyncio.timeout(WAIT):
+        while not dead:
+            await asyncio.sleep(0.001)
+    headers = dict(dead[0].headers)
+    assert headers["a2a-dlq-reason"] == b"handler-error: ValueError: bad number"
+    assert headers["a2a-dlq-event-id"] == event.get_id().encode()
+    assert dead[0].event.get_id() == event.get_id()
     await transport.stop()
 
 
