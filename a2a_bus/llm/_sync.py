@@ -37,8 +37,15 @@ def _loop(what: str) -> asyncio.AbstractEventLoop:
         loop = asyncio.new_event_loop()
         _local.loop = loop
         # Closed when the thread object goes away, so ended threads leave no open sockets.
-        weakref.finalize(threading.current_thread(), loop.close)
+        weakref.finalize(threading.current_thread(), _close_idle, loop)
     return loop
+
+
+def _close_idle(loop: asyncio.AbstractEventLoop) -> None:
+    # At exit, a thread may still be in a run (a stop that gave up on its handler):
+    # its loop cannot be closed then, and goes with the process.
+    if not loop.is_running():
+        loop.close()
 
 
 def idle_thread_loop() -> asyncio.AbstractEventLoop | None:

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from a2a_bus.llm.errors import AgentFileError
+from a2a_bus.llm.errors import AgentConfigError, AgentFileError
 
 Path_ = tuple[str, ...]
+
+#: The deepest nesting of an agent file, and the most values it may hold once its
+#: aliases are expanded: beyond them a file is refused, not left to crash or hang
+#: whatever reads it (a YAML alias bomb expands a few lines into billions of values).
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
 
 
 class Document:
@@ -32,6 +39,17 @@ class Document:
 
 
 # -- reading ---------------------------------------------------------------
+
+
+def read_text(path: Path) -> str:
+    """A file's UTF-8 text; ``AgentConfigError`` saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AgentConfigError(f"cannot read the file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        where = f"byte {exc.object[exc.start]:#x} at {exc.start}"
+        raise AgentConfigError(f"cannot read the file: not UTF-8 text ({where})") from None
 
 
 class _KeysAsWritten(yaml.SafeLoader):
@@ -56,8 +74,10 @@ def read_yaml(file: str, text: str) -> Document:
         if node is None:
             raise AgentFileError(file, 1, "", "the file is empty")
         lines: dict[Path_, int] = {(): node.start_mark.line + 1}
-        _mark_lines(file, node, (), lines)
+        _mark_lines(file, node, (), lines, set())
         data = loader.construct_document(node)
+    except RecursionError:  # the parser's own limit, before MAX_DEPTH is checked
+        raise AgentFileError(file, None, "", "invalid YAML: nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -69,7 +89,23 @@ def read_yaml(file: str, text: str) -> Document:
     return Document(file, data, lines)
 
 
-def _mark_lines(file: str, node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:
+def _mark_lines(
+    file: str, node: yaml.Node, path: Path_, lines: dict[Path_, int], open_nodes: set[int]
+) -> None:
+    """Record the line of every key and item, aliases expanded (``open_nodes``: the
+    mappings and lists being walked, which an alias inside them must not name)."""
+    if len(lines) > MAX_VALUES:
+        top = path[:1]  # the keyword whose value grew past the bound
+        problem = f"more than {MAX_VALUES} values once its aliases are expanded"
+        raise AgentFileError(file, lines.get(top), ".".join(top), problem)
+    where = lines.get(path, node.start_mark.line + 1)  # an alias: its own line
+    if len(path) > MAX_DEPTH:
+        raise AgentFileError(file, where, "", f"nested more than {MAX_DEPTH} levels deep")
+    if id(node) in open_nodes:
+        problem = "an alias inside the value it names (it would contain itself)"
+        raise AgentFileError(file, where, ".".join(path), problem)
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        open_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -80,11 +116,12 @@ def _mark_lines(file: str, node: yaml.Node, path: Path_, lines: dict[Path_, int]
                 )
             seen.add(key)
             lines[(*path, key)] = key_node.start_mark.line + 1
-            _mark_lines(file, value_node, (*path, key), lines)
+            _mark_lines(file, value_node, (*path, key), lines, open_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             lines[(*path, str(index))] = item.start_mark.line + 1
-            _mark_lines(file, item, (*path, str(index)), lines)
+            _mark_lines(file, item, (*path, str(index)), lines, open_nodes)
+    open_nodes.discard(id(node))
 
 
 _TOML_TABLE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
@@ -98,6 +135,8 @@ def _toml_parts(text: str) -> Path_:
 def read_toml(file: str, text: str) -> Document:
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise AgentFileError(file, None, "", "invalid TOML: nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise AgentFileError(

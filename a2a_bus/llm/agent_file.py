@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
-from a2a_bus.llm.agent_doc import Document, Path_, expect, read_toml, read_yaml
+from a2a_bus.llm.agent_doc import Document, Path_, expect, read_text, read_toml, read_yaml
 from a2a_bus.llm.callables import callable_label, resolve_callable
 from a2a_bus.llm.errors import AgentConfigError, AgentFileError
 from a2a_bus.llm.exit import ExitCondition
@@ -145,9 +145,10 @@ def _build(doc: Document, base: Path, builder: FileBuilder) -> str:
             ("system_prompt_file",), "give system_prompt or system_prompt_file, not both"
         )
     if "system_prompt" in data:
-        builder.system_prompt(
-            expect(doc, ("system_prompt",), data["system_prompt"], str, "a string")
-        )
+        prompt = expect(doc, ("system_prompt",), data["system_prompt"], str, "a string")
+        if not prompt.strip():
+            raise doc.error(("system_prompt",), "must not be empty (omit it for no system prompt)")
+        builder.system_prompt(prompt)
     if "system_prompt_file" in data:
         rel = expect(doc, ("system_prompt_file",), data["system_prompt_file"], str, "a path")
         try:
@@ -173,7 +174,7 @@ def _build(doc: Document, base: Path, builder: FileBuilder) -> str:
         builder.temperature(float(temperature))
     if data.get("tool_timeout") is not None:
         timeout = expect(doc, ("tool_timeout",), data["tool_timeout"], (int, float), "seconds")
-        if timeout <= 0:
+        if not timeout > 0:  # NaN too
             raise doc.error(("tool_timeout",), "must be > 0")
         builder.tool_timeout(float(timeout))
     if "memory" in data:
@@ -261,11 +262,18 @@ def _bus_settings(doc: Document, name: str) -> BusSettings:
     if tools is True:
         tools = list(BUS_TOOLS)
     expect(doc, ("bus_tools",), tools, (list, tuple), "a list of bus tool names, or true")
+    file_tools = data.get("tools") or {}
     for index, tool_name in enumerate(tools):
         try:
             check_bus_tool(tool_name)
         except ValueError as exc:
             raise doc.error(("bus_tools", str(index)), str(exc)) from None
+        if tool_name in tools[:index]:
+            raise doc.error(("bus_tools", str(index)), f"{tool_name!r} is listed twice")
+        if tool_name in file_tools:
+            raise doc.error(
+                ("bus_tools", str(index)), f"{tool_name!r} is also the name of a tool in tools:"
+            )
     schedules = _schedules(doc, data.get("schedules"))
     return BusSettings(
         agent_id, description, tuple(subjects), output_topic, tuple(tools), schedules
@@ -340,13 +348,8 @@ def fill_from_file(builder: FileBuilder, path: str | os.PathLike[str]) -> BusSet
     """Parse and validate an agent file into ``builder``; the file's bus settings."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AgentFileError(str(file), None, "", f"cannot read the file: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        problem = (
-            f"cannot read the file: not UTF-8 text (byte {exc.object[exc.start]:#x} at {exc.start})"
-        )
-        raise AgentFileError(str(file), None, "", problem) from None
+        text = read_text(file)
+    except AgentConfigError as exc:
+        raise AgentFileError(str(file), None, "", str(exc)) from None
     doc = read_toml(str(file), text) if file.suffix == ".toml" else read_yaml(str(file), text)
     return _bus_settings(doc, _build(doc, file.parent, builder))

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_bus.llm.messages import LlmMessage, ToolCall
+from a2a_bus.llm.messages import LlmMessage, ToolCall, well_formed
 from a2a_bus.llm.tools import (
     AgentTool,
     ToolArgumentsError,
@@ -98,13 +98,13 @@ async def execute_call(
         error = str(exc)
     except _TimedOut:
         error = f"tool {call.name!r} timed out after {timeout}s"
-    except Exception as exc:  # the tool's own failure is reported to the model
+    except (Exception, SystemExit) as exc:  # the tool's own failure (argparse exits, say)
         error = f"tool {call.name!r} failed: {type(exc).__name__}: {exc}"
     else:
         latency = (time.perf_counter() - started) * 1000.0
-        return ToolResult(call, True, value, format_result(value), latency)
+        return ToolResult(call, True, value, well_formed(format_result(value)), latency)
     latency = (time.perf_counter() - started) * 1000.0
-    return ToolResult(call, False, error, f"error: {error}", latency)
+    return ToolResult(call, False, error, well_formed(f"error: {error}"), latency)
 
 
 async def run_calls(

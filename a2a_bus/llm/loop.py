@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -99,8 +100,10 @@ class AgentLoop:
                 "max_tool_concurrency must be None or an integer >= 1, "
                 f"got {max_tool_concurrency!r}"
             )
-        if tool_timeout is not None and tool_timeout <= 0:
+        if tool_timeout is not None and not tool_timeout > 0:  # NaN too
             raise AgentConfigError(f"tool_timeout must be > 0, got {tool_timeout!r}")
+        if temperature is not None and not math.isfinite(temperature):  # JSON has no NaN
+            raise AgentConfigError(f"temperature must be a finite number, got {temperature!r}")
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.name = name

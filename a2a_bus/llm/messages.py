@@ -17,6 +17,23 @@ Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 
 
+def well_formed(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD.
+
+    JSON can escape half a character (``"\\ud83d"``), so a server's answer or a tool's
+    result may hold one; no UTF-8 text can carry it, so kept as is it would fail the
+    next request, the store and the bus. The two halves of a character split across
+    two pieces of text join up again here. Applied where such text comes in.
+    """
+    if text.isascii():  # the common case, and no copy
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def new_call_id() -> str:
     """A fresh tool-call id, for backends that do not send one."""
     return f"call_{uuid.uuid4().hex[:24]}"
@@ -64,7 +81,8 @@ class ToolCall:
         if not isinstance(arguments, str):
             # Some servers (Ollama) send the arguments as an object.
             arguments = json.dumps(arguments)
-        return cls(id=str(data.get("id") or new_call_id()), name=name, arguments=arguments)
+        call_id = well_formed(str(data.get("id") or new_call_id()))
+        return cls(id=call_id, name=well_formed(name), arguments=well_formed(arguments))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +144,13 @@ class LlmMessage:
         for key in ("tool_call_id", "name"):
             if data.get(key) is not None and not isinstance(data[key], str):
                 raise ValueError(f"a message's {key} must be text, not {data[key]!r:.100}")
+        call_id, name = data.get("tool_call_id"), data.get("name")
         return cls(
             role=role,
-            content=content,
+            content=None if content is None else well_formed(content),
             tool_calls=tuple(ToolCall.from_dict(call) for call in calls),
-            tool_call_id=data.get("tool_call_id"),
-            name=data.get("name"),
+            tool_call_id=None if call_id is None else well_formed(call_id),
+            name=None if name is None else well_formed(name),
         )
 
 

@@ -21,6 +21,7 @@ from a2a_bus.llm.messages import (
     ToolDefinition,
     Usage,
     new_call_id,
+    well_formed,
 )
 
 #: Statuses worth another try: timeouts, conflicts, rate limits, server errors.
@@ -170,10 +171,13 @@ class StreamAssembler:
         if "error" in chunk:
             raise LlmError(f"server error in stream: {describe_error(chunk)}")
         try:
-            return self._take(chunk)
+            token = self._take(chunk)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             detail = f"{payload[:200]!r} ({type(exc).__name__}: {exc})"
             raise LlmError(f"malformed stream chunk from the server: {detail}") from exc
+        # Half a character may end one chunk: the token shows U+FFFD, the whole
+        # answer (joined in response()) keeps the character.
+        return None if token is None else well_formed(token)
 
     def _take(self, chunk: dict[str, Any]) -> str | None:
         self._model = str(chunk.get("model") or self._model)
@@ -218,13 +222,13 @@ class StreamAssembler:
             raise LlmError("LLM stream broke off: it ended before a finish_reason or [DONE]")
         calls = tuple(
             ToolCall(
-                id=call["id"] or new_call_id(),
-                name=call["name"],
-                arguments="".join(call["arguments"]) or "{}",
+                id=well_formed(call["id"] or new_call_id()),
+                name=well_formed(call["name"]),
+                arguments=well_formed("".join(call["arguments"]) or "{}"),
             )
             for _, call in sorted(self._calls.items())
         )
-        content = "".join(self._content) or None
+        content = well_formed("".join(self._content)) or None
         finish = self._finish_reason or ("tool_calls" if calls else "stop")
         return ChatResponse(LlmMessage.assistant(content, calls), finish, self._usage, self._model)
 

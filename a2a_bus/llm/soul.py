@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from a2a_bus.llm.agent_doc import read_text
 from a2a_bus.llm.errors import AgentConfigError
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -42,7 +46,11 @@ class StaticSoul:
 
 
 class FileSoul:
-    """A system prompt kept in a file (e.g. ``SOUL.md``), re-read when it changes."""
+    """A system prompt kept in a file (e.g. ``SOUL.md``), re-read when it changes.
+
+    A file that cannot be read as UTF-8 text is refused when the soul is made; one
+    that later vanishes or turns unreadable leaves the last good prompt in use.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser()
@@ -51,17 +59,32 @@ class FileSoul:
         self._lock = threading.Lock()
         self._stamp: float | None = None
         self._text = ""
+        problem = self._reread()
+        if problem is not None:
+            raise AgentConfigError(f"system prompt file {self.path}: {problem}")
+
+    def _reread(self) -> str | None:
+        """Take the file's text if it changed; why it cannot be read, if so."""
+        try:
+            stamp = self.path.stat().st_mtime
+        except OSError:
+            return None  # vanished: keep the last good prompt
+        if stamp == self._stamp:
+            return None
+        self._stamp = stamp  # a bad version is reported once, not at every run
+        try:
+            self._text = read_text(self.path).strip()
+        except AgentConfigError as exc:
+            return str(exc)
+        return None
 
     def system_prompt(self, context: Mapping[str, Any]) -> str | None:
         with self._lock:
-            try:
-                stamp = self.path.stat().st_mtime
-            except OSError:
-                return self._text or None  # keep the last good prompt if the file vanishes
-            if stamp != self._stamp:
-                self._text = self.path.read_text(encoding="utf-8").strip()
-                self._stamp = stamp
-            return self._text or None
+            problem = self._reread()
+            text = self._text
+        if problem is not None:
+            log.warning("system prompt file %s: %s; the last good one is kept", self.path, problem)
+        return text or None
 
     def __repr__(self) -> str:
         return f"FileSoul({str(self.path)!r})"

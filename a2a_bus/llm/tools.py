@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import inspect
+import json
 import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -90,6 +91,10 @@ class AgentTool(abc.ABC):
         if not TOOL_NAME.match(name):
             raise ValueError(f"invalid tool name {name!r}: use 1-64 of [A-Za-z0-9_-]")
         jsonschema.Draft202012Validator.check_schema(parameters)
+        try:  # sent with every model call: a NaN default would fail each one
+            json.dumps(parameters, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the schema of tool {name!r} has no JSON form: {exc}") from None
         self.name = name
         self.description = description
         self.parameters = parameters

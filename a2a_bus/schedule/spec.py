@@ -21,6 +21,7 @@ from croniter import CroniterError, croniter
 
 from a2a_bus.core.payload import PayloadError, check_payload
 from a2a_bus.core.routing import RoutingError, validate_name, validate_subject
+from a2a_bus.protocol import Kind, classify
 
 #: Schedule names: a word of letters, digits, ``-``, ``_`` and ``.``.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -30,6 +31,10 @@ MIN_EVERY = 0.05
 #: since the epoch, so a longer one may not fire for decades, or ever.
 MAX_EVERY = 366 * 86400.0
 MISSED = ("skip", "catch_up")
+#: Missed cron ticks counted beyond those kept, at most: croniter steps back one tick
+#: at a time, so counting all of a long gap (a per-second schedule down for a day)
+#: would hold the bus loop for seconds.
+MAX_COUNTED = 1000
 KEYS = {"every", "cron", "timezone", "publish", "data", "call", "params", "missed", "max_catch_up"}
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
@@ -87,6 +92,10 @@ class Schedule:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME.match(self.name):
             raise ScheduleError("name", f"invalid schedule name {self.name!r}")
+        for key in ("cron", "timezone", "publish", "missed"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise ScheduleError(key, f"expected a string, got {type(value).__name__}")
         if (self.every is None) == (self.cron is None):
             raise ScheduleError("every", "give every (an interval) or cron, exactly one")
         if self.every is not None:  # "1h" as in a schedule file; bad types named here
@@ -105,6 +114,8 @@ class Schedule:
             self._check_cron_fires()
         if (self.publish is None) == (self.call is None):
             raise ScheduleError("publish", "give publish (a subject) or call, exactly one")
+        if self.call is not None:
+            object.__setattr__(self, "call", _call_pair(self.call))
         self._check_action()
         if self.missed not in MISSED:
             raise ScheduleError("missed", f"expected skip or catch_up, not {self.missed!r}")
@@ -129,6 +140,10 @@ class Schedule:
                 validate_name(self.call[0])
         except RoutingError as exc:
             raise ScheduleError("publish" if self.call is None else "call", exc.message) from None
+        if self.call is not None:
+            failure = classify({"jsonrpc": "2.0", "method": self.call[1]})
+            if not isinstance(failure, Kind):
+                raise ScheduleError("call", f"cannot call {self.call[1]!r}: {failure.data}")
         if self.publish is not None and self.params is not None:
             raise ScheduleError("params", "params go with call; publish sends data")
         if self.call is not None and self.data is not None:
@@ -152,14 +167,16 @@ class Schedule:
         following: datetime = croniter(self.cron, moment).get_next(datetime)
         return int(following.timestamp() * 1000)
 
-    def due(self, after: int, until: int) -> tuple[list[int], int]:
-        """The ticks in ``(after, until]``, oldest first, at most ``max_catch_up`` of
-        the latest ones; and how many earlier ones were left out."""
+    def due(self, after: int, until: int, keep: int | None = None) -> tuple[list[int], int]:
+        """The ticks in ``(after, until]``, oldest first, at most ``keep`` (default
+        ``max_catch_up``) of the latest ones; and how many earlier ones were left out
+        (a cron expression's counted up to ``MAX_COUNTED + 1``: "more than")."""
+        keep = self.max_catch_up if keep is None else keep
         if self.every is not None:
             step = self._step()
             first, last = after // step + 1, until // step
             count = max(0, last - first + 1)
-            kept = min(count, self.max_catch_up)
+            kept = min(count, keep)
             return [k * step for k in range(last - kept + 1, last + 1)], count - kept
         ticks: list[int] = []
         moment = datetime.fromtimestamp(until / 1000, ZoneInfo(self.timezone))
@@ -172,11 +189,11 @@ class Schedule:
             previous = int(backwards.get_prev(datetime).timestamp() * 1000)
             if previous <= after:
                 break
-            if len(ticks) < self.max_catch_up:
+            if len(ticks) < keep:
                 ticks.append(previous)
             else:
                 dropped += 1
-                if dropped > 100_000:  # far enough: only the count of a huge gap is lost
+                if dropped > MAX_COUNTED:
                     break
         ticks.reverse()
         return ticks, dropped
@@ -201,9 +218,6 @@ class Schedule:
         options: dict[str, Any] = {k: v for k, v in entry.items() if k in KEYS}
         if "every" in options:
             options["every"] = seconds(options["every"])
-        for key in ("cron", "timezone", "publish", "missed"):
-            if key in options and not isinstance(options[key], str):
-                raise ScheduleError(key, f"expected a string, got {type(options[key]).__name__}")
         if "call" in options:
             options["call"] = _call(options["call"])
         return cls(name, **options)
@@ -216,3 +230,14 @@ def _call(value: Any) -> tuple[str, str]:
     if not isinstance(agent, str) or not isinstance(method, str) or not agent or not method:
         raise ScheduleError("call", "expected {agent: <agent id>, method: <method>}")
     return agent, method
+
+
+def _call_pair(value: Any) -> tuple[str, str]:
+    """``call`` as code gives it: an agent id and a method name."""
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 2
+        or not all(isinstance(part, str) and part for part in value)
+    ):
+        raise ScheduleError("call", f"expected (agent id, method name), not {value!r:.100}")
+    return value[0], value[1]

@@ -30,7 +30,7 @@ from cloudevents.core.v1.event import CloudEvent
 from a2a_bus.client import AsyncClient
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.protocol import Adaptor, Kind, classify, ext, new_event
-from a2a_bus.schedule.spec import Schedule, iso
+from a2a_bus.schedule.spec import MAX_COUNTED, Schedule, iso
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +187,15 @@ class ScheduleRun:
     def _due(self, fired: int, now: int) -> list[int]:
         """The ticks to fire now, as ``missed`` says."""
         schedule = self.schedule
-        ticks, dropped = schedule.due(fired, now)
-        if schedule.missed == "skip" and len(ticks) > 1:
-            log.info("schedule %s: %d missed ticks skipped", schedule.name, len(ticks) - 1)
-            return ticks[-1:]
+        skip = schedule.missed == "skip"
+        ticks, dropped = schedule.due(fired, now, 1 if skip else None)
         if dropped:
-            log.warning("schedule %s: %d missed ticks beyond max_catch_up", schedule.name, dropped)
+            capped = schedule.cron is not None and dropped > MAX_COUNTED
+            count = f"more than {MAX_COUNTED}" if capped else str(dropped)
+            if skip:
+                log.info("schedule %s: %s missed ticks skipped", schedule.name, count)
+            else:
+                log.warning("schedule %s: %s missed ticks over max_catch_up", schedule.name, count)
         return ticks
 
     async def _target(self) -> tuple[str, Mapping[int, int]]:

@@ -453,6 +453,11 @@ def test_agent_class_from_file(tmp_path: Path, llm_server: ScriptedOpenAI) -> No
         ("subscribe: a.*\noutput_topic: a.b\n", ":3: output_topic: matches subscribe 'a.*'"),
         ("output_topic: out\n", ":2: output_topic: needs subscribe"),
         ("bus_tools: [publish, drop]\n", ":2: bus_tools.1: unknown bus tool 'drop'"),
+        ("bus_tools: [publish, publish]\n", ":2: bus_tools.1: 'publish' is listed twice"),
+        (
+            "tools:\n  publish:\n    callable: os.path:join\nbus_tools: [publish]\n",
+            ":5: bus_tools.0: 'publish' is also the name of a tool in tools:",
+        ),
     ],
 )
 def test_agent_file_bus_keywords_are_checked(tmp_path: Path, text: str, problem: str) -> None:

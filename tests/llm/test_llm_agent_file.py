@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import textwrap
 from pathlib import Path
 
@@ -206,6 +208,30 @@ def test_example_support_agent_loads(llm_client: OpenAIClient) -> None:
         ),
         ("model: m\n  bad: [indent\n", 2, "", "invalid YAML"),
         ("- just\n- a list\n", 1, "", "must be a mapping"),
+        ("model: m\ntool_timeout: .nan\n", 2, "tool_timeout", "must be > 0"),
+        ("model: m\nsystem_prompt: ' '\n", 2, "system_prompt", "must not be empty"),
+        (
+            "model: m\nschedules:\n  r: &r\n    every: 1s\n    publish: a\n    data: *r\n",
+            6,
+            "schedules.r.data",
+            "an alias inside the value it names",
+        ),
+        (
+            "model: m\nschedules:\n  r:\n    every: 1s\n    publish: a\n    data: "
+            + "[" * 70
+            + "]" * 70
+            + "\n",
+            6,
+            "",
+            "nested more than 64 levels deep",
+        ),
+        (  # each line ten times the one before: a million values from six lines
+            "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 6)),
+            5,
+            "a4",
+            "more than 100000 values once its aliases are expanded",
+        ),
     ],
 )
 def test_invalid_files_name_file_line_and_key(
@@ -279,6 +305,15 @@ def test_a_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
         AgentBuilder.from_file(path)
 
 
+@pytest.mark.parametrize("suffix", ["yaml", "toml"])
+def test_a_file_nested_past_its_parsers_limit_is_a_clear_error(tmp_path: Path, suffix: str) -> None:
+    nested = "[" * 5000 + "]" * 5000
+    text = f"name: {nested}\n" if suffix == "yaml" else f"name = {nested}\n"
+    path = write(tmp_path, text, name=f"deep.agent.{suffix}")
+    with pytest.raises(AgentFileError, match=f"invalid {suffix.upper()}: nested too deeply"):
+        AgentBuilder.from_file(path)
+
+
 def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, 'model = "m"\nmax_turns = 0\n', name="a.agent.toml")
     with pytest.raises(AgentFileError, match=r"a\.agent\.toml:2: max_turns: must be >= 1"):
@@ -309,6 +344,12 @@ def test_builder_without_llm_or_with_bad_parts_fails_clearly(llm_client: OpenAIC
         AgentBuilder().exit_condition("turn >>> 1")
     with pytest.raises(AgentConfigError, match="max_turns"):
         AgentBuilder().llm(llm_client).max_turns(0).build()
+    # NaN passes a "<= 0" check: a timeout that every call would hit at once, and a
+    # temperature no request could carry as JSON.
+    with pytest.raises(AgentConfigError, match="tool_timeout must be > 0, got nan"):
+        AgentBuilder().llm(llm_client).tool_timeout(math.nan).build()
+    with pytest.raises(AgentConfigError, match="temperature must be a finite number"):
+        AgentBuilder().llm(llm_client).temperature(math.nan).build()
     with pytest.raises(AgentConfigError, match="unknown memory strategy"):
         AgentBuilder().memory("forever(1)")
 
@@ -336,8 +377,6 @@ def test_soul_file_is_the_system_prompt_and_is_reread(
     llm_server.reply("ok")
     agent.run("one", conversation="k")
     soul.write_text("You are brisk.\n")
-    import os
-
     os.utime(soul, (1, 1))  # a distinct mtime, whatever the clock resolution
     llm_server.reply("ok")
     agent.run("two", conversation="k")
@@ -346,6 +385,22 @@ def test_soul_file_is_the_system_prompt_and_is_reread(
     assert [m["content"] for m in llm_server.requests[1]["messages"][1:]] == ["one", "ok", "two"]
     with pytest.raises(AgentConfigError, match="not found"):
         AgentBuilder().system_prompt_file(tmp_path / "missing.md")
+
+
+def test_a_soul_file_that_is_not_text_is_refused_and_a_bad_edit_keeps_the_last_prompt(
+    tmp_path: Path, llm_server: ScriptedOpenAI, llm_client: OpenAIClient
+) -> None:
+    soul = tmp_path / "SOUL.md"
+    soul.write_bytes(b"\xff\xfe not text")
+    with pytest.raises(AgentConfigError, match=r"SOUL\.md: cannot read the file: not UTF-8"):
+        AgentBuilder().system_prompt_file(soul)
+    soul.write_text("You are calm.\n")
+    agent = AgentBuilder().llm(llm_client).system_prompt_file(soul).build()
+    soul.write_bytes(b"\xff\xfe not text")
+    os.utime(soul, (1, 1))  # a distinct mtime, whatever the clock resolution
+    llm_server.reply("ok")
+    assert agent.run("one").content == "ok"  # not a crash of every run
+    assert llm_server.requests[0]["messages"][0]["content"] == "You are calm."
 
 
 def test_summary_strategy_from_a_file_summarizes_with_the_agent_model(

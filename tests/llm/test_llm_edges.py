@@ -6,19 +6,20 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from a2a_bus import Bus, JsonRpcError
 from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
-from a2a_bus.llm import AgentBuilder, AgentLoop, llm_agent_class
+from a2a_bus.llm import AgentBuilder, AgentLoop, Done, SqliteStore, Token, llm_agent_class
 from a2a_bus.llm.bus_agent import LLM_FAILED, MAX_TURNS_EXCEEDED
 from a2a_bus.llm.errors import LlmError
 from a2a_bus.llm.openai_wire import StreamAssembler
 from a2a_bus.protocol import ErrorCode
 
-from .conftest import Completion, ScriptedOpenAI
+from .conftest import Completion, ScriptedOpenAI, sse
 
 WAIT = 20.0  # upper bound on any wait; never a performance assertion
 
@@ -181,6 +182,62 @@ def test_a_malformed_stream_chunk_is_an_llm_error(chunk: dict[str, object] | str
     assembler = StreamAssembler()
     with pytest.raises(LlmError, match="malformed"):
         assembler.feed(chunk if isinstance(chunk, str) else json.dumps(chunk))
+
+
+@pytest.mark.parametrize("method", ["chat", "chat/stream"])
+def test_half_a_character_in_an_answer_becomes_a_replacement_character(
+    bus: Bus, llm_server: ScriptedOpenAI, tmp_path: Path, method: str
+) -> None:
+    """JSON can escape half a character (a lone surrogate), which no UTF-8 text can
+    carry: the bus refused the answer (-32603), and a SQLite store crashed the actor,
+    which asked the model again. The half character becomes U+FFFD."""
+    for _ in range(4):  # enough for every re-run a crash makes
+        llm_server.send_raw(_completion({"content": "ok \ud83d"}))
+    store = SqliteStore(tmp_path / "conversations.db")
+    loop = AgentBuilder("helper").llm(llm_server.client(max_retries=0)).store(store).build()
+    bus.spawn(llm_agent_class(loop, "helper"))
+    params = {"message": "hi", "session_id": "s"}
+    if method == "chat":
+        answer = bus.client().request("helper", "chat", params)
+    else:
+        answer = list(bus.client().stream("helper", "chat/stream", params))[-1]["content"]
+    assert answer == "ok \ufffd"
+    assert [m.content for m in store.load("session:s")] == ["hi", "ok \ufffd"]
+    assert len(llm_server.requests) == 1
+    store.close()
+
+
+def test_half_a_character_in_a_tool_result_reaches_the_model_replaced(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    """A tool's text (decoded from JSON, say) may hold half a character too: the next
+    request could not be encoded, and the run failed outside the LLM errors."""
+
+    def echo() -> str:
+        """Text as a tool may have decoded it."""
+        return "half \ud800"
+
+    llm_server.call_tools(("echo", {}))
+    llm_server.reply("done")
+    output = AgentLoop(llm_server.client(max_retries=0), tools=[echo]).run("hi")
+    assert output.content == "done"
+    assert llm_server.requests[1]["messages"][-1]["content"] == "half \ufffd"
+
+
+def test_a_character_split_across_stream_chunks_is_whole_in_the_answer(
+    llm_server: ScriptedOpenAI,
+) -> None:
+    """Each token is well-formed text; the answer joins the halves of a character."""
+    llm_server.send_raw(
+        sse(
+            {"choices": [{"delta": {"content": "smile \ud83d"}}]},
+            {"choices": [{"delta": {"content": "\ude00"}, "finish_reason": "stop"}]},
+        ),
+        "text/event-stream",
+    )
+    chunks = list(AgentLoop(llm_server.client(max_retries=0)).stream("hi"))
+    assert [c.text for c in chunks if isinstance(c, Token)] == ["smile \ufffd", "\ufffd"]
+    assert isinstance(chunks[-1], Done) and chunks[-1].output.content == "smile \U0001f600"
 
 
 def test_an_error_body_with_status_200_is_an_llm_error_with_the_servers_message(

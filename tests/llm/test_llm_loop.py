@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,6 +128,11 @@ def test_bad_tool_calls_are_fed_back_to_the_model(
         """Always fails."""
         raise RuntimeError(f"kaput: {reason}")
 
+    @tool
+    def leave(code: int) -> str:
+        """Exits, as a command-line parser does on bad arguments."""
+        sys.exit(code)
+
     llm_server.call_tools(
         ("nope", {}),
         ("add", "{not json"),
@@ -131,12 +140,14 @@ def test_bad_tool_calls_are_fed_back_to_the_model(
         ("add", {"a": 1}),
         ("explode", {"reason": "test"}),
         ("add", "[1, 2]"),
+        ("leave", {"code": 2}),
     )
     llm_server.reply("sorry")
-    output = AgentLoop(llm_client, tools=[add, explode]).run("try")
+    output = AgentLoop(llm_client, tools=[add, explode, leave]).run("try")
     assert output.content == "sorry"
     contents = [m["content"] for m in tool_messages(llm_server.requests[1])]
     assert contents[0].startswith("error: unknown tool 'nope'") and "add, explode" in contents[0]
+    assert contents[6] == "error: tool 'leave' failed: SystemExit: 2"
     assert "not valid JSON" in contents[1]
     assert "a: 'x' is not of type 'integer'" in contents[2]
     assert "'b' is a required property" in contents[3]
@@ -328,6 +339,35 @@ def test_sync_run_inside_an_event_loop_is_refused(llm_client: OpenAIClient) -> N
 
     with pytest.raises(RuntimeError, match="use its async twin"):
         asyncio.run(misuse())
+
+
+EXIT_MID_RUN = """
+import asyncio, threading
+from a2a_bus.llm import AgentLoop, ScriptedClient
+
+asked = threading.Event()
+
+class Slow(ScriptedClient):
+    async def achat(self, *args, **kwargs):
+        asked.set()
+        await asyncio.sleep(60)
+
+agent = AgentLoop(Slow(["never"]))
+threading.Thread(target=agent.run, args=("hi",), daemon=True).start()
+asked.wait(30)
+"""
+
+
+def test_a_process_exits_cleanly_while_a_thread_is_in_a_sync_run(tmp_path: Path) -> None:
+    """A thread still in ``run()`` at exit (a bus stop gave up on its handler) keeps
+    its running loop: closing it at exit failed with a traceback."""
+    script = tmp_path / "exit_mid_run.py"
+    script.write_text(textwrap.dedent(EXIT_MID_RUN))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 def test_checkpoint_is_json_and_resumes_the_conversation(

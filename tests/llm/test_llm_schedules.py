@@ -85,6 +85,10 @@ def test_a_schedule_in_an_agent_file_wakes_the_agent_through_its_trigger(
             "  r:\n    every: 1\n    publish: a\n    params: {x: 1}\n",
             ":6: schedules.r.params: params go with call",
         ),
+        (
+            "  r:\n    every: 1\n    call: {agent: a, method: rpc.ping}\n",
+            ":5: schedules.r.call: cannot call 'rpc.ping': method names beginning with 'rpc.'",
+        ),
     ],
 )
 def test_agent_file_schedules_are_checked(tmp_path: Path, block: str, problem: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
 from typing import Annotated, Literal
 
 import pytest
@@ -105,6 +106,18 @@ def test_registry_is_ordered_and_rejects_unknown_and_duplicate_names() -> None:
         registry.add(forecast)
     with pytest.raises(ValueError, match="invalid tool name"):
         FunctionTool(forecast, name="has space")
+
+
+def test_a_tool_whose_schema_has_no_json_form_is_refused_when_made() -> None:
+    """The schema goes with every model call: a NaN default failed each one (and
+    crashed the agent's actor) instead of the tool's making."""
+
+    def scale(x: float, factor: float = math.nan) -> float:
+        """Scale a number."""
+        return x * factor
+
+    with pytest.raises(ValueError, match="the schema of tool 'scale' has no JSON form"):
+        tool(scale)
 
 
 def test_async_and_sync_tools_are_invoked_with_context() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from a2a_bus import Agent, Bus, method, subscribe
 from a2a_bus.schedule import Schedule, ScheduleError
-from a2a_bus.schedule.spec import iso
+from a2a_bus.schedule.spec import MAX_COUNTED, iso
 from a2a_bus.schedule.ticks import StateTopic, tick_event
 
 WAIT = 30.0  # upper bound on any wait; never a performance assertion
@@ -190,6 +190,18 @@ def test_interval_ticks_fall_on_multiples_and_catch_up_is_bounded() -> None:
     assert every.due(ms("2026-01-01T10:05:00"), ms("2026-01-01T10:05:59")) == ([], 0)
 
 
+def test_a_long_gap_of_cron_ticks_is_counted_only_so_far() -> None:
+    """A cron expression's missed ticks are found one at a time, on the bus loop: a
+    per-second schedule down for a week held it for seconds to count 600,000 of them."""
+    seconds = Schedule("s", cron="* * * * * *", publish="a", max_catch_up=3)
+    until = ms("2026-01-08T00:00:00")
+    ticks, dropped = seconds.due(ms("2026-01-01T00:00:00"), until)
+    assert ticks == [until - 2000, until - 1000, until]
+    assert dropped == MAX_COUNTED + 1  # "more than MAX_COUNTED"
+    assert seconds.due(ms("2026-01-01T00:00:00"), until, 1) == ([until], MAX_COUNTED + 1)
+    assert seconds.due(until - 5000, until) == ([until - 2000, until - 1000, until], 2)
+
+
 def test_cron_ticks_in_a_time_zone() -> None:
     daily = Schedule("d", cron="0 9 * * *", timezone="Europe/Oslo", publish="a")
     # 09:00 in Oslo is 08:00 UTC in winter, 07:00 UTC in summer.
@@ -224,6 +236,13 @@ def test_cron_ticks_in_a_time_zone() -> None:
         ({"every": 1, "call": ("a", "b"), "params": [1 << 70]}, "params"),
         ({"every": 1, "publish": "a", "params": {"x": 1}}, "params"),
         ({"every": 1, "call": ("a", "b"), "data": "x"}, "data"),
+        ({"cron": 5, "publish": "a"}, "cron"),
+        ({"every": 1, "publish": "a", "timezone": 1}, "timezone"),
+        ({"every": 1, "call": ("a",)}, "call"),
+        ({"every": 1, "call": ("a", 5)}, "call"),
+        ({"every": 1, "call": ("a", "")}, "call"),
+        ({"every": 1, "call": "a.b"}, "call"),
+        ({"every": 1, "call": ("a", "rpc.discover")}, "call"),
     ],
 )
 def test_schedules_that_cannot_work_are_refused(options: dict[str, Any], key: str) -> None:
