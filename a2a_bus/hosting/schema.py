@@ -10,6 +10,7 @@ import collections.abc
 import dataclasses
 import enum
 import inspect
+import math
 import re
 import types
 import typing
@@ -306,4 +307,18 @@ def function_schema(
 
 
 def _is_json_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
+    """Whether ``value`` is a default a card (and an LLM's tool list) can carry: a
+    NaN, an infinity, an integer past 64 bits or a lone surrogate has no form on the
+    bus, and shown as a default it would fail every card read and publish."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**64
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return value.isascii() or not _SURROGATE.search(value)
+    return False
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import orjson
 import pytest
 
 from a2a_bus import Agent, Bus, JsonRpcError, method, subscribe
@@ -479,3 +480,28 @@ async def test_a_bad_item_is_answered_invalid_params_without_running_the_handler
     assert (bus.metrics.dead_letters, bus.metrics.redeliveries) == (0, 0)
     assert await asyncio.wait_for(client.request("averager", "mean", [[1, 2]]), WAIT) == 1.5
     assert Averager.runs == 1
+
+
+class OddDefaults(Agent):
+    agent_id = "odd-defaults"
+
+    @method
+    def pick(
+        self,
+        ratio: float = float("nan"),
+        limit: float = float("inf"),
+        big: int = 2**70,
+        half: str = "\ud83d",
+        fine: float = 0.5,
+    ) -> float:
+        return fine
+
+
+def test_a_default_with_no_json_form_is_left_out_of_the_card() -> None:
+    """The card is read by agent/card/get and published to the registry: a NaN,
+    an infinity, an integer past 64 bits or a lone surrogate shown as a default would
+    make every read and publish of it fail."""
+    [pick] = OddDefaults.card()["methods"]
+    properties = pick["params"]["properties"]
+    assert [name for name in properties if "default" in properties[name]] == ["fine"]
+    orjson.dumps(OddDefaults.card())  # the card travels

@@ -110,14 +110,17 @@ def test_registry_is_ordered_and_rejects_unknown_and_duplicate_names() -> None:
 
 def test_a_tool_whose_schema_has_no_json_form_is_refused_when_made() -> None:
     """The schema goes with every model call: a NaN default failed each one (and
-    crashed the agent's actor) instead of the tool's making."""
+    crashed the agent's actor) instead of the tool's making. A function's own NaN
+    default is left out of the schema it is given (as for an agent's card)."""
 
     def scale(x: float, factor: float = math.nan) -> float:
         """Scale a number."""
         return x * factor
 
+    assert "default" not in tool(scale).parameters["properties"]["factor"]
+    given = {"type": "object", "properties": {"factor": {"type": "number", "default": math.nan}}}
     with pytest.raises(ValueError, match="the schema of tool 'scale' has no JSON form"):
-        tool(scale)
+        FunctionTool(scale, parameters=given)
 
 
 def test_async_and_sync_tools_are_invoked_with_context() -> None:
