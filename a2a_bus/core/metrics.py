@@ -20,11 +20,15 @@ from prometheus_client.registry import Collector
 #: Bus counter -> (Prometheus name, help); exported as ``<name>_total``.
 PROMETHEUS_COUNTERS = {
     "requests": ("a2a_requests", "Requests sent by this process's callers"),
-    "errors": ("a2a_errors", "Requests answered with a JSON-RPC error"),
+    "errors": (
+        "a2a_errors",
+        "Requests answered with a JSON-RPC error, also those refused before they were "
+        "sent (which a2a_requests does not count)",
+    ),
     "late_replies": ("a2a_late_replies", "Replies that came after their deadline"),
     "duplicate_replies": ("a2a_duplicate_replies", "Second replies to one request"),
     "dead_letters": ("a2a_dead_letters", "Records written to the dead-letter topic"),
-    "redeliveries": ("a2a_redeliveries", "Messages handled again (crash or redelivery)"),
+    "redeliveries": ("a2a_redeliveries", "Messages given to an agent again after it crashed"),
     "restarts": ("a2a_agent_restarts", "Agent actors restarted after a crash"),
     "pauses": ("a2a_backpressure_pauses", "Inboxes paused because a mailbox was full"),
     "handled": ("a2a_messages_handled", "Messages handled by agents"),

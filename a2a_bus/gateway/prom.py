@@ -6,6 +6,7 @@ Bus counters (requests, errors, dead letters, in-flight requests...) live in
 
 from __future__ import annotations
 
+import re
 import time
 import weakref
 from collections.abc import Iterator
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from a2a_bus.transport.base import Transport
 
 _ROUTES = ("/", "/rpc", "/events", "/agents", "/a2a", "/healthz", "/readyz", "/metrics")
+#: The consumer group of one live view (``<prefix>.tail.<event id>``, made per
+#: ``GET /topics/{subject}/events`` by :func:`a2a_bus.core.watch.watch`).
+_VIEW_GROUP = re.compile(r"(.+\.tail)\.[0-9a-f]{20}-[0-9]+")
 
 
 def route_label(path: str) -> str:
@@ -73,6 +77,13 @@ def route_label(path: str) -> str:
     if path.startswith("/a2a/"):
         return "/a2a/{id}/card" if path.endswith(".json") else "/a2a/{id}"
     return path if path in _ROUTES else "other"
+
+
+def group_label(group: str) -> str:
+    """A bounded label for a consumer group: the groups of live views, one per
+    request, are counted together as ``<prefix>.tail``."""
+    view = _VIEW_GROUP.fullmatch(group)
+    return view.group(1) if view is not None else group
 
 
 class MetricsMiddleware:
@@ -125,12 +136,16 @@ class TransportCollector(Collector):
         skipped = CounterMetricFamily(
             "a2a_duplicates_skipped", "Copies of an event its subscribers skipped (dedup)"
         )
+        lags: dict[str, int] = {}
         total = copies = 0
         for transport in list(self._transports):
-            for group, records in sorted(transport.lag().items()):
-                lag.add_metric([group], records)
+            for group, records in transport.lag().items():
+                label = group_label(group)
+                lags[label] = lags.get(label, 0) + records
             total += transport.dead_lettered
             copies += transport.duplicates_skipped
+        for label, records in sorted(lags.items()):  # one sample per label set
+            lag.add_metric([label], records)
         dead.add_metric([], total)
         skipped.add_metric([], copies)
         yield lag

@@ -2,15 +2,17 @@
 
 :class:`TraceContextFilter` gives every record it sees ``trace_id``, ``span_id``,
 ``agent_id`` and ``method``: those of the message being handled where it was
-written (None elsewhere). The span is OpenTelemetry's current one when an SDK
-records; without one, ``span_id`` is the span that sent the message (the parent
-id of its ``traceparent``). :class:`JsonFormatter` writes a record as one JSON
-object per line (``a2a-bus serve --log-format json``).
+written (None elsewhere); ``method`` is the one the message calls, or for an
+event without one the subject it was published on. The span is OpenTelemetry's
+current one when an SDK records; without one, ``span_id`` is the span that sent
+the message (the parent id of its ``traceparent``). :class:`JsonFormatter` writes
+a record as one JSON object per line (``a2a-bus serve --log-format json``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,8 +39,16 @@ def trace_fields() -> dict[str, str | None]:
         if parent is not None:
             fields["trace_id"], fields["span_id"] = parent.trace_id, parent.parent_id
     if origin is not None:
-        fields["agent_id"], fields["method"] = origin.agent, origin.method
+        fields["agent_id"], fields["method"] = origin.agent, _handled(origin.attributes)
     return fields
+
+
+def _handled(attributes: Mapping[str, Any]) -> str | None:
+    """The method a message calls, else the subject it was published on."""
+    name = attributes.get(ext.METHOD)
+    if not isinstance(name, str):
+        name = attributes.get(ext.SUBJECT)
+    return name if isinstance(name, str) else None
 
 
 class TraceContextFilter(logging.Filter):

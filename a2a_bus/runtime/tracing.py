@@ -40,6 +40,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.status import Status, StatusCode
 
 from a2a_bus.protocol import (
+    ErrorCode,
     ext,
     format_traceparent,
     new_traceparent,
@@ -52,6 +53,10 @@ log = logging.getLogger(__name__)
 
 #: The instrumentation scope of the bus's spans.
 SCOPE = "a2a_bus"
+#: ``rpc.system`` of requests, and the name of their spans when the method is unknown.
+RPC_SYSTEM = "jsonrpc"
+#: ``rpc.method`` of a method its agent does not have (the semantic conventions' value).
+OTHER_METHOD = "_OTHER"
 
 
 class Origin(NamedTuple):
@@ -61,7 +66,8 @@ class Origin(NamedTuple):
     attributes: Mapping[str, Any]
     #: The agent whose handler runs; None at a door (no call chain grows there).
     agent: str | None = None
-    #: The method (or subject) handled, for log records.
+    #: What the handler runs, as its host labels it (log records read the method,
+    #: or subject, off the handled event's attributes).
     method: str | None = None
     #: The tracer of the bus whose handler runs (None: it records no spans); the
     #: LLM runtime makes its spans with it (:func:`tracer_here`).
@@ -86,13 +92,15 @@ def continue_origin(origin: Origin, attributes: MutableMapping[str, Any]) -> Non
     """Stamp the attributes of a message sent for ``origin``: its trace, and from a
     handler the next ``calldepth`` and ``callchain``."""
     source = origin.attributes
+    traceparent: Any = source.get(ext.TRACEPARENT)
     if origin.tracer is not None and trace.get_current_span().get_span_context().is_valid:
         # Recording: the span current where the message is made (the handler's, or
         # one of its own) is the parent of the sending.
         stamp(attributes, trace.get_current_span())
-    elif parse_traceparent(traceparent := source.get(ext.TRACEPARENT)) is not None:
-        # Checked: a handled event may come from a producer outside the bus's doors.
-        attributes[ext.TRACEPARENT] = traceparent
+    elif (parsed := parse_traceparent(traceparent)) is not None:
+        # Checked: a handled event may come from a producer outside the bus's doors,
+        # with a later version's traceparent, which goes on as version 00.
+        attributes[ext.TRACEPARENT] = traceparent if traceparent[:3] == "00-" else parsed.header()
         tracestate = source.get(ext.TRACESTATE)
         if valid_tracestate(tracestate):
             attributes[ext.TRACESTATE] = tracestate
@@ -190,7 +198,7 @@ def _messaging(
     }
     method = attributes.get(ext.METHOD)
     if isinstance(method, str):
-        out["rpc.system"] = "jsonrpc"
+        out["rpc.system"] = RPC_SYSTEM
         out["rpc.method"] = method
     depth = attributes.get(ext.CALLDEPTH)
     if type(depth) is int:
@@ -266,8 +274,20 @@ def record_response(span: Span, response: Mapping[str, Any] | None) -> None:
         code = error.get("code")
         if isinstance(code, int):
             span.set_attribute("rpc.jsonrpc.error_code", code)
+            if code == ErrorCode.METHOD_NOT_FOUND:
+                _unknown_method(span, error.get("data"))
         span.set_attribute("rpc.jsonrpc.error_message", str(error.get("message")))
         span.set_status(Status(StatusCode.ERROR, str(error.get("message"))))
+
+
+def _unknown_method(span: Span, method: Any) -> None:
+    """A request for a method its agent lacks: any caller may make names up, so its
+    span is named after the RPC system (span names stay a bounded set); the
+    bus's "Method not found" names the method in its ``data``."""
+    span.update_name(RPC_SYSTEM)
+    span.set_attribute("rpc.method", OTHER_METHOD)
+    if isinstance(method, str):
+        span.set_attribute("rpc.method_original", method)
 
 
 def record_dead_letter(span: Span, reason: str, attempts: int) -> None:

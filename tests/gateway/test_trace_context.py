@@ -108,6 +108,27 @@ async def test_a_malformed_traceparent_is_ignored_and_a_new_trace_starts(
     assert parse_traceparent(result["traceparent"]) is not None
 
 
+async def test_two_traceparent_headers_are_ignored_and_a_new_trace_starts(
+    http: httpx.AsyncClient,
+) -> None:
+    headers = [("traceparent", TRACEPARENT), ("traceparent", OWN)]
+    reply = await http.post("/rpc", json=WHERE, headers=headers)
+    parsed = parse_traceparent(reply.json()["result"]["traceparent"])
+    assert parsed is not None
+    assert parsed.trace_id not in (TRACE_ID, OWN.split("-")[1])
+
+
+async def test_tracestate_headers_are_combined_in_their_order(http: httpx.AsyncClient) -> None:
+    headers = [
+        ("traceparent", TRACEPARENT),
+        ("tracestate", "foo=1,bar=2"),
+        ("tracestate", "rojo=1,congo=2"),
+        ("tracestate", "baz=3"),
+    ]
+    reply = await http.post("/rpc", json=WHERE, headers=headers)
+    assert reply.json()["result"]["tracestate"] == "foo=1,bar=2,rojo=1,congo=2,baz=3"
+
+
 async def test_post_events_keeps_an_events_own_trace_else_gives_it_the_requests(
     http: httpx.AsyncClient, heard: list[Any]
 ) -> None:

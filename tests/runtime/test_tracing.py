@@ -8,18 +8,21 @@ is read back from the topics.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from a2a_bus import Agent, Bus, method, subscribe
-from a2a_bus.protocol import parse_traceparent
-from tests.buses import eventually, make_bus
+from a2a_bus import Agent, Bus, JsonRpcError, method, subscribe
+from a2a_bus.protocol import Failure, parse_traceparent
+from a2a_bus.runtime import tracing
+from tests.buses import WAIT, eventually, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
@@ -138,3 +141,82 @@ async def test_a_dead_letter_and_its_retries_are_visible_on_the_span_handling_it
     [sent] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.PRODUCER]
     assert handled.parent is not None and sent.context is not None
     assert handled.parent.span_id == sent.context.span_id
+
+
+LATER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+#: A later version's traceparent, with a field version 00 does not have.
+LATER = f"01-{LATER_TRACE}-00f067aa0ba902b7-01-future-field"
+
+
+class Relay(Agent):
+    agent_id = "relay"
+
+    @method
+    def relay(self) -> None:
+        self.client.publish("relayed.by.handler", {"n": 1})
+
+
+async def _first_events(bus: Bus, topic: str) -> list[Any]:
+    """The events of ``topic`` once it has any."""
+
+    async def poll() -> list[Any]:
+        while not (events := await _events(bus, topic)):
+            await asyncio.sleep(0.02)
+        return events
+
+    return await asyncio.wait_for(poll(), WAIT)
+
+
+async def test_a_later_version_traceparent_goes_on_as_version_00(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus = await make_bus(Relay)
+    # A producer writing straight to the agent's topic (no door adopts its trace).
+    event = bus.adaptor.from_json({"jsonrpc": "2.0", "method": "relay"})[0]
+    assert not isinstance(event, Failure)
+    event.get_attributes()["traceparent"] = LATER
+    await bus.transport.publish(bus.topics.agent("relay"), event)
+    # A door's caller with such a header.
+    with tracing.serving(tracing.door_origin(LATER)):
+        await bus.async_client().publish("relayed.at.door", {"n": 2})
+
+    expected = f"00-{LATER_TRACE}-00f067aa0ba902b7-01"
+    for subject in ("relayed.by.handler", "relayed.at.door"):
+        events = await _first_events(bus, bus.topics.subject(subject))
+        assert [e.get_attributes()["traceparent"] for e in events] == [expected]
+
+
+async def test_spans_of_a_method_the_agent_lacks_are_named_after_the_rpc_system(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    # Span names stay a bounded set whatever method names callers make up.
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    bus = await make_bus(Counter, tracer_provider=provider)
+    client = bus.async_client()
+    made_up = [f"made_up_{n}" for n in range(3)]
+    for name in made_up:
+        with pytest.raises(JsonRpcError) as refused:
+            await client.request("counter", name)
+        assert refused.value.code == -32601
+    assert await client.request("counter", "total", {"values": [1, 2]}) == 3
+
+    def finished() -> list[Any]:
+        done = [
+            s for s in spans.get_finished_spans() if s.kind in (SpanKind.CLIENT, SpanKind.SERVER)
+        ]
+        return done if len(done) == 8 else []
+
+    done = await eventually(finished, "the spans of four requests, sent and handled")
+    assert sorted(s.name for s in done) == ["jsonrpc"] * 6 + ["total", "total"]
+    for span in done:
+        assert span.attributes is not None
+        if span.name == "total":
+            assert span.attributes["rpc.method"] == "total"
+            assert "rpc.method_original" not in span.attributes
+            continue
+        assert span.attributes["rpc.method"] == "_OTHER"
+        assert span.attributes["rpc.method_original"] in made_up
+        assert span.attributes["rpc.jsonrpc.error_code"] == -32601
+        assert span.status.status_code is StatusCode.ERROR
