@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 from cloudevents.core.v1.event import CloudEvent
+from opentelemetry.trace import Span
 
 from a2a_bus.core.routing import outside_refusal
 from a2a_bus.core.service import JsonRpcService
@@ -201,22 +202,24 @@ class Ingress:
         adopt_trace(attributes, header(headers, TRACEPARENT), header(headers, TRACESTATE))
         tracer = self._bus.tracing.tracer
         if tracer is None:
-            await self._answer(delivery)
+            await self._answer(delivery, None)
             return
+        # A CONSUMER span named after the topic, not the method: the record is the
+        # outside's, and a span name per method it names would be its to mint.
         span = tracing.start_process(
             tracer,
             attributes,
             delivery.topic,
             self.group,
             self._bus.messaging_system,
-            request=event_kind(event) is Kind.REQUEST,
+            request=False,
             redelivered=delivery.redelivered,
         )
         tracing.stamp(attributes, span)  # what the bus sends for it continues the span
         with tracing.ending(span):  # not current: the handler runs step by step
-            await self._answer(delivery)
+            await self._answer(delivery, span)
 
-    async def _answer(self, delivery: Delivery) -> None:
+    async def _answer(self, delivery: Delivery, span: Span | None) -> None:
         event = delivery.event
         request = event_kind(event) is Kind.REQUEST
         data = event.get_data()
@@ -227,23 +230,25 @@ class Ingress:
             if request:
                 refusal = error_response(ErrorCode.INVALID_REQUEST, "Invalid Request", id, refused)
                 await self._reply(self._reply_topic(delivery.headers), refusal, delivery, event)
-            await self._dead_letter(delivery, f"forbidden: {refused}")
+            await self._dead_letter(delivery, f"forbidden: {refused}", span)
             return
         response, error = await self._service.answer(event, timeout=self.timeout)
         if response is None and error is not None:  # not sent: nobody else to tell
             why = "too-large" if error.code == ErrorCode.TOO_LARGE else "unroutable"
             INGRESS_RECORDS.labels(why).inc()
-            await self._dead_letter(delivery, f"{why}: {error.message}: {error.data}")
+            await self._dead_letter(delivery, f"{why}: {error.message}: {error.data}", span)
             return
         if response is None or not request:
             INGRESS_RECORDS.labels("notification").inc()
             return
         await self._reply(self._reply_topic(delivery.headers), response, delivery, event)
+        if span is not None:
+            tracing.record_response(span, response, method_named=False)
         error = response.get("error")
         if isinstance(error, dict) and self._unroutable(event, error):
             INGRESS_RECORDS.labels("unroutable").inc()
             detail = f": {error['data']}" if error.get("data") is not None else ""
-            await self._dead_letter(delivery, f"unroutable: {error.get('message')}{detail}")
+            await self._dead_letter(delivery, f"unroutable: {error.get('message')}{detail}", span)
         else:
             INGRESS_RECORDS.labels("answered").inc()
 
@@ -256,8 +261,10 @@ class Ingress:
             return target is not None and error.get("data") == target
         return error.get("code") in _UNROUTABLE
 
-    async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+    async def _dead_letter(self, delivery: Delivery, reason: str, span: Span | None) -> None:
         await self._bus.transport.dead_letter(delivered_letter(delivery, reason))
+        if span is not None:
+            tracing.record_dead_letter(span, reason, 1)
         self._bus.metrics.dead_letters += 1
 
     async def _on_undecodable(self, record: Undecodable) -> None:

@@ -63,10 +63,13 @@ def model_call(run: Span, model: str) -> Iterator[list[ChatResponse]]:
             span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
 
 
-def tool_call(run: Span, call: ToolCall) -> Span:
-    """An ``execute_tool`` span, a child of ``run``; make it current while the tool runs."""
+def tool_call(run: Span, call: ToolCall, known: bool) -> Span:
+    """An ``execute_tool`` span, a child of ``run``; make it current while the tool runs.
+
+    Named after the tool when ``known`` (registered): a model may call tools it makes
+    up, and span names stay a bounded set."""
     return tracing.tracer_here().start_span(
-        f"execute_tool {call.name}",
+        f"execute_tool {call.name}" if known else "execute_tool",
         context=tracing.context_with(run),
         kind=tracing.SpanKind.INTERNAL,
         attributes={

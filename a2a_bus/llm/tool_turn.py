@@ -61,7 +61,7 @@ class ToolTurn:
             context = ToolContext(
                 self.agent, callback.conversation, turn, call.id, callback.execution_id, values
             )
-            span = spans.tool_call(run, call)
+            span = spans.tool_call(run, call, call.name in self.tools)
             with tracing.use_span(span):  # current: a bus call the tool makes is its child
                 result = await execute_call(self.tools, call, context, self.timeout)
                 if not result.success:

@@ -267,14 +267,17 @@ def start_process(
     return tracer.start_span(name, context=parent_of(attributes), kind=kind, attributes=values)
 
 
-def record_response(span: Span, response: Mapping[str, Any] | None) -> None:
-    """Mark ``span`` with a JSON-RPC response's error, if it is one."""
+def record_response(
+    span: Span, response: Mapping[str, Any] | None, *, method_named: bool = True
+) -> None:
+    """Mark ``span`` with a JSON-RPC response's error, if it is one (``method_named``:
+    the span is named after the method called, and renamed if it has none)."""
     error = response.get("error") if response is not None else None
     if isinstance(error, Mapping):
         code = error.get("code")
         if isinstance(code, int):
             span.set_attribute("rpc.jsonrpc.error_code", code)
-            if code == ErrorCode.METHOD_NOT_FOUND:
+            if code == ErrorCode.METHOD_NOT_FOUND and method_named:
                 _unknown_method(span, error.get("data"))
         span.set_attribute("rpc.jsonrpc.error_message", str(error.get("message")))
         span.set_status(Status(StatusCode.ERROR, str(error.get("message"))))

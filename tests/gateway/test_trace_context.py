@@ -15,6 +15,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 
 from a2a_bus import Agent, Bus, method, subscribe
 from a2a_bus.gateway import GatewaySettings, create_app
@@ -173,3 +177,37 @@ async def test_the_ingress_continues_a_records_traceparent_header(traced: Bus) -
 async def _until(predicate: Any) -> None:
     while not predicate():
         await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("kind", ["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+async def test_the_ingress_span_is_a_consumer_named_after_its_topic_and_marks_errors(
+    kind: str, request: pytest.FixtureRequest, heard: list[Any]
+) -> None:
+    """The record is the outside's: a span named after the method it names would let
+    it mint span names; its error answer (and dead letter) marks the span."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    options: dict[str, Any] = {"prefix": f"t{uuid.uuid4().hex[:10]}", "tracer_provider": provider}
+    if kind == "kafka":
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        bus = Bus.kafka(bootstrap, bus_options=options, metadata_max_age_ms=1000)
+    else:
+        bus = Bus.memory(**options)
+    async with bus:
+        await bus.aspawn(Tracer, 1, heard)
+        async with Ingress(bus.service, timeout=WAIT) as ingress:
+            for method in ("where", "made_up_1", "made_up_2"):
+                call = orjson.dumps({"jsonrpc": "2.0", "method": method, "id": 1, "params": {}})
+                await bus.transport.publish_raw(ingress.topic, call, key=b"k")
+
+            def processed() -> list[Any]:
+                done = [s for s in spans.get_finished_spans() if s.kind is SpanKind.CONSUMER]
+                return done if len(done) == 3 else []
+
+            done = await eventually(processed, "the three records' spans")
+    assert {span.name for span in done} == {f"process {ingress.topic}"}
+    failed = [span for span in done if span.status.status_code is StatusCode.ERROR]
+    assert len(failed) == 2
+    for span in failed:
+        assert span.attributes is not None and span.attributes["rpc.jsonrpc.error_code"] == -32601

@@ -182,6 +182,32 @@ async def test_a_request_through_gateway_agents_llm_and_tool_is_one_trace(
     assert (record.agent_id, record.method) == ("asker", "ask")  # type: ignore[attr-defined]
 
 
+async def test_a_tool_the_model_makes_up_gets_a_span_named_for_no_tool(
+    traced_bus: Bus,
+    exporter: tuple[TracerProvider, InMemorySpanExporter],
+    llm_server: ScriptedOpenAI,
+) -> None:
+    """A model may call tools that do not exist: their spans must not mint names."""
+    llm_server.call_tools(("invented_1", {}), ("lookup", {"city": "Oslo"}))
+    llm_server.reply("It is sunny in Oslo.")
+    answer = await traced_bus.async_client().request("asker", "ask", {"question": "Oslo?"})
+    assert answer == "It is sunny in Oslo."
+
+    def tool_spans() -> list[ReadableSpan]:
+        return [s for s in exporter[1].get_finished_spans() if s.name.startswith("execute_tool")]
+
+    async def both() -> None:
+        while len(tool_spans()) < 2:
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(both(), WAIT)
+    assert sorted(s.name for s in tool_spans()) == ["execute_tool", "execute_tool lookup"]
+    [invented] = [s for s in tool_spans() if s.name == "execute_tool"]
+    assert invented.attributes is not None
+    assert invented.attributes["gen_ai.tool.name"] == "invented_1"
+    assert invented.status.status_code is StatusCode.ERROR
+
+
 async def test_an_error_answer_marks_the_spans_of_its_hops(
     traced_bus: Bus, exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
