@@ -73,13 +73,31 @@ def new_traceparent() -> str:
 
 
 def valid_tracestate(value: Any) -> bool:
-    """True for a ``tracestate`` worth passing on: printable ASCII, within the bound."""
-    return (
-        type(value) is str
-        and 0 < len(value) <= MAX_TRACESTATE
-        and value.isascii()
-        and value.isprintable()
-    )
+    """True for a ``tracestate`` worth passing on: W3C's list of at most 32
+    ``key=value`` members (keys unique), within the bound. Anything else is
+    dropped whole, as the specification asks (an OpenTelemetry SDK would drop it
+    too, with a warning per message)."""
+    if type(value) is not str or not 0 < len(value) <= MAX_TRACESTATE or not value.isascii():
+        return False
+    keys: set[str] = set()
+    for member in value.split(","):
+        member = member.strip(" \t")
+        if not member:
+            continue  # empty members are allowed
+        matched = _MEMBER.fullmatch(member)
+        if matched is None or matched[1] in keys:
+            return False
+        keys.add(matched[1])
+    return 0 < len(keys) <= MAX_TRACESTATE_MEMBERS
+
+
+#: List members of a ``tracestate`` (W3C Trace Context).
+MAX_TRACESTATE_MEMBERS = 32
+_KEY_CHARS = r"[a-z0-9_\-*/]"
+_MEMBER = re.compile(
+    rf"([a-z]{_KEY_CHARS}{{0,255}}|[a-z0-9]{_KEY_CHARS}{{0,240}}@[a-z]{_KEY_CHARS}{{0,13}})"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+)
 
 
 def adopt_trace(

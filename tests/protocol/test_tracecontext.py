@@ -101,6 +101,40 @@ def test_a_malformed_tracestate_is_not_passed_on() -> None:
     assert not valid_tracestate("a=\n1")
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Vendor=A",  # keys are lower case
+        "1vendor=a",  # a simple key starts with a letter
+        "vendor",  # no value
+        "vendor=",  # an empty value
+        "vendor=a\x7fb",  # a value is printable ASCII
+        "vendor=a=b",  # "=" has no place in a value
+        "a=1,a=2",  # keys are unique
+        "tenant@Sys=1",  # the system id too is lower case
+        ",".join(f"k{n}=v" for n in range(33)),  # at most 32 members
+        " , ",  # no member at all
+    ],
+)
+def test_a_tracestate_outside_the_w3c_grammar_is_dropped(value: str) -> None:
+    """An OpenTelemetry SDK would drop it too, with a warning for every message."""
+    assert not valid_tracestate(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
+        "a=1 , \tb=2",
+        "t1@sys-2=x y",
+        "a=1,,b=2",
+        "k/*_-=~!",
+    ],
+)
+def test_a_tracestate_in_the_w3c_grammar_is_passed_on(value: str) -> None:
+    assert valid_tracestate(value)
+
+
 def test_a_response_event_continues_its_requests_trace() -> None:
     adaptor = Adaptor()
     [request] = adaptor.from_json({"jsonrpc": "2.0", "method": "m", "id": 1})
