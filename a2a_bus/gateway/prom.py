@@ -136,21 +136,28 @@ class TransportCollector(Collector):
         skipped = CounterMetricFamily(
             "a2a_duplicates_skipped", "Copies of an event its subscribers skipped (dedup)"
         )
+        again = CounterMetricFamily(
+            "a2a_transport_redelivered",
+            "Records handled again after the consumer that had them went away",
+        )
         lags: dict[str, int] = {}
-        total = copies = 0
+        total = copies = redelivered = 0
         for transport in list(self._transports):
             for group, records in transport.lag().items():
                 label = group_label(group)
                 lags[label] = lags.get(label, 0) + records
             total += transport.dead_lettered
             copies += transport.duplicates_skipped
+            redelivered += transport.redelivered
         for label, records in sorted(lags.items()):  # one sample per label set
             lag.add_metric([label], records)
         dead.add_metric([], total)
         skipped.add_metric([], copies)
+        again.add_metric([], redelivered)
         yield lag
         yield dead
         yield skipped
+        yield again
 
 
 TRANSPORTS = TransportCollector()

@@ -300,6 +300,12 @@ class Transport(abc.ABC):
         """Copies of an event its subscribers skipped (de-duplication by source and id)."""
         return 0
 
+    @property
+    def redelivered(self) -> int:
+        """Records handled with the redelivery mark: handed out before, to a consumer
+        that went away before it committed them (none in one process's memory)."""
+        return 0
+
     def lag(self) -> dict[str, int]:
         """Records not handled yet, per consumer group with members in this process.
 

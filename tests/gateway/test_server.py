@@ -153,4 +153,5 @@ async def test_health_readiness_agents_and_metrics(url: str) -> None:
     assert "a2a_gateway_http_in_flight" in text
     assert "a2a_dead_letters_total" in text
     assert "a2a_transport_dead_letters" in text
+    assert "a2a_transport_redelivered_total 0.0" in text  # in memory: none
     assert "# TYPE a2a_consumer_lag gauge" in text

@@ -104,6 +104,10 @@ class KafkaTransport(KafkaWriter):
     def duplicates_skipped(self) -> int:
         return self.metrics.duplicates
 
+    @property
+    def redelivered(self) -> int:
+        return self.metrics.redelivered
+
     def lag(self) -> dict[str, int]:
         """Records not handled yet per consumer group of this process (the sum
         over its members' assigned partitions, as of their last fetch)."""

@@ -454,8 +454,10 @@ async def test_a_process_with_another_set_of_agents_takes_over_where_the_last_st
         )
         await asyncio.sleep(0.3)  # a (wrong) replay would arrive right behind
 
+        redelivered = after.redelivered  # what the gateway's metrics show
     flags = {d.event.get_data()["n"]: d.redelivered for d in second.deliveries}  # type: ignore[index]
     assert flags == {3: True, 4: True, 5: False}
+    assert redelivered == 2
 
 
 async def test_an_inbox_consumed_by_a_group_of_its_own_before_is_taken_over_at_its_commit(
