@@ -83,7 +83,7 @@ def added_work(count: int) -> tuple[float, float]:
             raise AssertionError
 
     def origin() -> None:  # the actor sets it around the handler; the client reads it
-        token = ORIGIN.set(Origin(attributes, "trace-calc", "subtract", None))
+        token = ORIGIN.set(Origin(attributes, "trace-calc", None))
         ORIGIN.get()
         ORIGIN.reset(token)
 

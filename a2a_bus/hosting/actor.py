@@ -260,7 +260,7 @@ class AgentActor(pykka.ThreadingActor):
         event = job.event
         if event is None:
             return None
-        fields = (event.get_attributes(), self.agent.agent_id, job.label, self._tracer)
+        fields = (event.get_attributes(), self.agent.agent_id, self._tracer)
         return build(Origin, fields)  # one per job
 
     def _run_slice(self, job: Job, fiber: Fiber) -> None:

@@ -66,9 +66,6 @@ class Origin(NamedTuple):
     attributes: Mapping[str, Any]
     #: The agent whose handler runs; None at a door (no call chain grows there).
     agent: str | None = None
-    #: What the handler runs, as its host labels it (log records read the method,
-    #: or subject, off the handled event's attributes).
-    method: str | None = None
     #: The tracer of the bus whose handler runs (None: it records no spans); the
     #: LLM runtime makes its spans with it (:func:`tracer_here`).
     tracer: Tracer | None = None
