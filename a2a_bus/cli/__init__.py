@@ -3,6 +3,8 @@ attaches itself to :data:`~a2a_bus.cli.app.app` on import."""
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from a2a_bus.cli import agents, bench, call, convert, demo, mcp, publish, read, serve, tail
@@ -13,8 +15,24 @@ from a2a_bus.runtime.env import EnvError
 COMMANDS = (agents, bench, call, convert, demo, mcp, publish, read, serve, tail)
 
 
+def undecodable(args: list[str]) -> str | None:
+    """The first of ``args`` that is not UTF-8 text, its bad bytes written ``\\xff``
+    (Python keeps them as lone surrogates, which no encoder or JSON parser takes)."""
+    for arg in args:
+        raw = arg.encode("utf-8", "surrogateescape")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", "backslashreplace")
+    return None
+
+
 def main() -> None:
     """Console-script entry point."""
+    bad = undecodable(sys.argv[1:])
+    if bad is not None:
+        typer.echo(f"error: argument '{bad}' is not UTF-8 text", err=True)
+        raise SystemExit(2)
     try:
         app(prog_name="a2a-bus")
     except EnvError as exc:  # e.g. A2A_EVENT_LOOP, read when a command makes its loop

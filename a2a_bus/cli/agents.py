@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Annotated, Any
 
 import typer
@@ -59,6 +60,8 @@ def agents(
     ] = 2.0,
 ) -> None:
     """List the agents on the bus and their methods."""
+    if not math.isfinite(wait):
+        raise typer.BadParameter("must be a finite number of seconds", param_hint="--wait")
     if kafka:
 
         async def on_bus(bus: Any) -> list[dict[str, Any]]:

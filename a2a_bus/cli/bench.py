@@ -21,7 +21,10 @@ from rich.progress import (
 
 from a2a_bus.bench import plot as plots
 from a2a_bus.cli.app import app
-from a2a_bus.cli.common import kafka_failure
+from a2a_bus.cli.common import check_bootstrap, kafka_failure
+
+#: Where the Kafka benchmarks find a broker without --kafka.
+BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 
 #: Benchmark name -> module with ``run(quick: bool, ...) -> Report``; a ``run`` that
 #: takes ``bootstrap`` gets ``--kafka``, one that takes ``progress`` reports its steps.
@@ -42,7 +45,8 @@ BENCHMARKS: dict[str, str] = {
 @app.command()
 def bench(
     names: Annotated[
-        list[str] | None, typer.Argument(help=f"Benchmarks to run: {', '.join(BENCHMARKS)}.")
+        list[str] | None,
+        typer.Argument(metavar="NAME", help=f"Benchmarks to run: {', '.join(BENCHMARKS)}."),
     ] = None,
     quick: Annotated[bool, typer.Option(help="Shorter runs, noisier figures.")] = False,
     kafka: Annotated[
@@ -72,6 +76,10 @@ def bench(
         raise typer.BadParameter(f"unknown benchmark(s): {', '.join(unknown)}")
     if plot is not None and (why := plots.missing()) is not None:
         raise typer.BadParameter(why, param_hint="--plot")  # before a long run, not after
+    if kafka:
+        check_bootstrap(kafka, "--kafka")
+    elif os.environ.get(BOOTSTRAP_ENV):
+        check_bootstrap(os.environ[BOOTSTRAP_ENV], BOOTSTRAP_ENV)
     console = Console()
     reports = []
     with Progress(
@@ -96,7 +104,7 @@ def bench(
             try:
                 reports.append(module.run(quick=quick, **options))
             except Exception as exc:  # a broker out of reach: one line, exit 1
-                bootstrap = kafka or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+                bootstrap = kafka or os.environ.get(BOOTSTRAP_ENV)
                 raise kafka_failure(exc, bootstrap) from None
             progress.update(step, visible=False)
             progress.advance(task)

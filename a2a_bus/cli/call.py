@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def _message(method: str, params: str | None, agent: str | None, notify: bool) -> dict[str, Any]:
     value = parse_json(params, "PARAMS_JSON") if params is not None else None
-    if value is not None and not isinstance(value, dict | list):
+    if params is not None and not isinstance(value, dict | list):  # null too: no params
         raise typer.BadParameter("params must be a JSON array or object", param_hint="PARAMS_JSON")
     if agent is not None:
         if isinstance(value, list):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -15,9 +16,9 @@ import typer
 from rich.console import Console
 
 from a2a_bus import protocol
-from a2a_bus.cli.http_client import GatewayClient, GatewayError, check_token
+from a2a_bus.cli.http_client import GatewayClient, GatewayError, check_token, check_url
+from a2a_bus.cli.signals import run_async
 from a2a_bus.protocol import ErrorCode, ProtocolError
-from a2a_bus.runtime import loops
 from a2a_bus.runtime.env import EnvError
 from a2a_bus.settings import bus_environment
 
@@ -73,6 +74,24 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
+class StatusConsole(Console):
+    """The console of a server's status lines (never wrapped, as :func:`console`).
+
+    A stdout closed by its reader (``| head -1``) makes it quiet and sets
+    :attr:`closed`, where rich raises SystemExit: that would leave the event loop in
+    the middle of an HTTP server's work (with tracebacks) instead of stopping it."""
+
+    def __init__(self) -> None:
+        super().__init__(highlight=False, soft_wrap=True)
+        self.closed = False
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = self.closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the flush at exit writes nowhere, as in rich
+        os.close(devnull)
+
+
 def plural(count: int, noun: str) -> str:
     """``1 event``, ``2 events``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -108,14 +127,26 @@ def run_remote(
 ) -> T:
     """Run ``action`` against the gateway at ``url``; connection errors end the command."""
 
+    gateway_url(url)
+
     async def go() -> T:
         async with GatewayClient(url, token=token, timeout=timeout) as gateway:
             return await action(gateway)
 
     try:
-        return loops.run(go())
+        return run_async(go())
     except Exception as exc:
         raise gateway_failure(exc, url) from None
+
+
+def gateway_url(url: str) -> str:
+    """``url`` checked before anything is sent there: one no request can go to is bad
+    usage (exit 2). Checked where it is used, so a bad ``A2A_GATEWAY_URL`` does not
+    stop a command that goes to Kafka."""
+    try:
+        return check_url(url)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--url (or A2A_GATEWAY_URL)") from None
 
 
 def gateway_failure(exc: Exception, url: str) -> BaseException:
@@ -124,7 +155,8 @@ def gateway_failure(exc: Exception, url: str) -> BaseException:
     if isinstance(exc, GatewayError):
         return fail(str(exc))
     if type(exc).__module__.startswith(("httpx", "httpcore")):
-        return fail(f"cannot reach the gateway at {url}: {exc}")
+        # A timeout's message is empty: its name says what happened.
+        return fail(f"cannot reach the gateway at {url}: {str(exc) or type(exc).__name__}")
     return exc
 
 
@@ -133,13 +165,33 @@ def build_bus(kafka: str | None, prefix: str | None) -> Bus:
     environment. A setting it cannot use ends the command (exit 2) with its name."""
     from a2a_bus.bus import Bus
 
-    env = bus_environment(kafka, prefix)
+    # An empty variable counts as unset (an empty KAFKA_BOOTSTRAP_SERVERS names no broker).
+    unset_if_empty = {name: value for name, value in os.environ.items() if value}
+    env = bus_environment(kafka, prefix, unset_if_empty)
     try:
-        return Bus.from_env(env)  # refuses a bad value naming its variable
+        bus = Bus.from_env(env)  # refuses a bad value naming its variable
     except EnvError as exc:
         raise fail(str(exc), 2) from None
     except ValueError as exc:  # a flag's value, or a Kafka setting (named by the message)
         raise fail(str(exc), 2) from None
+    servers = kafka_bootstrap(bus)
+    if servers is not None:
+        named = "A2A_KAFKA_BOOTSTRAP_SERVERS" if "A2A_KAFKA_BOOTSTRAP_SERVERS" in env else ""
+        check_bootstrap(servers, "--kafka" if kafka else named or "KAFKA_BOOTSTRAP_SERVERS")
+    return bus
+
+
+def check_bootstrap(servers: str, name: str) -> None:
+    """Bootstrap servers aiokafka can use, else one line naming where they came from
+    (exit 2): aiokafka would fail with a bare ValueError deep in its start."""
+    from aiokafka.conn import collect_hosts
+
+    try:
+        hosts = collect_hosts(servers)
+    except ValueError:  # a port that is no number
+        hosts = []
+    if not hosts or not all(host and 0 < port < 65536 for host, port, _ in hosts):
+        raise fail(f"{name}={servers!r}: expected HOST[:PORT], comma-separated", 2)
 
 
 def kafka_bootstrap(bus: Bus) -> str | None:
@@ -227,6 +279,6 @@ def run_on_kafka(kafka: str, prefix: str | None, action: Callable[[Bus], Awaitab
             return await action(bus)
 
     try:
-        return loops.run(go())
+        return run_async(go())
     except Exception as exc:
         raise bus_failure(exc, bus) from None

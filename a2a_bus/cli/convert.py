@@ -39,12 +39,17 @@ class Target(StrEnum):
 
 
 def _read(source: str) -> bytes:
+    """The bytes of ``source``: stdin for ``-``, else any file that can be read (a
+    pipe such as ``<(...)`` or ``/dev/stdin`` too)."""
     if source == "-":
         return sys.stdin.buffer.read()
-    path = Path(source)
-    if not path.is_file():
-        raise typer.BadParameter(f"no such file: {source}", param_hint="FILE")
-    return path.read_bytes()
+    try:
+        return Path(source).read_bytes()
+    except FileNotFoundError:
+        raise typer.BadParameter(f"no such file: {source}", param_hint="FILE") from None
+    except OSError as exc:  # a directory, no permission...
+        reason = exc.strerror or str(exc)
+        raise typer.BadParameter(f"cannot read {source}: {reason}", param_hint="FILE") from None
 
 
 def _refusal(event: CloudEvent) -> dict[str, Any] | None:
@@ -78,7 +83,7 @@ def _line(item: CloudEvent | Failure, adaptor: Adaptor, to: Target) -> tuple[Any
 @app.command()
 def convert(
     source: Annotated[
-        str, typer.Argument(metavar="[FILE|-]", help="Input file; - reads stdin.")
+        str, typer.Argument(metavar="FILE|-", help="Input file; - reads stdin.")
     ] = "-",
     to: Annotated[
         Target, typer.Option("--to", help="Convert to CloudEvents (default) or back to JSON-RPC.")

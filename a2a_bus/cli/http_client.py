@@ -48,6 +48,20 @@ def check_token(token: str) -> str:
     return token
 
 
+def check_url(url: str) -> str:
+    """``url`` if it can be a gateway's base URL (http or https, a host, a port from 1
+    to 65535 if any), else ValueError saying what one looks like."""
+    try:
+        parsed = httpx.URL(url)
+        usable = parsed.scheme in ("http", "https") and bool(parsed.host)
+        usable = usable and (parsed.port is None or 0 < parsed.port < 65536)
+    except (httpx.InvalidURL, ValueError):  # a bad port, an undecodable character
+        usable = False
+    if not usable:
+        raise ValueError(f"{url!r}: use http://HOST[:PORT] or https://HOST[:PORT]")
+    return url
+
+
 class GatewayClient:
     """``async with GatewayClient("http://127.0.0.1:8080", token=...) as gw: ...``"""
 
@@ -91,12 +105,25 @@ class GatewayClient:
             raise self._stranger(response, "a JSON object")
         return body
 
+    def _event(self, response: httpx.Response, data: str) -> dict[str, Any]:
+        """The CloudEvent of a live view's ``data:`` line (a JSON object)."""
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            event = None
+        if not isinstance(event, dict):
+            raise self._stranger(response, "a live view of CloudEvents")
+        return event
+
     async def rpc(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """POST one JSON-RPC message; the response, or None for a notification."""
         response = await self._http.post("/rpc", content=orjson.dumps(message))
         if response.status_code == 204:
             return None
-        return self._json(response)
+        body = self._json(response)
+        if "result" not in body and "error" not in body:
+            raise self._stranger(response, "a JSON-RPC response")
+        return body
 
     async def publish(self, subject: str, data: Any, type: str) -> str:
         """Publish a structured CloudEvent on ``subject``; its id."""
@@ -117,7 +144,7 @@ class GatewayClient:
     async def agents(self) -> list[dict[str, Any]]:
         response = await self._http.get("/agents")
         cards = self._json(response).get("agents")
-        if not isinstance(cards, list):
+        if not (isinstance(cards, list) and all(isinstance(card, dict) for card in cards)):
             raise self._stranger(response, "a list of agents")
         return cards
 
@@ -129,7 +156,17 @@ class GatewayClient:
         if cursor is not None:
             params["cursor"] = cursor
         url = f"/topics/{quote(subject, safe='')}/history"
-        return self._json(await self._http.get(url, params=params))
+        response = await self._http.get(url, params=params)
+        page = self._json(response)
+        events, undecodable = page.get("events"), page.get("undecodable")
+        if not (
+            isinstance(events, list)
+            and all(isinstance(event, dict) for event in events)
+            and isinstance(undecodable, int)
+            and "cursor" in page
+        ):
+            raise self._stranger(response, "a page of events")
+        return page
 
     async def tail(self, subject: str) -> AsyncIterator[dict[str, Any]]:
         """Structured CloudEvents published on ``subject`` from now on."""
@@ -142,6 +179,6 @@ class GatewayClient:
                 raise self._stranger(response, "a live view (text/event-stream)")
             async for line in response.aiter_lines():
                 if line.startswith("data: "):
-                    yield orjson.loads(line[len("data: ") :])
+                    yield self._event(response, line[len("data: ") :])
         # A live view never ends by itself: a proxy or the gateway closed it.
         raise GatewayError(0, f"the gateway ended the live view of {subject!r}")

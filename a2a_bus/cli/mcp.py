@@ -20,10 +20,10 @@ from a2a_bus.cli.app import app
 from a2a_bus.cli.common import build_bus, fail, kafka_bootstrap, started
 from a2a_bus.cli.http_server import SHUTDOWN_GRACE, bind, host_port, start_http
 from a2a_bus.cli.serve import gateway_settings, spawn_agent, transport_where
+from a2a_bus.cli.signals import Signals, run_async
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.gateway.auth import Authenticator
 from a2a_bus.hosting.agent import Agent
-from a2a_bus.runtime import loops
 from a2a_bus.runtime.loops import stop_task
 
 if TYPE_CHECKING:
@@ -46,19 +46,6 @@ def _fill_closed_stdin() -> None:
 def _status() -> Console:
     # stdout carries the MCP session over stdio: every word for people goes to stderr.
     return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-async def _stop_signals() -> tuple[asyncio.Event, asyncio.Event]:
-    """Set on the first SIGINT/SIGTERM, and on a second one."""
-    stop, again = asyncio.Event(), asyncio.Event()
-
-    def on_signal() -> None:
-        (again if stop.is_set() else stop).set()
-
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
-    return stop, again
 
 
 async def _until(
@@ -102,19 +89,23 @@ async def _run(
     sock: socket.socket | None,
     authenticator: Authenticator,
     out: Console,
+    signals: Signals,
 ) -> bool:
     """Serve until the session ends; False when calls still running were left behind
     (their threads would keep the process alive)."""
-    stop, again = await _stop_signals()
     ended = asyncio.Event()
     hosting = asyncio.create_task(
-        _host(classes, bus, replicas, sock, authenticator, out, stop, ended)
+        _host(classes, bus, replicas, sock, authenticator, out, signals, ended)
     )
-    await _until(hosting, ended)
+    try:
+        await _until(hosting, ended)
+    except asyncio.CancelledError:  # a signal during the start: not waited for
+        await stop_task(hosting)
+        raise
     if not hosting.done():
         # The bus drains in-flight calls, which may never end: a grace, as serve gives
         # its connections, and a second signal ends the wait at once.
-        await _until(hosting, again, timeout=SHUTDOWN_GRACE)
+        await _until(hosting, signals.again, timeout=SHUTDOWN_GRACE)
     if not hosting.done():
         await stop_task(hosting)
         out.print("a2a-bus: stopped without waiting for the calls still running")
@@ -130,7 +121,7 @@ async def _host(
     sock: socket.socket | None,
     authenticator: Authenticator,
     out: Console,
-    stop: asyncio.Event,
+    signals: Signals,
     ended: asyncio.Event,
 ) -> None:
     """Host the agents and serve the session until it ends (``ended`` is set then)."""
@@ -144,12 +135,13 @@ async def _host(
         names = ", ".join(cls.agent_id for cls in classes) or "no agents of its own"
         out.print(f"a2a-bus: MCP server for {escape(names)} on {transport_where(bus)}")
         watcher = asyncio.create_task(server.watch())
+        signals.serving()
         try:
             if sock is None:
                 out.print("a2a-bus: MCP session on stdin/stdout")
-                await _serve_stdio(server, stop)
+                await _serve_stdio(server, signals.stop)
             else:
-                await _serve_http(server, sock, stop, out)
+                await _serve_http(server, sock, signals.stop, out)
         finally:
             ended.set()
             server.close()
@@ -218,7 +210,10 @@ def mcp_command(
         out.print(f"warning: {escape(warning)}")
     sock = bind(*host_port(http)) if http is not None else None
     with sock if sock is not None else contextlib.nullcontext():
-        drained = loops.run(_run(classes, bus, replicas, sock, authenticator, out))
+        signals = Signals(signal.SIGINT, signal.SIGTERM)
+        drained = run_async(
+            _run(classes, bus, replicas, sock, authenticator, out, signals), signals
+        )
     sys.stdout.flush()
     if not drained:
         sys.stderr.flush()

@@ -13,12 +13,13 @@ from a2a_bus.cli.common import (
     PrefixOption,
     TokenOption,
     UrlOption,
+    fail,
     parse_json,
     run_on_kafka,
     run_remote,
 )
 from a2a_bus.core.routing import RoutingError, validate_subject
-from a2a_bus.protocol import DEFAULT_TYPE_PREFIX
+from a2a_bus.protocol import DEFAULT_TYPE_PREFIX, JsonRpcError, control_character
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -46,10 +47,16 @@ def publish(
     if type is not None and not type.strip():
         raise typer.BadParameter("an event type cannot be empty", param_hint="--type")
     event_type = type or f"{DEFAULT_TYPE_PREFIX}.{topic}"
+    problem = control_character({"type": event_type})
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--type")
     if kafka:
 
         async def on_bus(bus: Bus) -> str:
-            event_id: str = await bus.async_client().publish(topic, value, type=event_type)
+            try:
+                event_id: str = await bus.async_client().publish(topic, value, type=event_type)
+            except JsonRpcError as exc:  # refused before sending (a subject too long...)
+                raise fail(f"not published: {exc}") from None
             return event_id
 
         event_id = run_on_kafka(kafka, prefix, on_bus)

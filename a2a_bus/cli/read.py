@@ -21,6 +21,7 @@ from a2a_bus.cli.common import (
     run_remote,
 )
 from a2a_bus.cli.tail import Printer
+from a2a_bus.core.routing import RoutingError, is_wildcard, validate_subject
 from a2a_bus.protocol import to_structured
 
 if TYPE_CHECKING:
@@ -48,6 +49,13 @@ def read(
     ] = False,
 ) -> None:
     """Show events retained on TOPIC, oldest first, and the cursor of the next page."""
+    try:
+        # What is no subject at all ('', 'a/b') never reaches a gateway's route to be
+        # named there; wildcards are refused where the events are read, with the reason.
+        if not is_wildcard(topic):
+            validate_subject(topic)
+    except RoutingError as exc:
+        raise fail(str(exc)) from None
     if kafka:
 
         async def on_bus(bus: Bus) -> dict[str, Any]:

@@ -25,15 +25,16 @@ from rich.markup import escape
 
 from a2a_bus.cli.app import app
 from a2a_bus.cli.common import (
+    StatusConsole,
     build_bus,
     bus_failure,
-    console,
     fail,
     kafka_bootstrap,
     plural,
     started,
 )
 from a2a_bus.cli.http_server import bind, host_port, start_http
+from a2a_bus.cli.signals import Signals, run_async
 from a2a_bus.cli.targets import AGENT_FILE_SUFFIXES, llm_warnings, load_targets
 from a2a_bus.cli.telemetry import TelemetryUnavailable, start_export
 from a2a_bus.gateway import GatewaySettings, create_app, load_tokens
@@ -41,7 +42,6 @@ from a2a_bus.gateway.a2a.stores import check_task_store
 from a2a_bus.gateway.ingress import Ingress
 from a2a_bus.hosting.agent import Agent
 from a2a_bus.hosting.host import FAILED, AgentHost
-from a2a_bus.runtime import loops
 from a2a_bus.runtime.logs import json_handler
 
 if TYPE_CHECKING:
@@ -88,24 +88,26 @@ async def _serve(
     sock: socket.socket | None,
     replicas: int,
     settings: GatewaySettings,
-    out: Console,
+    out: StatusConsole,
     ingress: Ingress | None,
+    signals: Signals,
 ) -> None:
     """Host ``classes`` on ``bus``, serve the gateway on ``sock`` (None: a worker) and
-    the Kafka ingress, until SIGINT/SIGTERM (or, in a worker, until every agent failed)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    the Kafka ingress, until SIGINT/SIGTERM (or, in a worker, until every agent failed).
+    A signal during the start ends it at once (see :class:`Signals`)."""
+    stop = signals.stop
     gave_up: str | None = None
     async with started(bus):
         hosts = [await spawn_agent(bus, agent_cls, replicas) for agent_cls in classes]
         if ingress is not None:
             await ingress.start()
+        signals.serving()  # the HTTP server, once started, is stopped below
         server = (
             None if sock is None else await start_http(create_app(bus, settings), sock, "gateway")
         )
         _banner(out, bus, classes, replicas, sock, ingress, settings.a2a_root)
+        if out.closed:  # nobody reads what it serves (| head -1): stop, as on a signal
+            stop.set()
         stopping = asyncio.create_task(stop.wait())
         waiting: set[asyncio.Future[Any]] = {stopping}
         if server is not None:
@@ -124,6 +126,8 @@ async def _serve(
     out.print("a2a-bus: stopped")
     if gave_up is not None:
         raise fail(f"every agent of this worker failed: {gave_up}")
+    if out.closed:
+        raise typer.Exit(1)  # as any command whose output was closed
 
 
 #: Seconds between a worker's looks at whether its agents all failed.
@@ -332,7 +336,11 @@ def serve(
             typer.echo(f"warning: {warning}", err=True)
         sock = bind(*address) if address is not None else None
         with sock if sock is not None else contextlib.nullcontext():
-            loops.run(_serve(classes, bus, sock, replicas, settings, console(), ingress))
+            signals = Signals(signal.SIGINT, signal.SIGTERM)
+            out = StatusConsole()
+            run_async(
+                _serve(classes, bus, sock, replicas, settings, out, ingress, signals), signals
+            )
     finally:
         if stop_export is not None:
             stop_export()  # the spans still batched are sent

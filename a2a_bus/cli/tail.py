@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
@@ -21,14 +22,16 @@ from a2a_bus.cli.common import (
     build_bus,
     bus_failure,
     console,
+    fail,
     gateway_failure,
+    gateway_url,
     started,
 )
 from a2a_bus.cli.http_client import GatewayClient
+from a2a_bus.cli.signals import run_async
 from a2a_bus.core.routing import RoutingError, validate_subject
 from a2a_bus.core.watch import watch
 from a2a_bus.protocol import to_structured
-from a2a_bus.runtime import loops
 from a2a_bus.transport.base import Delivery
 from a2a_bus.transport.dedup import DedupWindow
 
@@ -66,7 +69,9 @@ class Printer:
         )
 
 
-async def _from_gateway(url: str, token: str | None, subjects: list[str]) -> AsyncIterator[Any]:
+async def _from_gateway(
+    url: str, token: str | None, subjects: list[str]
+) -> AsyncGenerator[Any, None]:
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
     async def pump(gateway: GatewayClient, subject: str) -> None:
@@ -89,7 +94,7 @@ async def _from_gateway(url: str, token: str | None, subjects: list[str]) -> Asy
                 task.cancel()
 
 
-async def _from_kafka(bus: Bus, subjects: list[str]) -> AsyncIterator[Any]:
+async def _from_kafka(bus: Bus, subjects: list[str]) -> AsyncGenerator[Any, None]:
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def on_event(delivery: Delivery) -> None:
@@ -121,6 +126,8 @@ def tail(
         except RoutingError as exc:
             raise typer.BadParameter(str(exc), param_hint="TOPIC") from None
     bus = build_bus(kafka, prefix) if kafka else None
+    if bus is None:
+        gateway_url(url)
     printer = Printer(json)
     if not json:
         where = f"Kafka at {kafka}" if kafka else url
@@ -132,16 +139,21 @@ def tail(
         events = _from_kafka(bus, subjects) if bus else _from_gateway(url, token, subjects)
         # Subjects that overlap (orders.eu and orders.*) each bring the same event.
         shown = DedupWindow(SHOWN_IDS)
-        async for event in events:
-            key = (event.get("source"), event.get("id"))
-            if key in shown:
-                continue
-            shown.claim(key)
-            printer.show(event)
+        # Closed here when printing fails (a closed pipe): left to the end of the loop,
+        # the bus would stop after its Kafka connections were cancelled.
+        async with contextlib.aclosing(events):
+            async for event in events:
+                key = (event.get("source"), event.get("id"))
+                if key in shown:
+                    continue
+                shown.claim(key)
+                printer.show(event)
 
     try:
-        loops.run(go())
+        run_async(go())
     except KeyboardInterrupt:
         return
+    except RoutingError as exc:  # a subject the bus cannot watch (its topic too long)
+        raise fail(str(exc)) from None
     except Exception as exc:
         raise (bus_failure(exc, bus) if bus else gateway_failure(exc, url)) from None

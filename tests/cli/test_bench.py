@@ -134,6 +134,12 @@ def test_a_kafka_out_of_reach_is_one_error_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_bootstrap_servers_aiokafka_cannot_parse_are_refused_before_anything_runs() -> None:
+    done = run("adaptor", "--kafka", "broker:port")
+    assert done.returncode == 2
+    assert done.stderr == "error: --kafka='broker:port': expected HOST[:PORT], comma-separated\n"
+
+
 def test_the_tracing_benchmark_sets_the_trace_work_against_a_request() -> None:
     done = run("tracing", "--quick")
     assert done.returncode in (0, 1), done.stderr  # 1 only means a target was missed

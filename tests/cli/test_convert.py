@@ -56,6 +56,17 @@ def test_missing_file_is_a_usage_error() -> None:
     assert b"no such file" in done.stderr
 
 
+def test_a_pipe_is_read_like_a_file(tmp_path: Path) -> None:
+    # /dev/stdin, or the pipe of a shell's <(...), is no regular file but can be read.
+    message = {"jsonrpc": "2.0", "method": "tasks/get", "id": 1}
+    done = run("/dev/stdin", stdin=orjson.dumps(message))
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["type"] == "org.apache.eventmesh.a2a.tasks.get.req"
+    directory = run(str(tmp_path))
+    assert directory.returncode == 2
+    assert f"cannot read {tmp_path}: Is a directory".encode() in directory.stderr
+
+
 def test_an_agent_id_or_subject_the_bus_would_refuse_is_answered_with_its_error() -> None:
     batch = [
         {"jsonrpc": "2.0", "method": "tasks/get", "params": {"_agentId": "a b"}, "id": 1},

@@ -12,6 +12,7 @@ import typer
 
 from a2a_bus import Bus
 from a2a_bus import settings as env
+from a2a_bus.cli.common import build_bus, kafka_bootstrap
 from a2a_bus.cli.http_server import host_port
 from a2a_bus.cli.targets import llm_warnings
 from a2a_bus.gateway.settings import load_tokens
@@ -191,3 +192,11 @@ def test_llm_warnings_name_the_missing_key() -> None:
     assert llm_warnings(targets, {"OPENAI_API_KEY": "sk-test"}) == []
     assert llm_warnings(targets, {"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}) == []
     assert llm_warnings(targets[1:], {}) == []
+
+
+def test_an_empty_bootstrap_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It named no broker: serve and mcp went to Kafka at '' and could not reach it.
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "A2A_KAFKA_BOOTSTRAP_SERVERS"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.delenv("A2A_TRANSPORT", raising=False)
+    assert kafka_bootstrap(build_bus(None, None)) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.ports import free_ports
 
-from .test_serve_call import AGENTS, run
+from .test_serve_call import AGENTS, ROOT, WAIT, env, run
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -258,3 +259,104 @@ def test_a_worker_whose_agents_all_failed_exits_1_naming_them(
     ), line
     assert "a2a-bus: worker: no HTTP gateway here" in done.stdout
     assert done.stdout.endswith("a2a-bus: shutting down\na2a-bus: stopped\n")
+
+
+@pytest.mark.parametrize(
+    ("url", "extra"),
+    [
+        ("not a url", {}),
+        ("ftp://gateway", {}),
+        ("http://", {}),
+        ("http://127.0.0.1:99999", {}),
+        (None, {"A2A_GATEWAY_URL": "127.0.0.1:8080"}),
+    ],
+    ids=["words", "ftp", "no-host", "port", "variable"],
+)
+def test_a_gateway_url_no_request_can_go_to_is_bad_usage(
+    url: str | None, extra: dict[str, str | None]
+) -> None:
+    flag = ["--url", url] if url is not None else []
+    for command in (["call", "add", "[1, 2]"], ["tail", "orders.eu"], ["agents"]):
+        line = one_error_line(run(*command, *flag, extra=extra), 2)
+        assert "--url (or A2A_GATEWAY_URL): " in line, line
+        assert "use http://HOST[:PORT] or https://HOST[:PORT]" in line, line
+    # Where a command goes to Kafka, the gateway's URL is not its concern.
+    kafka = ("--kafka", f"127.0.0.1:{free_ports(1)[0]}")
+    assert "cannot reach Kafka" in one_error_line(run("agents", *flag, *kafka, extra=extra), 1)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["call", "add", b'[1, "\xff"]'],
+        ["publish", "orders.eu", b'"caf\xe9"'],
+        ["read", b"orders.\xff"],
+        ["call", "add", "--url", b"http://127.0.0.1:8080/\xff"],
+    ],
+    ids=["call", "publish", "read", "url"],
+)
+def test_an_argument_that_is_not_utf8_is_bad_usage(command: list[str | bytes]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "a2a_bus", *command],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 2,
+        env=env(),
+        cwd=ROOT,
+        check=False,
+    )
+    shown = next(arg for arg in command if isinstance(arg, bytes)).decode(errors="backslashreplace")
+    assert one_error_line(done, 2) == f"error: argument '{shown}' is not UTF-8 text"
+
+
+def test_call_refuses_params_that_are_null() -> None:
+    # Params are an array or an object; null was sent as no params at all.
+    done = run("call", "add", "null", "--url", f"http://127.0.0.1:{free_ports(1)[0]}")
+    assert "params must be a JSON array or object" in one_error_line(done, 2)
+
+
+def test_agents_refuses_an_endless_wait() -> None:
+    done = run("agents", "--wait", "inf", "--kafka", f"127.0.0.1:{free_ports(1)[0]}")
+    assert "--wait: must be a finite number of seconds" in one_error_line(done, 2)
+
+
+def test_publish_refuses_an_event_type_cloudevents_forbids() -> None:
+    # Refused here, on Kafka too (which took it), as the gateway refuses it.
+    kafka = ("--kafka", f"127.0.0.1:{free_ports(1)[0]}")
+    done = run("publish", "orders.eu", "{}", "--type", "order\nplaced", *kafka)
+    line = one_error_line(done, 2)
+    assert "--type: attribute 'type' holds the control character '\\n'" in line, line
+
+
+@pytest.mark.parametrize(
+    ("bootstrap", "extra", "named"),
+    [
+        ("broker:port", {}, "--kafka"),
+        (None, {"A2A_KAFKA_BOOTSTRAP_SERVERS": ":::"}, "A2A_KAFKA_BOOTSTRAP_SERVERS"),
+        (None, {"KAFKA_BOOTSTRAP_SERVERS": "broker:99999"}, "KAFKA_BOOTSTRAP_SERVERS"),
+    ],
+    ids=["flag", "variable", "fallback"],
+)
+def test_bootstrap_servers_aiokafka_cannot_parse_are_bad_usage(
+    bootstrap: str | None, extra: dict[str, str | None], named: str
+) -> None:
+    servers = bootstrap or next(iter(extra.values()))
+    # Without --kafka only the commands that host agents go to the environment's broker.
+    commands = [["serve", CALC], ["mcp", CALC]]
+    if bootstrap is not None:
+        commands += [["call", "add"], ["tail", "orders.eu"]]
+    flag = ["--kafka", bootstrap] if bootstrap is not None else []
+    for command in commands:
+        done = run(*command, *flag, extra=extra)
+        line = one_error_line(done, 2)
+        assert line == f"error: {named}={servers!r}: expected HOST[:PORT], comma-separated"
+
+
+@pytest.mark.kafka
+def test_a_subject_whose_topic_would_be_too_long_is_one_line(kafka_bootstrap: str) -> None:
+    subject = "a" * 300
+    kafka = ("--kafka", kafka_bootstrap, "--prefix", f"cli{uuid.uuid4().hex[:8]}")
+    published = one_error_line(run("publish", subject, "{}", *kafka), 1)
+    assert published.startswith("error: not published: -32600 Invalid Request: subject too long")
+    tailed = one_error_line(run("tail", subject, *kafka), 1)
+    assert tailed.startswith("error: subject too long: its topic "), tailed

@@ -53,6 +53,17 @@ def test_read_pages_through_what_publish_sent(gateway: str) -> None:
     assert "HTTP 400" not in bad.stderr and "{" not in bad.stderr
 
 
+@pytest.mark.parametrize(
+    ("subject", "why"),
+    [("", "invalid subject ''"), ("a/b", "invalid subject 'a/b': segments are [A-Za-z0-9_-]+")],
+)
+def test_read_names_what_is_no_subject(gateway: str, subject: str, why: str) -> None:
+    # No gateway route matches such a path: its bare "Not Found" said nothing.
+    done = run("read", subject, "--url", gateway)
+    assert done.returncode == 1
+    assert done.stderr == f"error: {why}\n"
+
+
 @pytest.mark.kafka
 def test_read_straight_on_kafka(kafka_bootstrap: str) -> None:
     prefix = f"c{uuid.uuid4().hex[:10]}"

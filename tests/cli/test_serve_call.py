@@ -112,7 +112,8 @@ def run(
 
 
 @pytest.mark.parametrize(
-    "command", ["serve", "call", "publish", "tail", "read", "agents", "demo", "mcp"]
+    "command",
+    ["serve", "call", "publish", "tail", "read", "agents", "demo", "mcp", "convert", "bench"],
 )
 def test_every_command_has_help(command: str) -> None:
     done = run(command, "--help")
