@@ -3,8 +3,12 @@
 Chunks arrive from the reply topic (:class:`~a2a_bus.core.correlation.Correlator`
 puts them); the caller reads them with ``async for``. At most ``limit`` chunks
 wait for a reader that fell behind: the next one waits for room, and so does
-the reply topic behind it. The end, an error, or a break (a gap in ``seq``)
-closes the stream.
+the reply topic behind it, which every answer to this node shares. So that one
+reader cannot hold up the others, the wait is bounded: once the reply topic has
+waited :attr:`ReplyStream.grace` seconds in all for a stream's reader, the stream
+breaks (the reader gets the chunks it holds, then -32006) and its later chunks
+are dropped. The end, an error, or a break (a gap in ``seq``, a generator that
+started over) also closes the stream.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from a2a_bus.core.streams import SeqReceiver
-from a2a_bus.protocol import JsonRpcError
+from a2a_bus.protocol import ErrorCode, JsonRpcError
 
 _END = object()
 
@@ -24,11 +28,20 @@ class ReplyStream:
     """The items of an agent -> caller stream, in ``seq`` order (async iterator).
 
     Raises :class:`JsonRpcError` when the stream ends with an error, breaks
-    (a gap in ``seq``) or goes quiet for longer than its timeout.
+    (a gap in ``seq``, a generator that started over, a reader that kept ``limit``
+    chunks unread for :attr:`grace` seconds in all) or goes quiet for longer than
+    its timeout.
     """
 
+    #: Seconds the reply topic waits, in all, for the reader to make room: a reader
+    #: that keeps up loses little to a burst now and then; one that stays behind
+    #: uses it up.
+    grace: float = 5.0
+
     def __init__(self, limit: int = 1024) -> None:
-        self.receiver = SeqReceiver()
+        # A repeat of seq 0 is a generator run again (its node died mid-stream).
+        self.receiver = SeqReceiver(restart_breaks=True)
+        self._limit = limit
         self._queue: asyncio.Queue[Any] = asyncio.Queue(limit)
         #: The closing items when they found the queue full (the reader fell behind).
         self._tail: deque[Any] = deque()
@@ -37,6 +50,8 @@ class ReplyStream:
         self._ended = False
         #: Resolved when the reader makes room for a chunk that waits (or the stream ends).
         self._room: asyncio.Future[None] | None = None
+        #: Seconds the reply topic has waited for the reader to make room.
+        self._waited = 0.0
         self.chunks = 0
         #: The bus-issued id of the request this stream answers.
         self.request_id: str | None = None
@@ -46,16 +61,38 @@ class ReplyStream:
     @property
     def behind(self) -> bool:
         """The reader has as many chunks as the stream holds: the next one waits for room."""
-        return self._queue.full()
+        return self._queue.full() and not self._ended
 
     async def put(self, seq: Any, item: Any) -> None:
         for ready in self.receiver.accept(seq, item):
-            while self._queue.full() and not (self._abandoned or self._ended):
-                self._room = asyncio.get_running_loop().create_future()
-                await self._room
+            if self._queue.full() and not (self._abandoned or self._ended):
+                await self._wait_for_room()
             if self._abandoned or self._ended:
-                return  # nobody reads it: the reader left, or the stream ended
+                return  # nobody reads it: the reader left, the stream ended or broke
             self._queue.put_nowait(ready)
+
+    async def _wait_for_room(self) -> None:
+        """Wait while the queue is full, for :attr:`grace` seconds in all; then break."""
+        loop = asyncio.get_running_loop()
+        while self._queue.full() and not (self._abandoned or self._ended):
+            left = self.grace - self._waited
+            if left <= 0:
+                detail = (
+                    f"the reader kept {self._limit} chunks unread for {self.grace}s in all; "
+                    "waiting longer would hold up every answer to its node"
+                )
+                # Not raised: the request stays pending, so that closing the stream
+                # (once the reader gets here) cancels the generator.
+                self.fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", detail))
+                return
+            started = loop.time()
+            room = self._room = loop.create_future()
+            timer = loop.call_later(left, self._make_room)
+            try:
+                await room
+            finally:
+                timer.cancel()
+                self._waited += loop.time() - started
 
     def _make_room(self) -> None:
         """Wake the chunk that waits for room (there is room, or it is not needed)."""
@@ -73,6 +110,8 @@ class ReplyStream:
 
     def end(self, count: Any, response: Any) -> None:
         """Close with the end marker (or a plain response: one item or an error)."""
+        if self._ended:
+            return  # broken before its end came: the break is what the reader gets
         try:
             if isinstance(response, dict) and "error" in response:
                 raise JsonRpcError.from_dict(response["error"])
@@ -87,6 +126,9 @@ class ReplyStream:
         self._close()
 
     def fail(self, error: JsonRpcError) -> None:
+        """End with ``error`` after the chunks already queued (the first failure wins)."""
+        if self._ended:
+            return
         self._error = error
         self._close()
 

@@ -92,11 +92,17 @@ def end_event(
 
 
 class SeqReceiver:
-    """Puts chunks back in ``seq`` order; drops repeats; reports gaps."""
+    """Puts chunks back in ``seq`` order; drops repeats; reports gaps.
 
-    def __init__(self, window: int = 4096) -> None:
+    With ``restart_breaks``, a repeat of seq 0 after later chunks breaks the stream
+    instead: the sender started over (a generator run again after its node died),
+    and the second run's chunks would carry on from the first run's.
+    """
+
+    def __init__(self, window: int = 4096, *, restart_breaks: bool = False) -> None:
         self.expected = 0
         self.window = window
+        self.restart_breaks = restart_breaks
         self.duplicates = 0
         self.out_of_order = 0
         self._ahead: dict[int, Any] = {}
@@ -105,6 +111,12 @@ class SeqReceiver:
         """The items now deliverable in order (possibly none)."""
         if type(seq) is not int or seq < 0:
             raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", f"bad seq {seq!r}")
+        if seq == 0 and self.expected > 0 and self.restart_breaks:
+            detail = (
+                f"the stream started over after {self.expected} chunks (its generator ran "
+                "again, its node having stopped): two runs are not joined into one stream"
+            )
+            raise JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", detail)
         if seq < self.expected or seq in self._ahead:
             self.duplicates += 1
             return []

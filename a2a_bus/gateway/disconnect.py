@@ -19,8 +19,13 @@ from starlette.types import Receive
 T = TypeVar("T")
 
 
-class ClientGone(Exception):
-    """The client disconnected before its answer was ready."""
+class ClientGone(BaseException):
+    """The client disconnected before its answer was ready.
+
+    A BaseException, as :class:`asyncio.CancelledError` is: the code between the
+    watch and the endpoint answers any ``Exception`` as a failure of the work
+    (logged, -32603), which the client's leaving is not.
+    """
 
 
 class DisconnectWatch:

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_bus.core.routing import RoutingError
-from a2a_bus.core.service import Authorize, Reply
+from a2a_bus.core.service import Authorize, Reply, checked
 from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
@@ -140,15 +140,21 @@ async def _answer_all(
 
 def _stream(ctx: GatewayContext, access: Access, item: Converted) -> Response | None:
     """An SSE response when ``item`` is an allowed request of a streaming method
-    (anything else is answered as plain JSON, with the error if any)."""
+    that a transport carries (anything else is answered as plain JSON, with the
+    error if any: the same refusals with or without SSE)."""
     if isinstance(item, Failure) or event_kind(item) is not Kind.REQUEST:
         return None
-    if jsonrpc_of(item.get_data()) is None:
+    message = jsonrpc_of(item.get_data())
+    if message is None:
         return None
     try:
         plan = ctx.service.plan(item)
     except (RoutingError, JsonRpcError):
         return None
     if not plan.streams or access.denies(plan.event, plan.agent):
+        return None
+    try:
+        checked(item, message)
+    except JsonRpcError:
         return None
     return sse_response(ctx.service.stream(plan, ctx.settings.request_timeout), plan.id)

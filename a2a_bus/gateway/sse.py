@@ -12,6 +12,7 @@ body and runs its ``on_close`` however the response ends.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -21,7 +22,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from a2a_bus.gateway.prom import RPC_ERRORS
-from a2a_bus.protocol import result_response
+from a2a_bus.protocol import ErrorCode, JsonRpcError, error_response, result_response
+
+log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "text/event-stream"
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -79,16 +82,28 @@ async def _events(
     try:
         async for response in responses:
             if "error" in response:
-                RPC_ERRORS.labels(str(response["error"].get("code"))).inc()
-                yield frame(response, "error")
+                yield _error_event(response)
                 return
             yield frame(response, "chunk", seq)
             seq += 1
         yield frame(result_response({"chunks": seq}, id), "end")
+    # The status line went out before the first chunk: a failure still reaches the
+    # client as an error event, not as a torn connection.
+    except JsonRpcError as exc:  # refused on the way (a record the broker refused)
+        yield _error_event(error_response(exc.code, exc.message, id, exc.data))
+    except Exception:
+        log.exception("the stream answering request %r failed", id)
+        yield _error_event(error_response(ErrorCode.INTERNAL_ERROR, "Internal error", id))
     finally:
         # Reached on a normal end and when the client went away (cancellation):
         # closing the stream forgets the request upstream.
         await responses.aclose()
+
+
+def _error_event(response: dict[str, Any]) -> bytes:
+    """The ``event: error`` ending a stream (counted by its code)."""
+    RPC_ERRORS.labels(str(response["error"].get("code"))).inc()
+    return frame(response, "error")
 
 
 def sse_response(responses: AsyncGenerator[dict[str, Any], None], id: Any) -> SSEResponse:

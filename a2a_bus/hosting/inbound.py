@@ -6,15 +6,20 @@ that do not bind, or a replica that already has ``max_open_streams`` open.
 Later chunks feed the handler's :class:`~a2a_bus.core.streams.InboundStream`; the
 end marker closes it and is answered with the handler's outcome; an abort
 breaks it. A session whose handler ended is remembered until its end arrives,
-or for :attr:`InboundStreams.linger` seconds.
+or for :attr:`InboundStreams.linger` seconds. A stream is its session id and
+method: two methods' streams under one session id are two streams. Once a
+stream whose handler ran is over, its session id is remembered (the last
+:attr:`InboundStreams.remember` or more): a part sent again (a retried chunk or
+end) is refused rather than starting the handler on it anew.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from a2a_bus.core.streams import (
     ABORT_PARAM,
@@ -30,9 +35,22 @@ from a2a_bus.hosting.supervisor import Replica
 from a2a_bus.protocol import ErrorCode, JsonRpcError, ext
 from a2a_bus.transport.base import Delivery
 
+log = logging.getLogger(__name__)
+
 #: Answers the end marker (a request) with the handler's outcome.
 Answer = Callable[[Delivery, dict[str, Any], Outcome], Awaitable[None]]
-_Session = tuple[InboundStream, "asyncio.Future[Outcome]"]
+#: A stream's session id and method.
+_Key = tuple[str, str]
+
+
+class _Session(NamedTuple):
+    """One caller -> agent stream on this host."""
+
+    stream: InboundStream
+    #: The handler's outcome (or the refusal's, already there).
+    running: asyncio.Future[Outcome]
+    #: The handler was started (not refused): its stream may not run again.
+    started: bool
 
 
 class InboundStreams:
@@ -40,39 +58,46 @@ class InboundStreams:
 
     #: Seconds a stream is remembered after its handler ended, for its end.
     linger: float = 600.0
+    #: Streams that are over, remembered at least (two generations of this many).
+    remember: int = 10_000
 
     def __init__(self, agent_cls: type[Agent], answer: Answer) -> None:
         self._agent_cls = agent_cls
         self._answer = answer
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[_Key, _Session] = {}
         #: When a session whose handler ended is forgotten, if its end never comes.
-        self._forget: dict[str, asyncio.TimerHandle] = {}
+        self._forget: dict[_Key, asyncio.TimerHandle] = {}
         #: Streams whose handler has not ended, per replica.
         self._open: dict[Replica, int] = {}
+        # Streams over, in two generations of plain sets, as the correlator keeps
+        # settled requests: the newer fills up to ``remember``, then replaces the older.
+        self._over: set[_Key] = set()
+        self._over_before: set[_Key] = set()
 
     def __contains__(self, session: object) -> bool:
-        return session in self._sessions
+        """A stream of session id ``session`` is open or remembered for its end."""
+        return any(key[0] == session for key in self._sessions)
 
     def fail_all(self, error: JsonRpcError) -> None:
         """Break every open stream (the agent stops: no more chunks come here)."""
-        for stream, _ in self._sessions.values():
-            stream.fail(error)
+        for entry in self._sessions.values():
+            entry.stream.fail(error)
 
     async def on_chunk(
         self, replica: Replica, delivery: Delivery, spec: MethodSpec, message: dict[str, Any]
     ) -> None:
         """One chunk, the end marker, or an abort of a caller -> agent stream."""
-        session = session_of(delivery)
+        key = (session_of(delivery), spec.name)
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
-        entry = self._sessions.get(session)
+        entry = self._sessions.get(key)
         seq = delivery.event.get_extension(ext.SEQ)
         if params.get(ABORT_PARAM):
             if entry is not None:
                 gone = f"the caller abandoned the stream after {seq} chunks"
-                entry[0].fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
-                outcome = await entry[1]
-                self._drop(session)
+                entry.stream.fail(JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", gone))
+                outcome = await entry.running
+                self._drop(key)
             else:  # it never started here: nothing to end
                 nothing = JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken", "no such stream")
                 outcome = Outcome(error=nothing)
@@ -86,13 +111,16 @@ class InboundStreams:
             await self._answer(delivery, message, Outcome(error=refused))
             return
         if entry is None:
-            entry = self._sessions[session] = self._open_session(replica, spec, delivery, params)
-            entry[1].add_done_callback(functools.partial(self._linger, session, entry))
-        stream, running = entry
+            if key in self._over or key in self._over_before:
+                await self._refuse_part(delivery, message, key, seq)
+                return
+            entry = self._sessions[key] = self._open_session(replica, spec, delivery, params)
+            entry.running.add_done_callback(functools.partial(self._linger, key, entry))
+        stream, running = entry.stream, entry.running
         if params.get(END_PARAM):
             stream.close(seq)
             outcome = await running
-            self._drop(session)
+            self._drop(key)
             await self._answer(delivery, message, outcome)
         elif not running.done():
             item = params.get(CHUNK_PARAM)
@@ -102,17 +130,37 @@ class InboundStreams:
                 return
             await stream.put(seq, item)
 
-    def _linger(self, session: str, entry: _Session, _: object) -> None:
-        if self._sessions.get(session) is entry:
-            loop = asyncio.get_running_loop()
-            self._forget[session] = loop.call_later(self.linger, self._drop, session)
+    async def _refuse_part(
+        self, delivery: Delivery, message: dict[str, Any], key: _Key, seq: Any
+    ) -> None:
+        """A chunk or end of a stream that is over: its handler is not run again."""
+        session, method = key
+        if "id" not in message:  # a chunk sent again: nobody to answer
+            log.info("dropped part %s of stream %s of %s: the stream is over", seq, session, method)
+            return
+        detail = (
+            f"the stream {session!r} of {method} is over (its end was answered, or its "
+            "handler ended long ago): send each stream with a session id of its own"
+        )
+        refused = JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", detail)
+        await self._answer(delivery, message, Outcome(error=refused))
 
-    def _drop(self, session: str) -> None:
-        """Forget ``session``: its end was answered, or never came."""
-        self._sessions.pop(session, None)
-        timer = self._forget.pop(session, None)
+    def _linger(self, key: _Key, entry: _Session, _: object) -> None:
+        if self._sessions.get(key) is entry:
+            loop = asyncio.get_running_loop()
+            self._forget[key] = loop.call_later(self.linger, self._drop, key)
+
+    def _drop(self, key: _Key) -> None:
+        """Forget stream ``key``: its end was answered, or never came."""
+        entry = self._sessions.pop(key, None)
+        timer = self._forget.pop(key, None)
         if timer is not None:
             timer.cancel()
+        if entry is not None and entry.started:  # a refused stream may be sent again
+            over = self._over
+            over.add(key)
+            if len(over) >= self.remember:
+                self._over_before, self._over = over, set()
 
     def _open_session(
         self, replica: Replica, spec: MethodSpec, delivery: Delivery, params: dict[str, Any]
@@ -135,7 +183,7 @@ class InboundStreams:
         except JsonRpcError as exc:
             refused: asyncio.Future[Outcome] = loop.create_future()
             refused.set_result(Outcome(error=exc))
-            return stream, refused
+            return _Session(stream, refused, started=False)
         call = spec.binder.call(spec.attribute, bound)
         if spec.streams_out:  # a generator answers the end with its items, as a request does
             call = functools.partial(_collected, call)
@@ -158,7 +206,7 @@ class InboundStreams:
             self._open[replica] -= 1
 
         task.add_done_callback(ended)
-        return stream, task
+        return _Session(stream, task, started=True)
 
 
 def _collected(call: Callable[[Agent], Iterator[Any]], agent: Agent) -> list[Any]:

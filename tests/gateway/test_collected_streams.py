@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import orjson
 import pytest
+from starlette.types import Message
 
 from a2a_bus.bus import Bus
-from a2a_bus.gateway import GatewaySettings
+from a2a_bus.gateway import GatewaySettings, create_app
 from tests.buses import eventually
 
 from . import agents
@@ -88,6 +90,49 @@ async def test_a_client_that_leaves_cancels_the_collection_upstream(
         )
     assert answer.json()["result"] == "after"
     assert agents.COUNTED["last"] == stopped_at
+
+
+async def test_a_client_that_leaves_is_recorded_as_gone_not_as_a_failure(
+    bus: Bus, settings: GatewaySettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The collection stopped as the client left is no failure of the method: no error
+    logged with a traceback, no -32603 counted, status 499 (it was 200, answered to
+    nobody with -32603)."""
+    agents.COUNTED["last"] = -1
+    body: list[Message] = [{"type": "http.request", "body": count(1000, 0.05)}]
+    left = asyncio.Event()
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if body:
+            return body.pop()
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/rpc",
+        "raw_path": b"/rpc",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"gateway"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("gateway", 80),
+    }
+    calling = asyncio.ensure_future(create_app(bus, settings)(scope, receive, send))
+    await eventually(lambda: agents.COUNTED["last"] >= 3, "the stream to start")
+    left.set()
+    await asyncio.wait_for(calling, WAIT)
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [499]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    await eventually(lambda: bus.metrics.in_flight == 0, "the stream to be cancelled")
 
 
 async def test_an_a2a_client_that_leaves_leaves_its_task_running_until_canceled(

@@ -4,7 +4,8 @@ disconnects, and many concurrent clients that all use the same JSON-RPC id."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import orjson
 import pytest
 import uvicorn
 
+from a2a_bus import Agent, method
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
 from tests.buses import eventually
@@ -124,6 +126,86 @@ async def _take_data(lines: AsyncIterator[str], count: int) -> AsyncIterator[str
             taken += 1
             if taken == count:
                 return
+
+
+@pytest.mark.parametrize(
+    ("params", "id", "said"),
+    [
+        ({"n": 2, "pause": 0, "x": "x" * 1_000_000}, 1, "params is 1000"),
+        ({"n": 2}, "i" * 20_000, "the attributes of the event are"),
+    ],
+)
+async def test_a_streaming_request_no_transport_carries_is_refused_as_without_sse(
+    url: str, params: Any, id: Any, said: str
+) -> None:
+    """Accept: text/event-stream changes how the answer comes, not what is checked:
+    params over the payload bound or an id over the envelope's are -32005 either way."""
+    async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+        for accept in ("text/event-stream", "application/json"):
+            response = await http.post(
+                "/rpc", json=request("count", params, id=id), headers={"accept": accept}
+            )
+            assert response.headers["content-type"].startswith("application/json")
+            error = response.json()["error"]
+            assert error["code"] == -32005 and said in error["data"], error
+
+
+class _Teller(Agent):
+    agent_id = "teller"
+
+    @method
+    def words(self, topic: str) -> Iterator[str]:
+        yield from topic.split()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+async def test_a_stream_refused_on_its_way_ends_with_an_error_event(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The agent's topic takes records of at most 2,000 bytes (a cluster's
+    max.message.bytes below the bus's bounds): the broker refuses the request after
+    the SSE answer began, and the client gets an error event, not a torn stream."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    uid = uuid.uuid4().hex[:10]
+    options = {"prefix": f"t{uid}", "heartbeat": 60.0, "request_timeout": WAIT}
+    made = Bus.kafka(kafka_bootstrap, bus_options=options, metadata_max_age_ms=1000)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await asyncio.wait_for(admin.start(), WAIT)
+    try:
+        limits = {"max.message.bytes": "2000"}
+        small = NewTopic(made.topics.agent("teller"), 1, 1, topic_configs=limits)
+        await asyncio.wait_for(admin.create_topics([small]), WAIT)
+    finally:
+        await admin.close()
+    made.spawn(_Teller)
+    async with made:
+        config = uvicorn.Config(
+            create_app(made, GatewaySettings(request_timeout=WAIT)),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+        )
+        server = uvicorn.Server(config)
+        serving = asyncio.create_task(server.serve())
+        await eventually(lambda: server.started or serving.done(), "uvicorn to start")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+                response = await http.post(
+                    "/rpc",
+                    json=request("words", {"topic": "word " * 1000}, id="w"),
+                    headers={"accept": "text/event-stream"},
+                )
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(serving, WAIT)
+    (frame,) = parse_sse(response.text)
+    assert frame["event"] == "error"
+    assert frame["data"]["id"] == "w"
+    assert frame["data"]["error"]["code"] == -32005
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 async def test_200_concurrent_clients_with_the_same_id_get_their_own_answers(url: str) -> None:

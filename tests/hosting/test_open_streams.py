@@ -236,7 +236,7 @@ async def test_an_answered_stream_is_not_kept(make_bus: MakeBus) -> None:
     [host] = bus.hosts
     client = bus.async_client()
     streaming, gate = await _open_stream(client, [1, 2, 3])
-    [(stream, _)] = list(host.inbound._sessions.values())
+    [(stream, _, _)] = list(host.inbound._sessions.values())
     alive = weakref.ref(stream)
     del stream
     gate.set()
@@ -250,6 +250,66 @@ async def test_an_answered_stream_is_not_kept(make_bus: MakeBus) -> None:
 
     await eventually(released)
     assert host.inbound._forget == {}
+
+
+async def test_a_part_sent_again_after_its_stream_ended_starts_nothing(
+    make_bus: MakeBus,
+) -> None:
+    """A chunk or end sent again once the stream was answered (a client retrying its
+    POST) used to start the handler anew on it: a second run on what came again, its
+    end answered with that run's result, or the run left waiting for its idle time."""
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    token = uuid.uuid4().hex
+    base = {"_sessionId": uuid.uuid4().hex, "token": token}
+    chunk, end = {**base, "_seq": 0, "chunk": 5}, {**base, "_seq": 1, "_end": True}
+    await asyncio.wait_for(client.notify("tally", "total", chunk), WAIT)
+    assert await asyncio.wait_for(client.request("tally", "total", end), WAIT) == 5
+    await asyncio.wait_for(client.notify("tally", "total", chunk), WAIT)
+    with pytest.raises(JsonRpcError) as refused:
+        await asyncio.wait_for(client.request("tally", "total", end), WAIT)
+    assert refused.value.code == ErrorCode.INVALID_REQUEST
+    assert "is over" in str(refused.value.data)
+    assert Tally.reading[token] == 1
+    [host] = bus.hosts
+    assert base["_sessionId"] not in host.inbound
+
+
+async def test_a_stream_refused_as_busy_may_be_sent_again_under_its_session_id(
+    make_bus: MakeBus,
+) -> None:
+    # Its handler never ran: sending it again is what the refusal asks for.
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    held = [await _open_stream(client, [1, 2]) for _ in range(Tally.max_open_streams)]
+    base = {"_sessionId": uuid.uuid4().hex}
+    chunk, end = {**base, "_seq": 0, "chunk": 7}, {**base, "_seq": 1, "_end": True}
+    await asyncio.wait_for(client.notify("tally", "total", chunk), WAIT)
+    with pytest.raises(JsonRpcError) as busy:
+        await asyncio.wait_for(client.request("tally", "total", end), WAIT)
+    assert busy.value.code == ErrorCode.BUSY
+    for streaming, gate in held:
+        gate.set()
+        assert await asyncio.wait_for(streaming, WAIT) == 3
+    await asyncio.wait_for(client.notify("tally", "total", chunk), WAIT)
+    assert await asyncio.wait_for(client.request("tally", "total", end), WAIT) == 7
+
+
+async def test_streams_of_two_methods_under_one_session_id_are_two_streams(
+    make_bus: MakeBus,
+) -> None:
+    """The second method's chunks went to the first one's handler (as repeats of its
+    seqs, dropped), and its end found a stream of nothing but a gap."""
+    bus = await make_bus(Tally)
+    client = bus.async_client()
+    token = uuid.uuid4().hex
+    base = {"_sessionId": uuid.uuid4().hex, "token": token}
+    for seq, (one, other) in enumerate([(2, 5), (3, 7)]):
+        await client.notify("tally", "total", {**base, "_seq": seq, "chunk": one})
+        await client.notify("tally", "watch", {**base, "_seq": seq, "chunk": other})
+    end = {**base, "_seq": 2, "_end": True}
+    answers = [client.request("tally", method, end) for method in ("total", "watch")]
+    assert await asyncio.wait_for(asyncio.gather(*answers), WAIT) == [5, 12]
 
 
 async def test_a_generator_reading_a_stream_answers_with_its_items(make_bus: MakeBus) -> None:
