@@ -8,7 +8,9 @@ deadline is dropped and counted (``late_replies``), never handed to anyone.
 
 A stream's deadline is per chunk: it bounds the caller's wait for the next one,
 and does not run while chunks wait for a reader that fell behind (at most 1,024
-wait on this node; the rest stay in the reply topic).
+wait on this node, and the reply topic waits for them no more than the stream's
+``grace``: see :mod:`~a2a_bus.core.reply_stream`). A stream that breaks (a gap, a
+generator that started over) cancels its generator.
 
 A caller that stops reading a stream cancels it: the request is forgotten and
 ``stream/cancel`` goes to the node running the generator (the ``streamcontrol``
@@ -65,7 +67,8 @@ class _Gathering:
 
     def __init__(self, max_bytes: int, control: Any) -> None:
         self.collected = Collected(max_bytes)
-        self.receiver = SeqReceiver()
+        # A repeat of seq 0 is a generator run again (its node died mid-stream).
+        self.receiver = SeqReceiver(restart_breaks=True)
         self.control = control
 
 
@@ -315,9 +318,14 @@ class Correlator:
         duplicates, early = stream.receiver.duplicates, stream.receiver.out_of_order
         try:
             await stream.put(seq, result)
-        except JsonRpcError as exc:
+        except JsonRpcError as exc:  # a gap, a generator that started over
             self._settle(request_id, pending, _ANSWERED)
             stream.fail(exc)
+            # Nobody reads what it sends from now on: stop the generator that sent this
+            # chunk (a run started over runs on another node); the rest counts as late.
+            self._finished[request_id] = _EXPIRED
+            control = event.get_extension(STREAM_CONTROL)
+            self._cancel_upstream(request_id, control if control is not None else stream.control)
         if self._pending.get(request_id) is pending:
             self._set_deadline(request_id, pending, asyncio.get_running_loop())
         if stream.receiver.duplicates > duplicates:
@@ -356,7 +364,10 @@ class Correlator:
             self.answer(request_id, {"error": exc.to_dict()})
             if not end:  # stop the generator; what it sent meanwhile counts as late
                 self._finished[request_id] = _EXPIRED
-                self._cancel_upstream(request_id, gathering.control)
+                control = event.get_extension(STREAM_CONTROL)
+                self._cancel_upstream(
+                    request_id, control if control is not None else gathering.control
+                )
 
     def _count_stray(self, request_id: Any, control: Any = None) -> None:
         how = self._how(request_id) if isinstance(request_id, str) else None

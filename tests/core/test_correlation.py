@@ -51,13 +51,14 @@ async def test_many_settled_requests_leave_the_live_deadlines_working() -> None:
     correlator.close()
 
 
-def _chunk(request_id: str, seq: int, item: object, *, end: bool = False) -> Delivery:
+def _chunk(request_id: str, seq: int, item: object, *, end: bool = False, run: int = 1) -> Delivery:
     attributes = {
-        "id": f"{request_id}-{seq}-{end}",
+        "id": f"{request_id}-{seq}-{end}-{run}",
         "source": "test",
         "type": "test.response",
         "collaborationid": request_id,
         "seq": seq,
+        "streamcontrol": f"node-{run}",
     }
     if end:
         attributes["streamend"] = True
@@ -99,6 +100,39 @@ async def test_a_stream_whose_queue_is_full_still_fails() -> None:
     with pytest.raises(JsonRpcError) as failure:
         await asyncio.wait_for(read(), WAIT)
     assert failure.value.code == -32002 and items == list(range(1024))
+
+
+async def test_a_stream_that_starts_over_breaks_and_cancels_its_generator() -> None:
+    """A generator run again (its first node died) is not joined to the first run's
+    chunks, and the second run is stopped: nobody reads what it sends."""
+    stopped: list[tuple[str, str]] = []
+    correlator = Correlator(Metrics(), stop_upstream=lambda *sent: stopped.append(sent))
+    stream = correlator.expect_stream("s", WAIT)
+    for seq in range(2):
+        await correlator.on_reply(_chunk("s", seq, f"run 1 item {seq}"))
+    await correlator.on_reply(_chunk("s", 0, "run 2 item 0", run=2))
+    items: list[object] = []
+    with pytest.raises(JsonRpcError) as broken:
+        async for item in stream:
+            items.append(item)
+    assert broken.value.code == -32006 and items == ["run 1 item 0", "run 1 item 1"]
+    assert stopped == [("s", "node-2")] and len(correlator) == 0
+    correlator.close()
+
+
+async def test_a_gathered_stream_that_starts_over_is_an_error_not_one_list() -> None:
+    """``request`` on a streaming method gathers the chunks into one list: two runs
+    of the generator must not make one list."""
+    stopped: list[tuple[str, str]] = []
+    correlator = Correlator(Metrics(), stop_upstream=lambda *sent: stopped.append(sent))
+    answer = correlator.expect("r", WAIT)
+    for seq in range(2):
+        await correlator.on_reply(_chunk("r", seq, seq))
+    await correlator.on_reply(_chunk("r", 0, 0, run=2))
+    response = await asyncio.wait_for(answer, WAIT)
+    assert response["error"]["code"] == -32006, response
+    assert stopped == [("r", "node-2")]
+    correlator.close()
 
 
 @pytest.mark.parametrize("timeout", [0, -1, -0.5, math.nan, "5", None, True, [1]])
