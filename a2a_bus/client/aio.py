@@ -39,6 +39,7 @@ from a2a_bus.protocol import (
     Failure,
     JsonRpcError,
     classify_call,
+    control_character,
     ext,
     extension_problem,
     new_event,
@@ -159,6 +160,9 @@ class AsyncClient:
             "datacontenttype": "application/json",
             **extensions,
         }
+        problem = control_character(attributes)  # the rule of every door from outside
+        if problem is not None:
+            raise JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", problem)
         origin = ORIGIN.get()
         if origin is not None:
             continue_origin(origin, attributes)

@@ -61,6 +61,9 @@ async def test_publish_refuses_data_that_is_not_json(
         ({"type": 5}, "type must be a non-empty string"),
         ({"type": ""}, "type must be a non-empty string"),
         ({"id": ""}, "id must be a non-empty string"),
+        # CloudEvents strings hold no control characters: every door from outside refuses them.
+        ({"type": "order\ncreated"}, "attribute 'type' holds the control character"),
+        ({"region": "eu\x00"}, "attribute 'region' holds the control character"),
     ],
 )
 async def test_publish_refuses_attributes_a_publisher_may_not_set(
