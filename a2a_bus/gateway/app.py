@@ -106,8 +106,9 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
         routes=[
             Route("/rpc", rpc, methods=["POST"]),
             Route("/events", events, methods=["POST"]),
-            Route("/topics/{subject}/events", tail, methods=["GET"]),
-            Route("/topics/{subject}/history", history, methods=["GET"]),
+            # ":path": a subject with a slash (or none) is refused naming it, not a bare 404
+            Route("/topics/{subject:path}/events", tail, methods=["GET"]),
+            Route("/topics/{subject:path}/history", history, methods=["GET"]),
             Route("/agents", list_agents, methods=["GET"]),
             Route("/agents/{agent_id}", get_agent, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),

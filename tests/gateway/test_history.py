@@ -61,6 +61,9 @@ async def test_pages_through_a_subject(client: httpx.AsyncClient, bus: Bus) -> N
         ("/topics/news.sport/history", {"cursor": "%%%"}, "not a cursor returned"),
         ("/topics/news.*/history", {}, "wildcards select subjects to subscribe to"),
         ("/topics/bad subject/history", {}, "invalid subject"),
+        ("/topics//history", {}, "invalid subject ''"),  # not a bare 404
+        ("/topics/news/sport/history", {}, "invalid subject 'news/sport'"),
+        ("/topics/news/sport/events", {}, "invalid subject 'news/sport'"),
     ],
 )
 async def test_bad_requests_get_400(

@@ -16,6 +16,7 @@ import functools
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -214,5 +215,6 @@ def test_the_document_is_served_and_names_every_route(gateway: str) -> None:
     doc: dict[str, Any] = requests.get(f"{gateway}/openapi.json", timeout=ANSWER_WITHIN).json()
     assert doc["openapi"] == "3.1.0"
     app = create_app(Bus.memory())
-    routes = {route.path for route in app.routes}  # type: ignore[attr-defined]
+    paths = {route.path for route in app.routes}  # type: ignore[attr-defined]
+    routes = {re.sub(r"\{(\w+):\w+\}", r"{\1}", path) for path in paths}  # no converters
     assert routes == set(doc["paths"])
