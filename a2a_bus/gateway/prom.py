@@ -10,7 +10,7 @@ import re
 import time
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -39,6 +39,13 @@ HTTP_IN_FLIGHT = Gauge("a2a_gateway_http_in_flight", "HTTP requests being answer
 RPC_ERRORS = Counter(
     "a2a_gateway_rpc_errors", "JSON-RPC error responses sent by the gateway", ["code"]
 )
+
+
+def code_label(code: Any) -> str:
+    """An error code as a label value: a code of JSON-RPC's reserved range (the
+    spec's, the bus's, an agent's -32000 to -32099) as is, any other ``other``, so
+    that handlers raising codes of their own cannot make series without bound."""
+    return str(code) if type(code) is int and -32768 <= code <= -32000 else "other"
 NOTIFICATIONS_REFUSED = Counter(
     "a2a_gateway_notifications_refused",
     "JSON-RPC notifications the bus refused (an unknown agent): unanswered, per the spec",

@@ -23,7 +23,7 @@ from a2a_bus.gateway.auth import Access
 from a2a_bus.gateway.context import CHALLENGE, GatewayContext, access_of, context
 from a2a_bus.gateway.disconnect import ClientGone, DisconnectWatch
 from a2a_bus.gateway.limits import BodyRefused, BodyTooLarge, read_body
-from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS
+from a2a_bus.gateway.prom import DENIED, NOTIFICATIONS_REFUSED, RPC_ERRORS, code_label
 from a2a_bus.gateway.responses import JSONResponse, rpc_error
 from a2a_bus.gateway.sse import sse_response, wants_sse
 from a2a_bus.gateway.tracing import adopt, serving_http
@@ -88,7 +88,7 @@ async def answer(
     refused = reply.refused
     if reply.response is None and refused is not None:
         # JSON-RPC answers no notification: the refusal is counted (the service logged it).
-        NOTIFICATIONS_REFUSED.labels(str(refused.code)).inc()
+        NOTIFICATIONS_REFUSED.labels(code_label(refused.code)).inc()
     return reply.response
 
 
@@ -132,7 +132,7 @@ async def _answer_all(
     responses = [a for a in answers if a is not None]
     for response in responses:
         if "error" in response:
-            RPC_ERRORS.labels(str(response["error"].get("code"))).inc()
+            RPC_ERRORS.labels(code_label(response["error"].get("code"))).inc()
     if not responses:
         return Response(status_code=204)
     return JSONResponse(responses if batch else responses[0])

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from a2a_bus.gateway.prom import RPC_ERRORS
+from a2a_bus.gateway.prom import RPC_ERRORS, code_label
 from a2a_bus.protocol import ErrorCode, JsonRpcError, error_response, result_response
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ async def _events(
 
 def _error_event(response: dict[str, Any]) -> bytes:
     """The ``event: error`` ending a stream (counted by its code)."""
-    RPC_ERRORS.labels(str(response["error"].get("code"))).inc()
+    RPC_ERRORS.labels(code_label(response["error"].get("code"))).inc()
     return frame(response, "error")
 
 

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_bus.bus import Bus
 from a2a_bus.gateway import GatewaySettings, create_app
-from a2a_bus.gateway.prom import group_label, route_label
+from a2a_bus.gateway.prom import code_label, group_label, route_label
 
 from .agents import Spec
 from .conftest import WAIT
@@ -33,6 +33,22 @@ from .conftest import WAIT
 )
 def test_route_label(path: str, label: str) -> None:
     assert route_label(path) == label
+
+
+@pytest.mark.parametrize(
+    ("code", "label"),
+    [
+        (-32601, "-32601"),  # the specification's
+        (-32010, "-32010"),  # an agent's, in the server-error range
+        (-32768, "-32768"),
+        (1001, "other"),  # a handler's own codes: as many as it likes, one label
+        (-40000, "other"),
+        ("-32601", "other"),  # an error object from elsewhere with a string code
+        (True, "other"),
+    ],
+)
+def test_an_error_code_label_keeps_the_reserved_range_only(code: object, label: str) -> None:
+    assert code_label(code) == label
 
 
 async def test_open_live_views_share_one_consumer_lag_series(bus: Bus, served_port: int) -> None:

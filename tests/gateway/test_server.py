@@ -205,7 +205,9 @@ async def test_a_stream_refused_on_its_way_ends_with_an_error_event(
     assert frame["event"] == "error"
     assert frame["data"]["id"] == "w"
     assert frame["data"]["error"]["code"] == -32005
-    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    # No error but aiokafka's own (a group coordinator that moved meanwhile, say).
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert not [r for r in errors if not r.name.startswith("aiokafka")]
 
 
 async def test_200_concurrent_clients_with_the_same_id_get_their_own_answers(url: str) -> None:
