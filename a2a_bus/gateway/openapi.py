@@ -10,6 +10,7 @@ are filled in when the app is made.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.requests import Request
@@ -366,6 +367,15 @@ def document(
         for path in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
             doc["paths"][path]["get"]["security"] = []  # open with tokens too
     return doc
+
+
+def path_template(route_path: str) -> str:
+    """A route's path as the document names it: its parameters without Starlette's
+    converters (``/topics/{subject:path}/events`` is ``/topics/{subject}/events``)."""
+    return _CONVERTER.sub(r"{\1}", route_path)
+
+
+_CONVERTER = re.compile(r"\{(\w+):\w+\}")
 
 
 def openapi_endpoint(doc: Schema) -> Any:
