@@ -38,9 +38,11 @@ _warned: set[str] = set()
 
 
 def transport_kind(env: Mapping[str, str] | None = None) -> str:
-    """``A2A_TRANSPORT``; without it ``kafka`` when a bootstrap is set, else ``memory``."""
+    """``A2A_TRANSPORT``; without it ``kafka`` when a bootstrap is set, else ``memory``
+    (an empty variable counts as unset: it names no broker)."""
     env = environ(env)
-    has_kafka = "A2A_KAFKA_BOOTSTRAP_SERVERS" in env or "KAFKA_BOOTSTRAP_SERVERS" in env
+    bootstraps = ("A2A_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS")
+    has_kafka = any(env.get(name, "").strip() for name in bootstraps)
     return choice(env, "A2A_TRANSPORT", TRANSPORTS, "kafka" if has_kafka else "memory")
 
 

@@ -165,9 +165,7 @@ def build_bus(kafka: str | None, prefix: str | None) -> Bus:
     environment. A setting it cannot use ends the command (exit 2) with its name."""
     from a2a_bus.bus import Bus
 
-    # An empty variable counts as unset (an empty KAFKA_BOOTSTRAP_SERVERS names no broker).
-    unset_if_empty = {name: value for name, value in os.environ.items() if value}
-    env = bus_environment(kafka, prefix, unset_if_empty)
+    env = bus_environment(kafka, prefix)
     try:
         bus = Bus.from_env(env)  # refuses a bad value naming its variable
     except EnvError as exc:

@@ -112,6 +112,12 @@ def test_transport_kind_follows_the_bootstrap() -> None:
     assert env.transport_kind({"A2A_KAFKA_BOOTSTRAP_SERVERS": "k:9092"}) == "kafka"
     both = {"A2A_KAFKA_BOOTSTRAP_SERVERS": "k:9092", "A2A_TRANSPORT": " Memory "}
     assert env.transport_kind(both) == "memory"
+    # An empty variable names no broker: it counts as unset (Bus.from_env too).
+    empty = {"KAFKA_BOOTSTRAP_SERVERS": "", "A2A_KAFKA_BOOTSTRAP_SERVERS": " "}
+    assert env.transport_kind(empty) == "memory"
+    with_fallback = {"KAFKA_BOOTSTRAP_SERVERS": "", "A2A_TRANSPORT": "kafka"}
+    default = KafkaSettings().bootstrap_servers
+    assert KafkaSettings.from_env(with_fallback).bootstrap_servers == default
 
 
 def test_misspelt_kafka_names_are_warned_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -190,7 +190,7 @@ class KafkaSettings:
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        if "KAFKA_BOOTSTRAP_SERVERS" in env:
+        if env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():  # empty: unset, it names no broker
             values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
         if env.get(DELIVERY_ENV, "").strip():
             values["delivery"] = choice(env, DELIVERY_ENV, DELIVERY_MODES, "at_least_once")
