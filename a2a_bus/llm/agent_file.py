@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from a2a_bus.core.routing import RoutingError, subject_matches, validate_name, validate_subject
 from a2a_bus.llm.agent_doc import Document, Path_, expect, read_text, read_toml, read_yaml
+from a2a_bus.llm.bus_tools import BUS_TOOLS, check_bus_tool
 from a2a_bus.llm.callables import callable_label, resolve_callable
 from a2a_bus.llm.errors import AgentConfigError, AgentFileError
 from a2a_bus.llm.exit import ExitCondition
@@ -216,8 +217,6 @@ def _build(doc: Document, base: Path, builder: FileBuilder) -> str:
 
 
 def _bus_settings(doc: Document, name: str) -> BusSettings:
-    from a2a_bus.llm.bus_tools import BUS_TOOLS, check_bus_tool
-
     data = doc.data
     agent_id: str | None = name
     if "id" in data:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from a2a_bus.llm.checkpoint import AgentCheckpoint
+from a2a_bus.llm.checkpoint import AgentCheckpoint
 
 
 class LlmError(Exception):
