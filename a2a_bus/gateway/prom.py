@@ -46,6 +46,8 @@ def code_label(code: Any) -> str:
     spec's, the bus's, an agent's -32000 to -32099) as is, any other ``other``, so
     that handlers raising codes of their own cannot make series without bound."""
     return str(code) if type(code) is int and -32768 <= code <= -32000 else "other"
+
+
 NOTIFICATIONS_REFUSED = Counter(
     "a2a_gateway_notifications_refused",
     "JSON-RPC notifications the bus refused (an unknown agent): unanswered, per the spec",
