@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.gateway import GatewaySettings, create_app
 from a2a_bus.llm import AgentBuilder, llm_agent_class
-from a2a_bus.runtime.logs import TraceContextFilter
+from tests.log_records import Records
 
 from .conftest import ScriptedOpenAI
 
@@ -51,18 +51,6 @@ class Asker(Agent):
 def lookup(city: str) -> str:
     """The weather in a city."""
     return f"sunny in {city}"
-
-
-class Records(logging.Handler):
-    """Log records, as the trace filter leaves them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.addFilter(TraceContextFilter())
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
 
 
 @pytest.fixture

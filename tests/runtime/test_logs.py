@@ -12,28 +12,12 @@ import pytest
 
 from a2a_bus import Agent, Bus, method, subscribe
 from a2a_bus.protocol import parse_traceparent
-from a2a_bus.runtime.logs import TraceContextFilter
 from tests.buses import eventually, make_bus
+from tests.log_records import Records
 
 __all__ = ["make_bus"]  # the fixture
 
 log = logging.getLogger("tests.runtime.logs")
-
-
-class Records(logging.Handler):
-    """Records as the filter leaves them, with the traceparent of the event handled."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.addFilter(TraceContextFilter())
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)  # under the handler's own lock
-
-    def written(self, prefix: str) -> logging.LogRecord | None:
-        with self.lock:  # type: ignore[union-attr]
-            return next((r for r in self.records if r.getMessage().startswith(prefix)), None)
 
 
 class Writer(Agent):
