@@ -9,20 +9,11 @@ what it accepts (``A2A_REQUEST_TIMEOUT='abc': expected a positive number of seco
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping, Sequence
 
 from a2a_bus.protocol import whole_number
 
-log = logging.getLogger(__name__)
-
-TRANSPORTS = ("memory", "kafka")
-KAFKA_PREFIX = "A2A_KAFKA_"
-#: Kafka settings that only code can give (objects, not strings).
-_KAFKA_CODE_ONLY = frozenset({"ssl_context", "sasl_oauth_token_provider"})
-_SECONDS = (("request_timeout", "A2A_REQUEST_TIMEOUT"), ("heartbeat", "A2A_HEARTBEAT"))
-_warned: set[str] = set()
 _YES = ("1", "true", "yes", "on")
 _NO = ("0", "false", "no", "off")
 
