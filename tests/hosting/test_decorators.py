@@ -36,9 +36,14 @@ def test_a_method_name_the_bus_answers_itself_is_refused(name: str) -> None:
         method(name)
 
 
-def test_method_names_of_more_than_letters_are_taken() -> None:
-    for name in ("tools/call", "message/sendStream", "calc.add", "add_two", "a-b"):
-        method(name)
+@pytest.mark.parametrize("name", ["tools/call", "message/sendStream", "calc.add", "add_two", "a-b"])
+def test_method_names_of_more_than_letters_are_taken(name: str) -> None:
+    class Named(Agent):
+        @method(name)
+        def handle(self) -> None:
+            pass
+
+    assert list(Named.methods) == [name]
 
 
 def test_a_description_that_is_no_string_is_refused() -> None:
