@@ -33,6 +33,7 @@ from a2a_bus.gateway.responses import problem
 from a2a_bus.gateway.rpc import CLIENT_GONE, rpc
 from a2a_bus.gateway.settings import GatewaySettings
 from a2a_bus.gateway.tail import tail
+from a2a_bus.gateway.tracing import TracingMiddleware
 from a2a_bus.protocol import Adaptor
 from a2a_bus.runtime.portal import BusStopped
 
@@ -119,7 +120,10 @@ def create_app(bus: Bus, settings: GatewaySettings | None = None) -> Starlette:
             *root_routes(binding, settings.a2a_root),
             *binding.routes(),
         ],
-        middleware=[Middleware(MetricsMiddleware)],
+        middleware=[
+            Middleware(MetricsMiddleware),
+            Middleware(TracingMiddleware, tracing=gateway.bus.tracing),
+        ],
         exception_handlers={
             HTTPException: _http_error,
             BusStopped: _bus_stopped,

@@ -43,7 +43,7 @@ async def events(request: Request) -> Response:
         return problem(400, f"malformed CloudEvent: {exc.failure.data or exc.failure.message}")
     if not decoded:
         return problem(400, "malformed CloudEvent: the batch is empty")
-    with serving_http(ctx, request, "/events") as origin:
+    with serving_http(ctx, request) as origin:
         for event in decoded:
             adopt(origin, event)
         return await _publish(ctx, access, decoded)

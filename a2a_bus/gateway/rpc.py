@@ -105,7 +105,7 @@ async def rpc(request: Request) -> Response:
         code = ErrorCode.TOO_LARGE if isinstance(exc, BodyTooLarge) else ErrorCode.INVALID_REQUEST
         return rpc_error(exc.status, code, exc.reason, str(exc))
     items, batch = parse(ctx, body)
-    with serving_http(ctx, request, "/rpc") as origin:
+    with serving_http(ctx, request) as origin:
         for item in items:
             if isinstance(item, CloudEvent):
                 adopt(origin, item)

@@ -58,6 +58,7 @@ from a2a_bus.protocol.tracecontext import (
     format_traceparent,
     new_traceparent,
     parse_traceparent,
+    propagated_traceparent,
     valid_tracestate,
 )
 
@@ -109,6 +110,7 @@ __all__ = [
     "params_key",
     "parse_json",
     "parse_traceparent",
+    "propagated_traceparent",
     "record_key",
     "result_response",
     "to_http",

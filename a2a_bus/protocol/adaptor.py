@@ -38,6 +38,7 @@ from a2a_bus.protocol.formats import from_structured
 from a2a_bus.protocol.jsonrpc import Kind, classify, jsonrpc_of
 from a2a_bus.protocol.kinds import event_kind
 from a2a_bus.protocol.parsing import parse_json
+from a2a_bus.protocol.tracecontext import propagated_traceparent
 
 # Routing members of params and the attribute each is promoted to.
 _ROUTING: tuple[tuple[str, str], ...] = (
@@ -235,6 +236,10 @@ class Adaptor:
         if method is not None:
             attributes[ext.METHOD] = method
         traceparent = asked.get(ext.TRACEPARENT)
+        if traceparent is not None and not _as_sent(traceparent):
+            # From outside the bus's doors (written straight to an agent's topic): on
+            # as the bus sends one, or dropped with its tracestate when malformed.
+            traceparent = propagated_traceparent(traceparent)
         if traceparent is not None:
             attributes[ext.TRACEPARENT] = traceparent
             tracestate = asked.get(ext.TRACESTATE)
@@ -346,3 +351,15 @@ def _with_routing(params: Any, attributes: dict[str, Any]) -> Any:
     if not missing or type(params) is list:
         return params
     return {**(params or {}), **missing}
+
+
+def _as_sent(traceparent: Any) -> bool:
+    """``traceparent`` has the form the bus sends (version 00, no flag but ``sampled``):
+    a shape check, cheaper than parsing it, for what every answer passes on."""
+    return (
+        type(traceparent) is str
+        and len(traceparent) == 55
+        and traceparent[:3] == "00-"
+        and traceparent[53:] in ("00", "01")
+    )
+

@@ -5,7 +5,9 @@ trace has one), in both Kafka content modes and on HTTP: a message continues the
 trace of the message whose handler sent it, and a message that enters the bus
 continues its sender's trace (an HTTP ``traceparent`` header, a Kafka record
 header, or the event's own attribute) or starts one. A malformed value is
-ignored, never an error: the trace starts afresh. See protocol/PROTOCOL.md.
+ignored, never an error: the trace starts afresh. What the bus passes on is
+version ``00`` with only the ``sampled`` flag kept: W3C Trace Context level 1
+asks that flags a vendor does not know be zeroed. See protocol/PROTOCOL.md.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ TRACESTATE: Final = ext.TRACESTATE
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
+#: The one trace flag of W3C Trace Context level 1; the others are zeroed when passed on.
+SAMPLED: Final = 0x01
 #: The specification's bound on a ``tracestate`` value (32 members of at most 256 chars).
 MAX_TRACESTATE = 512
 _random_bits = random.getrandbits
@@ -38,10 +42,11 @@ class TraceParent(NamedTuple):
 
     @property
     def sampled(self) -> bool:
-        return bool(self.flags & 1)
+        return bool(self.flags & SAMPLED)
 
     def header(self) -> str:
-        """As this bus sends it: version ``00``, whatever version it came in."""
+        """As this bus sends it: version ``00``, whatever version it came in, and
+        no flag but ``sampled``."""
         return format_traceparent(int(self.trace_id, 16), int(self.parent_id, 16), self.flags)
 
 
@@ -61,8 +66,21 @@ def parse_traceparent(value: Any) -> TraceParent | None:
 
 
 def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
-    """A version ``00`` ``traceparent`` (ids as integers, as OpenTelemetry keeps them)."""
-    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+    """A version ``00`` ``traceparent`` (ids as integers, as OpenTelemetry keeps them);
+    of ``flags`` only ``sampled`` is kept (the others are unknown to level 1)."""
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags & SAMPLED:02x}"
+
+
+def propagated_traceparent(value: Any) -> str | None:
+    """The ``traceparent`` the bus passes on for ``value`` (version ``00``, no flag but
+    ``sampled``), or None when ``value`` is not a valid one."""
+    parsed = parse_traceparent(value)
+    if parsed is None:
+        return None
+    # Most already are what is sent: formatting them again would cost more than this.
+    if parsed.flags & ~SAMPLED or value[:3] != "00-":
+        return parsed.header()
+    return value  # a valid one is a str
 
 
 def new_traceparent() -> str:
@@ -111,17 +129,18 @@ def adopt_trace(
     transport's (``traceparent``/``tracestate`` headers) is taken when valid. A
     malformed value is dropped: without one the bus starts a new trace.
     """
-    own = parse_traceparent(attributes.get(TRACEPARENT))
+    own = propagated_traceparent(attributes.get(TRACEPARENT))
     if own is not None:
-        # A later version's extra fields are not carried on (the specification's rule).
-        attributes[TRACEPARENT] = own.header()
+        # A later version's extra fields and unknown flags are not carried on (the
+        # specification's rules).
+        attributes[TRACEPARENT] = own
         if TRACESTATE in attributes and not valid_tracestate(attributes[TRACESTATE]):
             del attributes[TRACESTATE]
         return
     attributes.pop(TRACEPARENT, None)
     attributes.pop(TRACESTATE, None)
-    given = parse_traceparent(traceparent)
+    given = propagated_traceparent(traceparent)
     if given is not None:
-        attributes[TRACEPARENT] = given.header()
+        attributes[TRACEPARENT] = given
         if valid_tracestate(tracestate):
             attributes[TRACESTATE] = tracestate

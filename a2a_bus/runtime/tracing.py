@@ -46,6 +46,7 @@ from a2a_bus.protocol import (
     new_traceparent,
     next_call,
     parse_traceparent,
+    propagated_traceparent,
     valid_tracestate,
 )
 
@@ -77,7 +78,8 @@ ORIGIN: ContextVar[Origin | None] = ContextVar("a2a_bus_origin", default=None)
 def door_origin(traceparent: Any, tracestate: Any = None) -> Origin | None:
     """The origin of a request entering at a door with these transport headers
     (None when ``traceparent`` is not a valid one: the bus starts a trace)."""
-    if parse_traceparent(traceparent) is None:
+    traceparent = propagated_traceparent(traceparent)
+    if traceparent is None:
         return None
     attributes = {ext.TRACEPARENT: traceparent}
     if valid_tracestate(tracestate):
@@ -94,10 +96,11 @@ def continue_origin(origin: Origin, attributes: MutableMapping[str, Any]) -> Non
         # Recording: the span current where the message is made (the handler's, or
         # one of its own) is the parent of the sending.
         stamp(attributes, trace.get_current_span())
-    elif (parsed := parse_traceparent(traceparent)) is not None:
+    elif (passed := propagated_traceparent(traceparent)) is not None:
         # Checked: a handled event may come from a producer outside the bus's doors,
-        # with a later version's traceparent, which goes on as version 00.
-        attributes[ext.TRACEPARENT] = traceparent if traceparent[:3] == "00-" else parsed.header()
+        # with a later version's traceparent or flags level 1 does not know, which go
+        # on as version 00 with those flags zeroed.
+        attributes[ext.TRACEPARENT] = passed
         tracestate = source.get(ext.TRACESTATE)
         if valid_tracestate(tracestate):
             attributes[ext.TRACESTATE] = tracestate

@@ -88,6 +88,31 @@ def test_a_later_version_goes_on_as_version_00_without_its_extra_fields(tail: st
     assert from_header == {"traceparent": VALID, "tracestate": "a=1"}
 
 
+@pytest.mark.parametrize(
+    ("flags", "passed_on"), [("ff", "01"), ("fe", "00"), ("03", "01"), ("01", "01"), ("00", "00")]
+)
+def test_trace_flags_other_than_sampled_are_zeroed_when_passed_on(
+    flags: str, passed_on: str
+) -> None:
+    """W3C Trace Context level 1: a vendor zeroes the flags it does not know."""
+    given = VALID[:-2] + flags
+    expected = VALID[:-2] + passed_on
+    parsed = parse_traceparent(given)
+    assert parsed is not None and parsed.flags == int(flags, 16)  # read as it came
+    own: dict[str, Any] = {"traceparent": given}
+    adopt_trace(own)
+    assert own == {"traceparent": expected}
+    from_header: dict[str, Any] = {}
+    adopt_trace(from_header, given)
+    assert from_header == {"traceparent": expected}
+    later: dict[str, Any] = {"traceparent": "01" + given[2:] + "-more"}
+    adopt_trace(later)
+    assert later == {"traceparent": expected}
+    assert format_traceparent(int(VALID[3:35], 16), int(VALID[36:52], 16), int(flags, 16)) == (
+        expected
+    )
+
+
 def test_malformed_trace_context_is_dropped_not_refused() -> None:
     attributes: dict[str, Any] = {"traceparent": "nope", "tracestate": "a=1"}
     adopt_trace(attributes, "also-nope", "b=2")
@@ -143,3 +168,26 @@ def test_a_response_event_continues_its_requests_trace() -> None:
     answer = adaptor.response_event(request, {"jsonrpc": "2.0", "result": 1, "id": 1})  # type: ignore[arg-type]
     assert answer.get_extension("traceparent") == VALID
     assert answer.get_extension("tracestate") == "a=1"
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [
+        (VALID[:-2] + "ff", VALID[:-2] + "01"),
+        (VALID[:-2] + "02", VALID[:-2] + "00"),
+        ("01" + VALID[2:] + "-more", VALID),
+        ("nope", None),
+    ],
+)
+def test_a_response_event_passes_its_requests_trace_on_as_the_bus_sends_one(
+    asked: str, answered: str | None
+) -> None:
+    """A request written straight to an agent's topic may carry any traceparent: its
+    answer carries version 00 with only the sampled flag, or none when it is malformed."""
+    adaptor = Adaptor()
+    [request] = adaptor.from_json({"jsonrpc": "2.0", "method": "m", "id": 1})
+    request.get_attributes().update(traceparent=asked, tracestate="a=1")  # type: ignore[union-attr]
+    answer = adaptor.response_event(request, {"jsonrpc": "2.0", "result": 1, "id": 1})  # type: ignore[arg-type]
+    assert answer.get_extension("traceparent") == answered
+    assert answer.get_extension("tracestate") == ("a=1" if answered else None)
+

@@ -167,23 +167,39 @@ async def _first_events(bus: Bus, topic: str) -> list[Any]:
     return await asyncio.wait_for(poll(), WAIT)
 
 
+async def _relayed(bus: Bus, traceparent: str) -> list[str]:
+    """The ``traceparent`` of what the bus sends for ``traceparent`` given by a producer
+    writing straight to an agent's topic (no door adopts its trace), then by a door's
+    caller."""
+    event = bus.adaptor.from_json({"jsonrpc": "2.0", "method": "relay"})[0]
+    assert not isinstance(event, Failure)
+    event.get_attributes()["traceparent"] = traceparent
+    await bus.transport.publish(bus.topics.agent("relay"), event)
+    with tracing.serving(tracing.door_origin(traceparent)):
+        await bus.async_client().publish("relayed.at.door", {"n": 2})
+    sent = []
+    for subject in ("relayed.by.handler", "relayed.at.door"):
+        events = await _first_events(bus, bus.topics.subject(subject))
+        sent += [e.get_attributes()["traceparent"] for e in events]
+    return sent
+
+
 async def test_a_later_version_traceparent_goes_on_as_version_00(
     make_bus: Callable[..., Awaitable[Bus]],
 ) -> None:
     bus = await make_bus(Relay)
-    # A producer writing straight to the agent's topic (no door adopts its trace).
-    event = bus.adaptor.from_json({"jsonrpc": "2.0", "method": "relay"})[0]
-    assert not isinstance(event, Failure)
-    event.get_attributes()["traceparent"] = LATER
-    await bus.transport.publish(bus.topics.agent("relay"), event)
-    # A door's caller with such a header.
-    with tracing.serving(tracing.door_origin(LATER)):
-        await bus.async_client().publish("relayed.at.door", {"n": 2})
-
     expected = f"00-{LATER_TRACE}-00f067aa0ba902b7-01"
-    for subject in ("relayed.by.handler", "relayed.at.door"):
-        events = await _first_events(bus, bus.topics.subject(subject))
-        assert [e.get_attributes()["traceparent"] for e in events] == [expected]
+    assert await _relayed(bus, LATER) == [expected, expected]
+
+
+async def test_trace_flags_other_than_sampled_are_zeroed_on_what_the_bus_sends(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    """W3C Trace Context level 1: a vendor zeroes the flags it does not know."""
+    bus = await make_bus(Relay)
+    unknown_flags = f"00-{LATER_TRACE}-00f067aa0ba902b7-ff"
+    expected = f"00-{LATER_TRACE}-00f067aa0ba902b7-01"
+    assert await _relayed(bus, unknown_flags) == [expected, expected]
 
 
 async def test_spans_of_a_method_the_agent_lacks_are_named_after_the_rpc_system(

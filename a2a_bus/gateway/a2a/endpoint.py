@@ -165,8 +165,7 @@ class A2ABinding:
     # -- the JSON-RPC endpoint --------------------------------------------------------
 
     async def endpoint(self, request: Request) -> Response:
-        route = "/a2a/{agent_id}" if "agent_id" in request.path_params else "/a2a"
-        with serving_http(self.gateway, request, route):
+        with serving_http(self.gateway, request):
             return await self._endpoint(request)
 
     async def _endpoint(self, request: Request) -> Response:
