@@ -21,6 +21,7 @@ from a2a_bus.cli.signals import run_async
 from a2a_bus.protocol import ErrorCode, ProtocolError
 from a2a_bus.runtime.env import EnvError
 from a2a_bus.settings import bus_environment
+from a2a_bus.transport.kafka.config import bootstrap_problem
 
 if TYPE_CHECKING:
     from a2a_bus.bus import Bus
@@ -165,6 +166,8 @@ def build_bus(kafka: str | None, prefix: str | None) -> Bus:
     environment. A setting it cannot use ends the command (exit 2) with its name."""
     from a2a_bus.bus import Bus
 
+    if kafka:  # named as the flag, not as the variable it becomes
+        check_bootstrap(kafka, "--kafka")
     env = bus_environment(kafka, prefix)
     try:
         bus = Bus.from_env(env)  # refuses a bad value naming its variable
@@ -172,24 +175,15 @@ def build_bus(kafka: str | None, prefix: str | None) -> Bus:
         raise fail(str(exc), 2) from None
     except ValueError as exc:  # a flag's value, or a Kafka setting (named by the message)
         raise fail(str(exc), 2) from None
-    servers = kafka_bootstrap(bus)
-    if servers is not None:
-        named = "A2A_KAFKA_BOOTSTRAP_SERVERS" if "A2A_KAFKA_BOOTSTRAP_SERVERS" in env else ""
-        check_bootstrap(servers, "--kafka" if kafka else named or "KAFKA_BOOTSTRAP_SERVERS")
     return bus
 
 
 def check_bootstrap(servers: str, name: str) -> None:
     """Bootstrap servers aiokafka can use, else one line naming where they came from
     (exit 2): aiokafka would fail with a bare ValueError deep in its start."""
-    from aiokafka.conn import collect_hosts
-
-    try:
-        hosts = collect_hosts(servers)
-    except ValueError:  # a port that is no number
-        hosts = []
-    if not hosts or not all(host and 0 < port < 65536 for host, port, _ in hosts):
-        raise fail(f"{name}={servers!r}: expected HOST[:PORT], comma-separated", 2)
+    problem = bootstrap_problem(servers, name)
+    if problem is not None:
+        raise fail(problem, 2)
 
 
 def kafka_bootstrap(bus: Bus) -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterable, Awaitable, Iterable, Mapping
 from typing import Any, Protocol
 
 from a2a_bus.core.streams import ABORT_PARAM, CHUNK_PARAM, END_PARAM
-from a2a_bus.protocol import new_id
+from a2a_bus.protocol.events import new_session_id
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _stream_base(chunks: Any, params: dict[str, Any] | None) -> dict[str, Any]:
             f"stream_to: params must be a dict of the handler's other named params, not "
             f"{params!r:.60}"
         )
-    return {**(params or {}), "_sessionId": new_id()}
+    return {**(params or {}), "_sessionId": new_session_id()}
 
 
 async def _quietly(send: Awaitable[None]) -> None:

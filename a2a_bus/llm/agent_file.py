@@ -149,7 +149,10 @@ def _build(doc: Document, base: Path, builder: FileBuilder) -> str:
         prompt = expect(doc, ("system_prompt",), data["system_prompt"], str, "a string")
         if not prompt.strip():
             raise doc.error(("system_prompt",), "must not be empty (omit it for no system prompt)")
-        builder.system_prompt(prompt)
+        try:
+            builder.system_prompt(prompt)
+        except AgentConfigError as exc:
+            raise doc.error(("system_prompt",), str(exc)) from None
     if "system_prompt_file" in data:
         rel = expect(doc, ("system_prompt_file",), data["system_prompt_file"], str, "a path")
         try:

@@ -23,7 +23,7 @@ from a2a_bus.llm.memory.store_urls import open_store
 from a2a_bus.llm.memory.stores import ConversationStore
 from a2a_bus.llm.memory.strategies import MemoryStrategy, llm_summarizer, parse_memory, summary
 from a2a_bus.llm.openai_client import OpenAIClient
-from a2a_bus.llm.soul import FileSoul, SoulProvider
+from a2a_bus.llm.soul import FileSoul, SoulProvider, as_soul
 from a2a_bus.llm.tools import AgentTool, FunctionTool
 
 
@@ -41,7 +41,7 @@ class AgentBuilder:
         self._name = name
         self._client: LlmClient | None = None
         self._model: str | None = None
-        self._soul: str | SoulProvider | None = None
+        self._soul: SoulProvider | None = None
         self._max_turns = 10
         self._max_tool_concurrency: int | None = None
         self._temperature: float | None = None
@@ -80,8 +80,9 @@ class AgentBuilder:
         return self
 
     def system_prompt(self, prompt: str | SoulProvider | None) -> AgentBuilder:
-        """The soul: a fixed text or any provider (``FileSoul``, a custom one)."""
-        self._soul = prompt
+        """The soul: a fixed text or any provider (``FileSoul``, a custom one); a text
+        over ``MAX_SYSTEM_PROMPT_BYTES`` is refused here (``AgentConfigError``)."""
+        self._soul = as_soul(prompt)
         return self
 
     def system_prompt_file(self, path: str | os.PathLike[str]) -> AgentBuilder:

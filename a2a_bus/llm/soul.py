@@ -1,4 +1,7 @@
-"""System-prompt providers (the agent's "soul"): none, static text or a file."""
+"""System-prompt providers (the agent's "soul"): none, static text or a file.
+
+A prompt over :data:`MAX_SYSTEM_PROMPT_BYTES` is refused when the soul is made.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +10,28 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
+from a2a_bus.core.payload import MAX_PAYLOAD_BYTES
 from a2a_bus.llm.agent_doc import read_text
 from a2a_bus.llm.errors import AgentConfigError
 
 log = logging.getLogger(__name__)
+
+#: Bytes of UTF-8 a system prompt may have. Every LLM request carries it, so one
+#: larger than any one bus message may carry is a mistake (a wrong file), not a
+#: prompt: no real one comes near.
+MAX_SYSTEM_PROMPT_BYTES: Final = MAX_PAYLOAD_BYTES
+
+
+def oversize(size: int) -> str | None:
+    """Why a system prompt of ``size`` bytes of UTF-8 is refused (None: it is not)."""
+    if size <= MAX_SYSTEM_PROMPT_BYTES:
+        return None
+    return (
+        f"{size:,} bytes of UTF-8, over the limit of {MAX_SYSTEM_PROMPT_BYTES:,} bytes "
+        "(MAX_SYSTEM_PROMPT_BYTES)"
+    )
 
 
 @runtime_checkable
@@ -33,9 +52,12 @@ class NoSoul:
 
 
 class StaticSoul:
-    """A fixed system prompt."""
+    """A fixed system prompt (``AgentConfigError`` over :data:`MAX_SYSTEM_PROMPT_BYTES`)."""
 
     def __init__(self, text: str) -> None:
+        problem = oversize(len(text.encode("utf-8", "surrogatepass")))
+        if problem is not None:
+            raise AgentConfigError(f"system prompt: {problem}")
         self.text = text
 
     def system_prompt(self, context: Mapping[str, Any]) -> str | None:
@@ -48,8 +70,9 @@ class StaticSoul:
 class FileSoul:
     """A system prompt kept in a file (e.g. ``SOUL.md``), re-read when it changes.
 
-    A file that cannot be read as UTF-8 text is refused when the soul is made; one
-    that later vanishes or turns unreadable leaves the last good prompt in use.
+    A file that cannot be read as UTF-8 text, or is over
+    :data:`MAX_SYSTEM_PROMPT_BYTES`, is refused when the soul is made; one that later
+    vanishes, turns unreadable or grows past the limit leaves the last good prompt in use.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -66,12 +89,15 @@ class FileSoul:
     def _reread(self) -> str | None:
         """Take the file's text if it changed; why it cannot be read, if so."""
         try:
-            stamp = self.path.stat().st_mtime
+            status = self.path.stat()
         except OSError:
             return None  # vanished: keep the last good prompt
-        if stamp == self._stamp:
+        if status.st_mtime == self._stamp:
             return None
-        self._stamp = stamp  # a bad version is reported once, not at every run
+        self._stamp = status.st_mtime  # a bad version is reported once, not at every run
+        problem = oversize(status.st_size)  # the file's bytes are its text's UTF-8
+        if problem is not None:
+            return problem
         try:
             self._text = read_text(self.path).strip()
         except AgentConfigError as exc:

@@ -15,6 +15,7 @@ import base64
 import binascii
 import itertools
 import re
+import secrets
 import uuid
 from datetime import datetime
 from typing import Any, Final
@@ -35,6 +36,16 @@ _id_counter = itertools.count(1)
 def new_id() -> str:
     """A fresh event id, unique across processes (random prefix) and within one (counter)."""
     return f"{_ID_PREFIX}-{next(_id_counter)}"
+
+
+def new_session_id() -> str:
+    """A fresh stream session id: 128 random bits, 22 URL-safe characters.
+
+    Not :func:`new_id`, which is unique but guessable: an agent knows a caller's
+    stream by its session id and method alone, so whoever knew the id could feed,
+    end or abort someone else's stream.
+    """
+    return secrets.token_urlsafe(16)
 
 
 def new_event(attributes: dict[str, Any], data: Any = None) -> CloudEvent:

@@ -334,8 +334,11 @@ def test_publish_refuses_an_event_type_cloudevents_forbids() -> None:
         ("broker:port", {}, "--kafka"),
         (None, {"A2A_KAFKA_BOOTSTRAP_SERVERS": ":::"}, "A2A_KAFKA_BOOTSTRAP_SERVERS"),
         (None, {"KAFKA_BOOTSTRAP_SERVERS": "broker:99999"}, "KAFKA_BOOTSTRAP_SERVERS"),
+        # A host name with a space, which aiokafka takes (and fails to resolve later).
+        ("broker one:9092", {}, "--kafka"),
+        (None, {"A2A_KAFKA_BOOTSTRAP_SERVERS": "a b"}, "A2A_KAFKA_BOOTSTRAP_SERVERS"),
     ],
-    ids=["flag", "variable", "fallback"],
+    ids=["flag", "variable", "fallback", "flag-space", "variable-space"],
 )
 def test_bootstrap_servers_aiokafka_cannot_parse_are_bad_usage(
     bootstrap: str | None, extra: dict[str, str | None], named: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from a2a_bus.llm import (
     AgentBuilder,
     AgentConfigError,
     AgentFileError,
+    AgentLoop,
     ExitConditionError,
     FileSoul,
     OpenAIClient,
     agent_class_from_file,
     load_agent_file,
 )
+from a2a_bus.llm.soul import MAX_SYSTEM_PROMPT_BYTES
 
 from .conftest import ScriptedOpenAI
 
@@ -400,6 +403,45 @@ def test_a_soul_file_that_is_not_text_is_refused_and_a_bad_edit_keeps_the_last_p
     os.utime(soul, (1, 1))  # a distinct mtime, whatever the clock resolution
     llm_server.reply("ok")
     assert agent.run("one").content == "ok"  # not a crash of every run
+    assert llm_server.requests[0]["messages"][0]["content"] == "You are calm."
+
+
+def test_a_system_prompt_over_the_limit_is_refused_where_the_agent_is_built(
+    tmp_path: Path, llm_client: OpenAIClient
+) -> None:
+    """Every LLM request would carry it: refused naming its size and the limit, given
+    to the builder or the loop, in a soul file or in an agent file (with its line)."""
+    at_limit = "\u00e9" * (MAX_SYSTEM_PROMPT_BYTES // 2)  # 2 bytes of UTF-8 each
+    agent = AgentBuilder().llm(llm_client).system_prompt(at_limit).build()
+    assert agent.soul.system_prompt({}) == at_limit
+    huge = "x" * (50 * 2**20)
+    too_large = f"52,428,800 bytes of UTF-8, over the limit of {MAX_SYSTEM_PROMPT_BYTES:,} bytes"
+    with pytest.raises(AgentConfigError, match=re.escape(f"system prompt: {too_large}")):
+        AgentBuilder().system_prompt(huge)
+    with pytest.raises(AgentConfigError, match=re.escape(too_large)):
+        AgentLoop(llm_client, system_prompt=huge)
+    with pytest.raises(AgentConfigError, match="1,000,001 bytes of UTF-8, over the limit"):
+        AgentBuilder().system_prompt(at_limit + "x")
+    soul = tmp_path / "SOUL.md"
+    soul.write_text(huge)
+    with pytest.raises(AgentConfigError, match=re.escape(f"SOUL.md: {too_large}")):
+        AgentBuilder().system_prompt_file(soul)
+    by_file = write(tmp_path, "model: m\nsystem_prompt_file: SOUL.md\n")
+    assert_file_error(by_file, 2, "system_prompt_file", too_large)
+    inline = write(tmp_path, "model: m\nsystem_prompt: " + "x" * (MAX_SYSTEM_PROMPT_BYTES + 1))
+    assert_file_error(inline, 2, "system_prompt", "1,000,001 bytes of UTF-8, over the limit")
+
+
+def test_a_soul_file_that_grows_past_the_limit_keeps_the_last_prompt(
+    tmp_path: Path, llm_server: ScriptedOpenAI, llm_client: OpenAIClient
+) -> None:
+    soul = tmp_path / "SOUL.md"
+    soul.write_text("You are calm.\n")
+    agent = AgentBuilder().llm(llm_client).system_prompt_file(soul).build()
+    soul.write_text("x" * (MAX_SYSTEM_PROMPT_BYTES + 1))
+    os.utime(soul, (1, 1))  # a distinct mtime, whatever the clock resolution
+    llm_server.reply("ok")
+    assert agent.run("one").content == "ok"
     assert llm_server.requests[0]["messages"][0]["content"] == "You are calm."
 
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from a2a_bus.llm import AgentBuilder, AgentLoop, LlmMessage, OpenAIClient, ToolCall
+from a2a_bus import Bus, JsonRpcError
+from a2a_bus.llm import (
+    AgentBuilder,
+    AgentLoop,
+    LlmMessage,
+    OpenAIClient,
+    ToolCall,
+    llm_agent_class,
+)
 from a2a_bus.llm.memory import (
     SUMMARY_NAME,
     HeuristicTokenEstimator,
@@ -16,8 +26,10 @@ from a2a_bus.llm.memory import (
     InMemoryStore,
     MemoryStrategy,
     NotesBackend,
+    RedisStore,
     SlidingWindowMemory,
     SqliteNotes,
+    SqliteStore,
     custom,
     full,
     llm_summarizer,
@@ -259,3 +271,74 @@ def test_builder_merges_the_notes_tools(
     other = [m["content"] for m in llm_server.requests[4]["messages"] if m["role"] == "tool"]
     assert other == ["error: tool 'memory_read' failed: LookupError: no note named 'colour'"]
     assert notes.read("notary/c1", "colour") == "teal"
+
+
+# -- stores that cannot be used ----------------------------------------------------------
+
+
+def _answers(bus: Bus, requests: list[tuple[str, dict[str, Any]]]) -> list[JsonRpcError]:
+    """The errors ``requests`` to the agent "helper" are answered with (each must fail)."""
+    errors = []
+    for method, params in requests:
+        with pytest.raises(JsonRpcError) as refused:
+            bus.client().request("helper", method, params, timeout=30)
+        errors.append(refused.value)
+    return errors
+
+
+def test_an_agent_whose_redis_store_is_out_of_reach_answers_naming_it_once_logged(
+    llm_server: ScriptedOpenAI, llm_client: OpenAIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not a crash of the agent (retried, then -32603 with no reason, and a traceback
+    logged at every try): -32603 whose data names the store, without its password,
+    and one warning for the outage."""
+    store = RedisStore("redis://:hunter2pw@127.0.0.1:1/0")  # nothing listens on port 1
+    agent = AgentBuilder("helper").llm(llm_client).store(store).build()
+    chat = ("chat", {"message": "hi", "session_id": "s"})
+    with caplog.at_level(logging.INFO), Bus.memory() as bus:
+        bus.spawn(llm_agent_class(agent, "helper"))
+        errors = _answers(bus, [chat, chat, ("reset", {"session_id": "s"})])
+    for error in errors:
+        assert (error.code, error.message) == (-32603, "Internal error")
+        assert error.data.startswith(
+            "conversation store RedisStore('redis://127.0.0.1:1/0', prefix='a2a:conversation:'): "
+            "load failed: ConnectionError: "
+        ), error.data
+    logged = [record for record in caplog.records if "127.0.0.1:1" in record.getMessage()]
+    assert [record.levelname for record in logged] == ["WARNING"], logged
+    assert "hunter2pw" not in caplog.text + repr(store)
+    assert llm_server.requests == []  # the model is not asked what could not be kept
+
+
+def test_an_agent_whose_sqlite_store_stays_locked_answers_naming_it(
+    tmp_path: Path, llm_server: ScriptedOpenAI, llm_client: OpenAIClient
+) -> None:
+    """Another process holding the database past the store's busy wait (5 s)."""
+    path = tmp_path / "conversations.db"
+    agent = AgentBuilder("helper").llm(llm_client).store(SqliteStore(path)).build()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with Bus.memory() as bus:
+            bus.spawn(llm_agent_class(agent, "helper"))
+            llm_server.reply("hello")
+            [error] = _answers(bus, [("chat", {"message": "hi", "session_id": "s"})])
+    finally:
+        holder.close()
+    assert error.code == -32603
+    assert error.data == (
+        f"conversation store SqliteStore({str(path)!r}): save failed: "
+        "OperationalError: database is locked"
+    )
+
+
+def test_a_sqlite_store_whose_file_cannot_be_made_is_refused_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"  # where the store's directory would have to be
+    blocker.write_text("")
+    path = blocker / "conversations.db"
+    for make in (lambda: SqliteStore(path), lambda: AgentBuilder().store(f"sqlite:///{path}")):
+        with pytest.raises(JsonRpcError) as refused:
+            make()
+        assert refused.value.data.startswith(
+            f"conversation store SqliteStore({str(path)!r}): open failed: FileExistsError: "
+        ), refused.value.data  # a-file exists, not as a directory

@@ -4,7 +4,7 @@ from a2a_bus.llm.memory.notes import InMemoryNotes, NotesBackend, SqliteNotes
 from a2a_bus.llm.memory.redis_store import RedisStore
 from a2a_bus.llm.memory.sqlite_store import SqliteStore
 from a2a_bus.llm.memory.store_urls import open_store
-from a2a_bus.llm.memory.stores import ConversationStore, InMemoryStore
+from a2a_bus.llm.memory.stores import ConversationStore, InMemoryStore, StoreError
 from a2a_bus.llm.memory.strategies import (
     SUMMARY_NAME,
     ConversationMemory,
@@ -38,6 +38,7 @@ __all__ = [
     "SlidingWindowMemory",
     "SqliteNotes",
     "SqliteStore",
+    "StoreError",
     "Summarizer",
     "SummaryMemory",
     "TokenBudgetMemory",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from a2a_bus.llm.memory.stores import ConversationStore, dump_messages, load_messages
+from a2a_bus.llm.memory.stores import ConversationStore, Outage, dump_messages, load_messages
 from a2a_bus.llm.messages import LlmMessage
 
 _SCHEMA = """
@@ -33,16 +33,22 @@ def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
 
 
 class SqliteStore(ConversationStore):
-    """Conversations as JSON rows in a SQLite database; survives restarts."""
+    """Conversations as JSON rows in a SQLite database; survives restarts.
+
+    A file that cannot be opened (its directory not writable) is a
+    :class:`~a2a_bus.llm.memory.stores.StoreError` here, and so is a failure later.
+    """
 
     def __init__(self, path: str | os.PathLike[str] = "a2a-conversations.db") -> None:
         self.path = str(path)
         self._lock = threading.Lock()
-        self._db = connect(path)
-        self._db.execute(_SCHEMA)
+        self._outage = Outage(repr(self), (sqlite3.Error, OSError))
+        with self._outage.watch("open"):
+            self._db = connect(path)
+            self._db.execute(_SCHEMA)
 
     def load(self, key: str) -> list[LlmMessage]:
-        with self._lock:
+        with self._lock, self._outage.watch("load"):
             row = self._db.execute(
                 "SELECT messages FROM a2a_conversations WHERE key = ?", (key,)
             ).fetchone()
@@ -50,7 +56,7 @@ class SqliteStore(ConversationStore):
 
     def save(self, key: str, messages: Sequence[LlmMessage]) -> None:
         data = dump_messages(messages)
-        with self._lock:
+        with self._lock, self._outage.watch("save"):
             self._db.execute(
                 "INSERT INTO a2a_conversations (key, messages, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET messages = excluded.messages, "
@@ -59,11 +65,11 @@ class SqliteStore(ConversationStore):
             )
 
     def delete(self, key: str) -> None:
-        with self._lock:
+        with self._lock, self._outage.watch("delete"):
             self._db.execute("DELETE FROM a2a_conversations WHERE key = ?", (key,))
 
     def keys(self) -> list[str]:
-        with self._lock:
+        with self._lock, self._outage.watch("keys"):
             rows = self._db.execute("SELECT key FROM a2a_conversations ORDER BY key").fetchall()
         return [row[0] for row in rows]
 

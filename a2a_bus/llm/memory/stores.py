@@ -3,17 +3,68 @@
 Conversations are isolated by key. The in-memory store is the default; the
 SQLite store is the embedded durable one; the Redis store serves replicas on
 several machines. :func:`~a2a_bus.llm.memory.store_urls.open_store` picks one from a URL.
+A store that cannot be used raises :class:`StoreError`, which names it and why.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from a2a_bus.llm.messages import LlmMessage
+from a2a_bus.protocol import ErrorCode, JsonRpcError
+
+log = logging.getLogger(__name__)
+
+
+class StoreError(JsonRpcError):
+    """A conversation store that cannot be used: its server out of reach, its file
+    not writable. A JSON-RPC error (-32603, ``data`` naming the store and why), so
+    an agent on the bus answers with the reason instead of crashing on it."""
+
+    def __init__(self, store: str, problem: str) -> None:
+        super().__init__(
+            ErrorCode.INTERNAL_ERROR, "Internal error", f"conversation store {store}: {problem}"
+        )
+        self.store = store
+        self.problem = problem
+
+
+class Outage:
+    """Turns what a store's backend raises into :class:`StoreError`, logged once per
+    outage: at its first failure, and again only after the store worked meanwhile."""
+
+    def __init__(
+        self, store: str, failures: tuple[type[Exception], ...], hidden: Sequence[str] = ()
+    ) -> None:
+        self.store = store
+        self.failures = failures
+        #: Texts never to show (a password the backend's message might quote).
+        self.hidden = tuple(text for text in hidden if text)
+        self.down = False
+
+    @contextlib.contextmanager
+    def watch(self, action: str) -> Iterator[None]:
+        """Around one use of the backend (``action`` names it in the error)."""
+        try:
+            yield
+        except self.failures as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            for text in self.hidden:
+                reason = reason.replace(text, "***")
+            error = StoreError(self.store, f"{action} failed: {reason}")
+            if not self.down:
+                self.down = True
+                log.warning("%s (logged once until it works again)", error.data)
+            raise error from exc
+        if self.down:
+            self.down = False
+            log.info("conversation store %s works again", self.store)
 
 
 class ConversationStore(abc.ABC):

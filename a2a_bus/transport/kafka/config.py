@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from aiokafka.conn import collect_hosts
 from aiokafka.helpers import create_ssl_context
 
-from a2a_bus.runtime.env import choice, seconds, switch, whole
+from a2a_bus.runtime.env import EnvError, choice, seconds, switch, whole
 
 ENV_PREFIX = "A2A_KAFKA_"
 CONTENT_MODES = ("structured", "binary")
@@ -48,6 +51,32 @@ _MAY_BE_ZERO = frozenset(
 )
 #: The durations in seconds a variable may set to 0 (a stop that does not wait).
 _SECONDS_MAY_BE_ZERO = frozenset({"drain_timeout"})
+#: A host name as a resolver takes it (an IP address is checked as one).
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def bootstrap_problem(servers: object, name: str = "bootstrap_servers") -> str | None:
+    """Why ``name=servers`` names no bootstrap servers aiokafka can use (None: it
+    does). aiokafka itself refuses a port that is no number only when the bus
+    starts, deep in its connection code, and takes an empty host or one with a
+    space as given."""
+    try:
+        hosts = collect_hosts(servers, randomize=False) if isinstance(servers, str) else []
+    except ValueError:  # a port that is no number, an unclosed [
+        hosts = []
+    if hosts and all(_usable_host(host) and 0 < port < 65536 for host, port, _ in hosts):
+        return None
+    return f"{name}={servers!r}: expected HOST[:PORT], comma-separated"
+
+
+def _usable_host(host: str) -> bool:
+    if _HOST_NAME.fullmatch(host):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -157,6 +186,9 @@ class KafkaSettings:
     sasl_oauth_token_provider: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        problem = bootstrap_problem(self.bootstrap_servers)
+        if problem is not None:
+            raise ValueError(problem)
         # Code may give 0 wherever it means "at once" (a test's deadline already
         # passed); the environment, where 0 is rather a mistake, is held to more
         # (see _read). A negative or NaN number means nothing anywhere.
@@ -190,8 +222,6 @@ class KafkaSettings:
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        if env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():  # empty: unset, it names no broker
-            values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
         if env.get(DELIVERY_ENV, "").strip():
             values["delivery"] = choice(env, DELIVERY_ENV, DELIVERY_MODES, "at_least_once")
         for f in fields(cls):
@@ -199,6 +229,8 @@ class KafkaSettings:
             if name not in env or f.name in ("ssl_context", "sasl_oauth_token_provider"):
                 continue
             values[f.name] = _read(env, name, f.name, str(f.type))
+        if values.get("bootstrap_servers", _UNSET) is _UNSET:
+            values["bootstrap_servers"] = _bootstrap(env, "KAFKA_BOOTSTRAP_SERVERS")
         values = {key: value for key, value in values.items() if value is not _UNSET}
         values.update(overrides)
         return cls(**values)
@@ -253,6 +285,8 @@ def _read(env: Mapping[str, str], name: str, setting: str, kind: str) -> Any:
     EnvError naming the variable when it cannot be used."""
     raw = env[name]
     optional = "None" in kind
+    if setting == "bootstrap_servers":
+        return _bootstrap(env, name)
     if setting in _CHOICES:
         if optional and not raw.strip():
             return None
@@ -270,4 +304,16 @@ def _read(env: Mapping[str, str], name: str, setting: str, kind: str) -> Any:
         return _UNSET if flag is None else flag
     if optional and raw == "":
         return None
+    return raw
+
+
+def _bootstrap(env: Mapping[str, str], name: str) -> Any:
+    """The bootstrap servers the variable ``name`` holds (unset when empty: it names
+    no broker); EnvError naming the variable when aiokafka cannot use them."""
+    raw = env.get(name, "")
+    if not raw.strip():
+        return _UNSET
+    problem = bootstrap_problem(raw, name)
+    if problem is not None:
+        raise EnvError(problem)
     return raw

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from dataclasses import replace
 
 import pytest
 
@@ -164,3 +165,40 @@ def test_settings_given_in_code_are_checked_too(given: dict[str, object], expect
     with pytest.raises(ValueError) as refused:
         KafkaSettings(**given)  # type: ignore[arg-type]
     assert str(refused.value).startswith(expected)
+
+
+BAD_BOOTSTRAPS = ["", " ", "host:notaport", ":9092", "a b", "broker:99999", "a:0", "a:1,", "[::1"]
+
+
+@pytest.mark.parametrize("servers", BAD_BOOTSTRAPS)
+def test_bootstrap_servers_kafka_cannot_use_are_refused(servers: str) -> None:
+    """In code (also through ``replace``, as the transport applies its options) with
+    the setting's name; from the environment with the variable's."""
+    expected = f"{servers!r}: expected HOST[:PORT], comma-separated"
+    with pytest.raises(ValueError) as refused:
+        KafkaSettings(bootstrap_servers=servers)
+    assert str(refused.value) == f"bootstrap_servers={expected}"
+    with pytest.raises(ValueError, match=r"^bootstrap_servers="):
+        replace(KafkaSettings(), bootstrap_servers=servers)
+    if servers.strip():  # an empty variable names no broker: the default stays
+        for name in ("A2A_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"):
+            with pytest.raises(EnvError) as named:
+                KafkaSettings.from_env({name: servers})
+            assert str(named.value) == f"{name}={expected}"
+
+
+@pytest.mark.parametrize(
+    "servers",
+    ["broker", "a:1,b:2", " a:1 , b ", "10.0.0.7:9093", "[::1]:9092", "::1", "kafka_0.svc:9094"],
+)
+def test_bootstrap_servers_of_hosts_and_ports_are_taken_as_given(servers: str) -> None:
+    assert KafkaSettings(bootstrap_servers=servers).bootstrap_servers == servers
+    assert KafkaSettings.from_env({"KAFKA_BOOTSTRAP_SERVERS": servers}).bootstrap_servers == servers
+
+
+def test_the_prefixed_bootstrap_variable_wins_and_an_empty_one_keeps_the_fallback() -> None:
+    both = {"A2A_KAFKA_BOOTSTRAP_SERVERS": "a:1", "KAFKA_BOOTSTRAP_SERVERS": "not a host"}
+    assert KafkaSettings.from_env(both).bootstrap_servers == "a:1"
+    empty = {"A2A_KAFKA_BOOTSTRAP_SERVERS": " ", "KAFKA_BOOTSTRAP_SERVERS": "b:2"}
+    assert KafkaSettings.from_env(empty).bootstrap_servers == "b:2"
+    assert KafkaSettings.from_env({"A2A_KAFKA_BOOTSTRAP_SERVERS": ""}) == KafkaSettings()
