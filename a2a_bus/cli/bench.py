@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, str] = {
     "payload": "a2a_bus.bench.payload",
     "fanout": "a2a_bus.bench.fanout",
     "bytecodes": "a2a_bus.bench.bytecodes",
+    "streams": "a2a_bus.bench.streams",
 }
 
 

@@ -22,7 +22,7 @@ from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.payload import error_message, refusal
 from a2a_bus.core.streams import chunk_event, end_event
-from a2a_bus.hosting.actor import Job, Outcome
+from a2a_bus.hosting.actor import Job, Outcome, thread_safe
 from a2a_bus.hosting.supervisor import Replica
 from a2a_bus.protocol import (
     ErrorCode,
@@ -72,6 +72,8 @@ class OutboundStreams:
         control = self._context.reply_topic
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
+        # Items of a burst share one wake-up of the loop, in order with the outcome's report.
+        put = thread_safe(loop, queue.put_nowait)
         credits = threading.Semaphore(STREAM_CREDITS)
         cancelled = threading.Event()
         #: Set once a chunk is on its way: a crash after it is final (see unretryable).
@@ -88,7 +90,7 @@ class OutboundStreams:
                 return False
             if seq == 0:  # before the crash report that may follow, from this thread
                 sent.set()
-            loop.call_soon_threadsafe(queue.put_nowait, (seq, item))
+            put((seq, item))
             return True
 
         def unretryable() -> str | None:  # on the loop, after a crash

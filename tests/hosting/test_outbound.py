@@ -1,7 +1,8 @@
-"""Agent -> caller streams from the generator's side (hosting/outbound.py): a
-generator that crashes after its first chunk is not run again, one that crashes
-before it is, and a chunk the caller's reply topic refuses ends the stream with
-its error. Both transports, the last on Kafka only.
+"""Agent -> caller streams from the generator's side (hosting/outbound.py): a long
+stream is written whole, in order and once, its end last; a generator that crashes
+after its first chunk is not run again, one that crashes before it is, and a chunk
+the caller's reply topic refuses ends the stream with its error. Both transports,
+the last on Kafka only.
 """
 
 from __future__ import annotations
@@ -12,14 +13,59 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar
 
 import pytest
+from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
-from a2a_bus.protocol import ErrorCode
+from a2a_bus.core.streams import STREAM_END
+from a2a_bus.protocol import ErrorCode, ext
 from tests.buses import WAIT, assert_dead_not_retried, eventually, make_bus
 
 __all__ = ["make_bus"]  # the fixture, shared with the behavioural suite
 
 MakeBus = Callable[..., Awaitable[Bus]]
+
+
+#: Items of the long stream: several record batches' worth on Kafka.
+LONG = 2000
+
+
+class Counter(Agent):
+    agent_id = "counter"
+
+    @method
+    def count(self, n: int) -> Iterator[int]:
+        yield from range(n)
+
+
+async def _retained(bus: Bus, topic: str) -> list[CloudEvent]:
+    """Every event ``topic`` retains, in the order it was written."""
+    events: list[CloudEvent] = []
+    position: dict[int, int] | None = None
+    while True:
+        batch = await asyncio.wait_for(
+            bus.transport.read(topic, limit=1000, position=position), WAIT
+        )
+        if not batch.events:
+            return events
+        events += batch.events
+        position = batch.position
+
+
+async def test_a_long_stream_is_written_whole_in_order_and_once_with_its_end_last(
+    make_bus: MakeBus,
+) -> None:
+    """The caller gets every item once, none ahead of its turn; its reply topic holds
+    chunk 0 to 1,999 in that order, each once, then the end."""
+    bus = await make_bus(Counter)
+    async with asyncio.timeout(WAIT):
+        items = [item async for item in bus.async_client().stream("counter", "count", [LONG])]
+    assert items == list(range(LONG))
+    assert (bus.metrics.stream_duplicates, bus.metrics.stream_gaps) == (0, 0)
+    written = [
+        (event.get_extension(ext.SEQ), bool(event.get_extension(STREAM_END)))
+        for event in await _retained(bus, bus.reply_topic)
+    ]
+    assert written == [(seq, False) for seq in range(LONG)] + [(LONG, True)]
 
 
 class Teller(Agent):
