@@ -362,4 +362,3 @@ def _as_sent(traceparent: Any) -> bool:
         and traceparent[:3] == "00-"
         and traceparent[53:] in ("00", "01")
     )
-

@@ -190,4 +190,3 @@ def test_a_response_event_passes_its_requests_trace_on_as_the_bus_sends_one(
     answer = adaptor.response_event(request, {"jsonrpc": "2.0", "result": 1, "id": 1})  # type: ignore[arg-type]
     assert answer.get_extension("traceparent") == answered
     assert answer.get_extension("tracestate") == ("a=1" if answered else None)
-
