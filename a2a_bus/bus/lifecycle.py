@@ -169,15 +169,17 @@ class Lifecycle:
     def _release_after_loop_ended(self) -> None:
         """Stop what stops without the loop: the actors are told to stop (so the
         process can exit) and callers still waiting get BusStopped."""
+        self._let_go("the bus loop ended before the bus was stopped")
+
+    def _let_go(self, why: str) -> None:
+        """End the loop thread, if the bus has one, and tell the actors to stop without
+        waiting: their threads would otherwise keep the process alive."""
         if self._released:
             return
         self._released = True
-        log.warning(
-            "the bus loop ended before the bus was stopped: nothing is drained, the agents"
-            " are told to stop"
-        )
+        log.warning("%s: nothing is drained, the agents are told to stop", why)
+        self.stop_thread()  # first: the actors are let go while no loop runs their hosts
         self._hosted.let_go()
-        self.stop_thread()
         self._portal.detach()  # also when the loop was the caller's (astart)
         self._release_threshold()
 
@@ -211,6 +213,9 @@ class Lifecycle:
         self._refuse_waiting_on_loop("bus.stop()")
         try:
             self._portal.run(self.astop())
+        except BaseException:  # interrupted (a second Ctrl-C), or the stop failed
+            self._let_go("the stop of the bus did not end")
+            raise
         finally:
             self.stop_thread()
 

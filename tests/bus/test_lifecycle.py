@@ -521,6 +521,46 @@ def test_a_process_ends_after_its_bus_stopped_with_a_handler_that_never_returns(
     assert_ends_stopped(STUCK_AT_EXIT, "drain timeout: stuck#0 (hang)")
 
 
+INTERRUPTED_STOP = """
+import os
+import signal
+import threading
+
+from a2a_bus import Agent, Bus, method
+
+# Ctrl-C raises KeyboardInterrupt here even where the test runner's shell ignores it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+entered = threading.Event()
+
+
+class Busy(Agent):
+    agent_id = "busy"
+
+    @method
+    def work(self) -> None:
+        entered.set()
+        threading.Event().wait()  # the stop drains it for up to its drain timeout
+
+
+try:
+    with Bus.memory(drain_timeout=600) as bus:
+        bus.spawn(Busy)
+        bus.client().notify("busy", "work")
+        assert entered.wait(30)
+        # The second Ctrl-C comes while the stop drains; the first is raised below.
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        raise KeyboardInterrupt
+except KeyboardInterrupt:
+    print("stopped")
+"""
+
+
+def test_a_process_ends_when_a_second_ctrl_c_interrupts_its_bus_stopping() -> None:
+    """An impatient second Ctrl-C ends the drain: the actors are told to stop and the
+    process exits, rather than waiting forever on actors no one stops."""
+    assert_ends_stopped(INTERRUPTED_STOP, "the stop of the bus did not end: nothing is drained")
+
+
 class StuckOnStop(Agent):
     """An ``on_stop`` that waits without a timeout until the test lets it go."""
 
