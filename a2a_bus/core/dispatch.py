@@ -28,6 +28,7 @@ from a2a_bus.core.correlation import Correlator
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.routing import Route, RouteKind, RoutingError, decide
+from a2a_bus.core.stream_request import send_stream_request
 from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.discovery.directory import BUILTIN_METHODS, Directory
 from a2a_bus.protocol import (
@@ -274,7 +275,8 @@ class Dispatcher:
     async def open_stream(
         self, event: CloudEvent, *, route: Route | None = None, timeout: float | None = None
     ) -> ReplyStream:
-        """Send a request whose handler streams; chunks arrive on the returned stream."""
+        """Send a request whose handler streams; chunks arrive on the returned stream
+        (:func:`~a2a_bus.core.stream_request.send_stream_request`)."""
         self._check_running()
         if route is None:
             try:
@@ -284,28 +286,9 @@ class Dispatcher:
                 stream.fail(exc.json_rpc_error())
                 return stream
         request_id, outgoing = self._request_event(event, route.agent_id)
-        if timeout is None:
-            timeout = self.context.request_timeout
-        stream = self.correlator.expect_stream(request_id, timeout)
-        self.context.metrics.requests += 1
-        tracer = self._tracing.tracer
-        try:
-            if tracer is None:
-                await self.context.transport.publish(route.topic, outgoing, key=route.key)
-            else:  # the span is the request's sending; the chunks continue it
-                attributes = outgoing.get_attributes()
-                span = tracing.start_send(
-                    tracer, attributes, route.topic, self._system, request=True
-                )
-                with tracing.ending(span):
-                    await self.context.transport.publish(route.topic, outgoing, key=route.key)
-        except BaseException as exc:
-            self.correlator.cancel(request_id)
-            if isinstance(exc, TransportError):
-                raise transport_refusal(exc) from None
-            raise
-        stream.request_id = request_id
-        return stream
+        return await send_stream_request(
+            self.context, self.correlator, request_id, outgoing, route, timeout
+        )
 
     def forget(self, request_id: str) -> None:
         """The caller gave up on ``request_id`` (a stream it stopped reading)."""

@@ -8,14 +8,15 @@ reader cannot hold up the others, the wait is bounded: once the reply topic has
 waited :attr:`ReplyStream.grace` seconds in all for a stream's reader, the stream
 breaks (the reader gets the chunks it holds, then -32006) and its later chunks
 are dropped. The end, an error, or a break (a gap in ``seq``, a generator that
-started over) also closes the stream.
+started over) also closes the stream. The stream settles when it closes or its
+reader leaves (:meth:`ReplyStream.on_settle`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2a_bus.core.streams import SeqReceiver
@@ -57,6 +58,7 @@ class ReplyStream:
         self.request_id: str | None = None
         #: Where a cancel goes: the reply topic of the node running the generator.
         self.control: str | None = None
+        self._on_settle: Callable[[JsonRpcError | None], None] | None = None
 
     @property
     def behind(self) -> bool:
@@ -100,6 +102,20 @@ class ReplyStream:
         if room is not None and not room.done():
             room.set_result(None)
 
+    def on_settle(self, callback: Callable[[JsonRpcError | None], None]) -> None:
+        """Call ``callback`` once, when the stream settles: it ends or fails (with
+        its error, if any), or its reader leaves (None); at once if it already did."""
+        if self._ended or self._abandoned:
+            callback(self._error)
+        else:
+            self._on_settle = callback
+
+    def _settle(self) -> None:
+        # Cleared first: a stream that broke settles then, not again when its reader leaves.
+        callback, self._on_settle = self._on_settle, None
+        if callback is not None:
+            callback(self._error)
+
     def abandon(self) -> None:
         """The reader left: drop what is queued and what still comes."""
         self._abandoned = True
@@ -107,11 +123,12 @@ class ReplyStream:
         while not self._queue.empty():
             self._queue.get_nowait()
         self._make_room()
+        self._settle()
 
     def end(self, count: Any, response: Any) -> None:
         """Close with the end marker (or a plain response: one item or an error)."""
-        if self._ended:
-            return  # broken before its end came: the break is what the reader gets
+        if self._ended or self._abandoned:
+            return  # broken before its end came (the break is what the reader gets), or unread
         try:
             if isinstance(response, dict) and "error" in response:
                 raise JsonRpcError.from_dict(response["error"])
@@ -127,7 +144,7 @@ class ReplyStream:
 
     def fail(self, error: JsonRpcError) -> None:
         """End with ``error`` after the chunks already queued (the first failure wins)."""
-        if self._ended:
+        if self._ended or self._abandoned:
             return
         self._error = error
         self._close()
@@ -142,6 +159,7 @@ class ReplyStream:
                 self._queue.put_nowait(item)
         self._ended = True
         self._make_room()  # a chunk still waiting comes after the end: never read
+        self._settle()
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._items()

@@ -41,6 +41,7 @@ from opentelemetry.trace.status import Status, StatusCode
 
 from a2a_bus.protocol import (
     ErrorCode,
+    JsonRpcError,
     ext,
     format_traceparent,
     new_traceparent,
@@ -281,6 +282,14 @@ def record_response(
                 _unknown_method(span, error.get("data"))
         span.set_attribute("rpc.jsonrpc.error_message", str(error.get("message")))
         span.set_status(Status(StatusCode.ERROR, str(error.get("message"))))
+
+
+def end_request(span: Span, error: JsonRpcError | None) -> None:
+    """End the span of a request once its answer settled (a stream's: it ended,
+    failed, or its reader left), marked with ``error`` if it ended with one."""
+    if error is not None:
+        record_response(span, {"error": error.to_dict()})
+    span.end()
 
 
 def _unknown_method(span: Span, method: Any) -> None:

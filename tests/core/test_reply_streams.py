@@ -118,6 +118,35 @@ async def test_a_generator_that_starts_over_breaks_the_stream() -> None:
     assert "started over after 2 chunks" in str(broken.value.data)
 
 
+def test_a_stream_settles_once_whichever_way_comes_first() -> None:
+    """A stream that broke settles with its break, not again when its reader then
+    leaves; one whose reader left settles without an error; a hook given after the
+    stream settled is called at once."""
+    broken = JsonRpcError(ErrorCode.STREAM_BROKEN, "Stream broken")
+    settled: list[JsonRpcError | None] = []
+    stream = ReplyStream()
+    stream.on_settle(settled.append)
+    assert settled == []
+    stream.fail(broken)
+    stream.abandon()
+    stream.end(0, {"result": {"chunks": 0}})
+    assert settled == [broken]
+
+    left = ReplyStream()
+    left.on_settle(settled.append)
+    left.abandon()
+    left.fail(broken)
+    assert settled == [broken, None]
+    left.on_settle(settled.append)
+    assert settled == [broken, None, None]
+
+    ended = ReplyStream()
+    ended.end(None, {"error": {"code": -32050, "message": "dried up"}})
+    ended.on_settle(settled.append)
+    last = settled[-1]
+    assert isinstance(last, JsonRpcError) and last.code == -32050
+
+
 # -- a generator's node killed mid-stream (Kafka: its request goes to another node) -------
 
 ROOT = Path(__file__).resolve().parents[2]

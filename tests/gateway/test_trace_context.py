@@ -389,9 +389,10 @@ async def test_a_server_error_marks_its_span_as_an_error(
     assert [event.name for event in crashed.events] == ["exception"]
 
 
-async def test_a_streamed_answers_span_lasts_until_the_stream_ends(
+async def test_a_streamed_answers_spans_last_until_the_stream_ends(
     recorded_bus: Bus, spans: InMemorySpanExporter
 ) -> None:
+    """The gateway's SERVER span, and the CLIENT span of the request it sends."""
     call = {"jsonrpc": "2.0", "method": "ticks", "params": {"count": 3}, "id": 1}
     headers = {**BEARER, "accept": "text/event-stream"}
     async with _gateway(recorded_bus) as http:
@@ -399,6 +400,8 @@ async def test_a_streamed_answers_span_lasts_until_the_stream_ends(
     assert reply.status_code == 200
     data = [line[5:] for line in reply.text.splitlines() if line.startswith("data:")]
     made = [orjson.loads(chunk)["result"] for chunk in data[:3]]
-    [span] = _http_spans(spans)
-    assert span.start_time is not None and span.end_time is not None
-    assert span.start_time <= made[0] and span.end_time >= made[-1]
+    [served] = _http_spans(spans)
+    [sent] = [span for span in spans.get_finished_spans() if span.kind is SpanKind.CLIENT]
+    for span in (served, sent):
+        assert span.start_time is not None and span.end_time is not None
+        assert span.start_time <= made[0] and span.end_time >= made[-1]

@@ -9,18 +9,20 @@ is read back from the topics.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from a2a_bus import Agent, Bus, JsonRpcError, method, subscribe
-from a2a_bus.protocol import Failure, parse_traceparent
+from a2a_bus.protocol import ErrorCode, Failure, parse_traceparent
 from a2a_bus.runtime import tracing
 from tests.buses import WAIT, eventually, make_bus
 
@@ -236,3 +238,132 @@ async def test_spans_of_a_method_the_agent_lacks_are_named_after_the_rpc_system(
         assert span.attributes["rpc.method_original"] in made_up
         assert span.attributes["rpc.jsonrpc.error_code"] == -32601
         assert span.status.status_code is StatusCode.ERROR
+
+
+# -- the CLIENT span of a stream: until the stream settles ------------------------------
+
+#: The error a dripping stream ends with.
+DRIED_UP = -32050
+
+
+class Drip(Agent):
+    """Streams of chunks 0.05 s apart, each the time it was made at (ns since the epoch)."""
+
+    agent_id = "drip"
+    #: Set at the end of a test: the stalled generator goes on (and ends).
+    release = threading.Event()
+
+    @method
+    def drip(self, count: int) -> Iterator[int]:
+        for _ in range(count):
+            time.sleep(0.05)
+            yield time.time_ns()
+
+    @method
+    def dry_up(self, count: int) -> Iterator[int]:
+        yield from self.drip(count)
+        raise JsonRpcError(DRIED_UP, "dried up")
+
+    @method
+    def stall(self) -> Iterator[int]:
+        yield time.time_ns()
+        self.release.wait(WAIT)
+        yield time.time_ns()
+
+
+class _Started(SpanProcessor):
+    """The CLIENT spans started (an exporter sees only the ended ones)."""
+
+    def __init__(self) -> None:
+        self.clients: list[Span] = []
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        if span.kind is SpanKind.CLIENT:
+            self.clients.append(span)
+
+
+async def _traced_drip(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> tuple[Bus, Callable[[], Awaitable[ReadableSpan]]]:
+    """A bus hosting :class:`Drip`, and a wait for the one CLIENT span it starts to
+    end (none is left open)."""
+    spans, started = InMemorySpanExporter(), _Started()
+    provider = TracerProvider()
+    provider.add_span_processor(started)
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    Drip.release.clear()
+
+    async def client_span() -> ReadableSpan:
+        def ended() -> list[ReadableSpan]:
+            return [s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT]
+
+        [span] = await eventually(ended, "the CLIENT span to end")
+        assert len(started.clients) == 1
+        return span
+
+    return await make_bus(Drip, tracer_provider=provider), client_span
+
+
+def _covers(span: ReadableSpan, made: list[int]) -> None:
+    """``span`` ran while every chunk of ``made`` was made."""
+    assert span.start_time is not None and span.end_time is not None
+    assert span.start_time <= made[0] and span.end_time >= made[-1]
+
+
+async def test_a_streams_client_span_lasts_until_the_stream_ends(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus, client_span = await _traced_drip(make_bus)
+    made = [tick async for tick in bus.async_client().stream("drip", "drip", {"count": 5})]
+    span = await client_span()
+    _covers(span, made)
+    assert span.name == "drip" and span.status.status_code is StatusCode.UNSET
+
+
+async def test_a_streams_client_span_ending_in_an_error_records_it(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus, client_span = await _traced_drip(make_bus)
+    made: list[int] = []
+    with pytest.raises(JsonRpcError) as failed:
+        async for tick in bus.async_client().stream("drip", "dry_up", {"count": 2}):
+            made.append(tick)
+    assert failed.value.code == DRIED_UP
+    span = await client_span()
+    _covers(span, made)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes is not None and span.attributes["rpc.jsonrpc.error_code"] == DRIED_UP
+
+
+async def test_a_streams_client_span_that_times_out_records_the_timeout(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus, client_span = await _traced_drip(make_bus)
+    try:
+        with pytest.raises(JsonRpcError) as timed_out:
+            async for _ in bus.async_client().stream("drip", "stall", timeout=0.3):
+                pass
+    finally:
+        Drip.release.set()
+    assert timed_out.value.code == ErrorCode.TIMEOUT
+    span = await client_span()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes is not None
+    assert span.attributes["rpc.jsonrpc.error_code"] == ErrorCode.TIMEOUT
+
+
+async def test_a_streams_client_span_ends_without_error_when_its_reader_leaves(
+    make_bus: Callable[..., Awaitable[Bus]],
+) -> None:
+    bus, client_span = await _traced_drip(make_bus)
+    made: list[int] = []
+    stream = bus.async_client().stream("drip", "drip", {"count": 1000})
+    async with contextlib.aclosing(stream):
+        async for tick in stream:
+            made.append(tick)
+            if len(made) == 2:
+                break
+    span = await client_span()
+    _covers(span, made)
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.attributes is not None and "rpc.jsonrpc.error_code" not in span.attributes
