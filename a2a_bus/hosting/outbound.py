@@ -2,11 +2,22 @@
 carries, and a generator handler's items streamed as chunks.
 
 A stream's items are published in order, each as a chunk on the caller's reply
-topic, then the end with the count (or the error). The actor may run
-:data:`STREAM_CREDITS` items ahead of the loop publishing them; a caller's
+topic, then the end with the count (or the error). Chunks are pipelined: each is
+handed to the transport as soon as it comes, without waiting for the one before
+to be acknowledged (on Kafka a wait is a broker round trip), and their
+acknowledgements are taken in ``seq`` order (:class:`Unacknowledged`). The actor
+may run :data:`STREAM_CREDITS` items ahead of the acknowledged chunks; a caller's
 ``stream/cancel`` closes the generator at its next item; an item no transport
-carries ends the stream with that error; a generator that crashed after its
+carries ends the stream with that error, and so does the first chunk, in ``seq``
+order, that the transport failed to write; a generator that crashed after its
 first chunk is not run again (its chunks cannot be taken back).
+
+Order: every chunk is handed over by one task, in ``seq`` order. A publish that
+returns a future has handed its record over already (Kafka appends it to its
+partition's open batch at once, and hands a partition's batches to the producer
+one at a time, in order); any other awaitable hands it over only when awaited,
+so it is awaited before the next chunk goes. All chunks of a stream share one
+record key, so one partition.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -78,7 +90,7 @@ class OutboundStreams:
         cancelled = threading.Event()
         #: Set once a chunk is on its way: a crash after it is final (see unretryable).
         sent = threading.Event()
-        #: An item no transport carries: the stream ends with this error there.
+        #: The first chunk, in seq order, that was not sent: the stream ends with this error there.
         refused: list[tuple[int, JsonRpcError]] = []
 
         def emit(seq: int, item: Any) -> bool:  # runs in the actor thread
@@ -97,27 +109,44 @@ class OutboundStreams:
             # A retry's chunks would carry on from the first run's: two runs stitched.
             return STREAM_PARTLY_SENT if sent.is_set() else None
 
-        def cancel() -> None:  # on the loop, when the caller sent stream/cancel
+        def cancel() -> None:  # on the loop: the caller sent stream/cancel, or a chunk failed
+            if cancelled.is_set():
+                return
             cancelled.set()
             job.control.cancel()
             credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
 
+        def on_settled(seq: int, error: BaseException | None) -> None:  # in seq order
+            if error is not None and not refused:
+                refused.append((seq, _unsent(seq, error)))
+                cancel()  # the generator is closed at its next item
+            credits.release()
+
         async def pump() -> None:
             adaptor, transport = self._context.adaptor, self._context.transport
+            unacknowledged = Unacknowledged(loop, on_settled)
             while (entry := await queue.get()) is not None:
-                if isinstance(reply_to, str) and not cancelled.is_set():
-                    seq, item = entry
-                    error = refusal(item, f"chunk {seq}", result=True)
-                    if error is None:
-                        chunk = chunk_event(adaptor, event, seq, item, reply_to, control)
-                        try:
-                            await transport.publish(reply_to, chunk, key=record_key(chunk))
-                        except Exception as exc:  # the broker refused it, or is gone
-                            error = _unsent(seq, exc)
-                    if error is not None:
-                        refused.append((seq, error))
-                        cancel()  # the generator is closed at its next item
-                credits.release()
+                seq, item = entry
+                if not isinstance(reply_to, str) or cancelled.is_set():
+                    credits.release()
+                    continue
+                if (error := refusal(item, f"chunk {seq}", result=True)) is not None:
+                    cancel()  # nothing after it goes; it is settled after those before it
+                    unacknowledged.settled(seq, error)
+                    continue
+                chunk = chunk_event(adaptor, event, seq, item, reply_to, control)
+                try:
+                    ack = transport.publish(reply_to, chunk, key=record_key(chunk))
+                    if isinstance(ack, asyncio.Future):  # handed over: the next one may go
+                        unacknowledged.add(seq, ack)
+                        continue
+                    await ack  # hands the record over: the next chunk must not overtake it
+                except Exception as exc:  # the broker refused it, or is gone
+                    cancel()
+                    unacknowledged.settled(seq, exc)
+                    continue
+                unacknowledged.settled(seq, None)
+            await unacknowledged.wait()
 
         job.emit = emit
         job.unretryable = unretryable
@@ -162,13 +191,70 @@ class OutboundStreams:
             await self._dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
 
 
-def _unsent(seq: int, exc: Exception) -> JsonRpcError:
-    """The error a stream ends with when its chunk ``seq`` could not be published."""
-    if isinstance(exc, TransportError):  # a record too large: -32005
-        return transport_refusal(exc)
+class Unacknowledged:
+    """The chunks of one stream handed to the transport and not settled yet.
+
+    Each is settled (``on_settled(seq, error)``, ``error`` None once acknowledged)
+    in the order it was added, which is ``seq`` order: one acknowledged before an
+    earlier one waits for it, so the first error settled is that of the first
+    chunk not sent.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_settled: Callable[[int, BaseException | None], None],
+    ) -> None:
+        self._loop = loop
+        self._on_settled = on_settled
+        #: (seq, its acknowledgement, or None once settled with the error beside it).
+        self._waiting: deque[tuple[int, asyncio.Future[None] | None, BaseException | None]]
+        self._waiting = deque()
+        self._empty: asyncio.Future[None] | None = None
+
+    def add(self, seq: int, ack: asyncio.Future[None]) -> None:
+        """Chunk ``seq`` was handed over; ``ack`` is done when the transport wrote it."""
+        self._waiting.append((seq, ack, None))
+        ack.add_done_callback(self._settle_ready)
+
+    def settled(self, seq: int, error: BaseException | None) -> None:
+        """Chunk ``seq`` is settled already: sent, or refused before it was handed over."""
+        if self._waiting:
+            self._waiting.append((seq, None, error))
+        else:
+            self._on_settled(seq, error)
+
+    async def wait(self) -> None:
+        """Until every chunk added is settled."""
+        if self._waiting:
+            self._empty = self._loop.create_future()
+            await self._empty
+
+    def _settle_ready(self, _: object = None) -> None:
+        waiting = self._waiting
+        while waiting:
+            seq, ack, error = waiting[0]
+            if ack is not None:
+                if not ack.done():
+                    return  # the chunks after it wait for it
+                error = asyncio.CancelledError() if ack.cancelled() else ack.exception()
+            waiting.popleft()
+            self._on_settled(seq, error)
+        if self._empty is not None and not self._empty.done():
+            self._empty.set_result(None)
+
+
+def _unsent(seq: int, exc: BaseException) -> JsonRpcError:
+    """The error a stream ends with when its chunk ``seq`` could not be published:
+    the transport's refusal (a record too large: -32005; not delivered in time:
+    -32001) or -32603, its data naming the chunk."""
     if isinstance(exc, JsonRpcError):
         return exc
-    detail = f"chunk {seq} could not be sent: {type(exc).__name__}: {exc}"
+    unsent = f"chunk {seq} could not be sent"
+    if isinstance(exc, TransportError):
+        refused = transport_refusal(exc)
+        return JsonRpcError(refused.code, refused.message, f"{unsent}: {exc}")
+    detail = f"{unsent}: {type(exc).__name__}: {exc}"
     return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", detail)
 
 

@@ -169,7 +169,10 @@ class Transport(abc.ABC):
         """Write ``event`` to ``topic`` once; the awaitable is done when the write is
         acknowledged. A transport whose writes can wait (Kafka while the broker is
         away) returns an ``asyncio.Future``, so a caller can wait for something
-        else meanwhile (a request's answer or deadline).
+        else meanwhile (a request's answer or deadline). A returned
+        ``asyncio.Future`` also means the record was handed over already, in call
+        order: a record published after it with the same key is not written
+        before it, so the caller may publish the next one without waiting.
 
         ``answering``: the consumed record this event answers. Kafka in
         exactly_once mode writes it in the transaction that commits that record

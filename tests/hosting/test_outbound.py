@@ -1,8 +1,9 @@
 """Agent -> caller streams from the generator's side (hosting/outbound.py): a long
 stream is written whole, in order and once, its end last; a generator that crashes
 after its first chunk is not run again, one that crashes before it is, and a chunk
-the caller's reply topic refuses ends the stream with its error. Both transports,
-the last on Kafka only.
+the caller's reply topic refuses ends the stream with its error, naming it, while
+chunks it takes one by one (not in one batch) all arrive. Both transports, the
+last two on Kafka only.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
@@ -141,15 +143,10 @@ class Oversized(Agent):
             yield "x" * 5000 if n == 2 else f"item {n}"
 
 
-@pytest.mark.kafka
-async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
-    kafka_bootstrap: str,
-) -> None:
-    """The caller's reply topic takes records of at most 2,000 bytes (a cluster's
-    max.message.bytes below the bus's bounds): the stream ends at that chunk with
-    -32005, no later chunk reaches the caller, and nothing is left running."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
+async def _bus_with_small_reply_topic(kafka_bootstrap: str, agent: type[Agent]) -> Bus:
+    """A started Kafka bus hosting ``agent``, whose reply topic takes records of at
+    most 2,000 bytes (a cluster's max.message.bytes below the bus's bounds, and
+    far below the producer's batch size)."""
     uid = uuid.uuid4().hex[:10]
     options = {"prefix": f"t{uid}", "node": f"n{uid}", "heartbeat": 60.0, "request_timeout": WAIT}
     bus = Bus.kafka(kafka_bootstrap, bus_options=options, metadata_max_age_ms=1000)
@@ -160,8 +157,18 @@ async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
         await asyncio.wait_for(admin.create_topics([small]), WAIT)
     finally:
         await admin.close()
-    bus.spawn(Oversized)
+    bus.spawn(agent)
     await asyncio.wait_for(bus.astart(), WAIT)
+    return bus
+
+
+@pytest.mark.kafka
+async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
+    kafka_bootstrap: str,
+) -> None:
+    """The stream ends at the chunk the caller's reply topic refuses with -32005
+    naming it, no later chunk reaches the caller, and nothing is left running."""
+    bus = await _bus_with_small_reply_topic(kafka_bootstrap, Oversized)
     try:
         received: list[Any] = []
         with pytest.raises(JsonRpcError) as failed:
@@ -169,8 +176,39 @@ async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
                 async for item in bus.async_client().stream("oversized", "items"):
                     received.append(item)
         assert failed.value.code == ErrorCode.TOO_LARGE
+        assert str(failed.value.data).startswith("chunk 2 could not be sent: ")
+        assert "the broker refused the record" in str(failed.value.data)
         assert received == ["item 0", "item 1"]
         await eventually(lambda: not bus.dispatcher.running_streams)
         await eventually(lambda: len(bus.dispatcher.correlator) == 0)
+    finally:
+        await asyncio.wait_for(bus.astop(), WAIT)
+
+
+class Paragraphs(Agent):
+    """Streams items of some 400 characters: each fits the small reply topic, a few
+    together do not."""
+
+    agent_id = "paragraphs"
+
+    @method
+    def items(self, count: int) -> Iterator[str]:
+        for n in range(count):
+            yield f"{n:04d} " + "x" * 400
+
+
+@pytest.mark.kafka
+async def test_a_stream_of_chunks_the_reply_topic_takes_one_by_one_arrives_whole(
+    kafka_bootstrap: str,
+) -> None:
+    """Chunks written without waiting for each other share record batches, which
+    the reply topic refuses as too large: each chunk fits alone, so every one is
+    written, in order, and the stream completes."""
+    bus = await _bus_with_small_reply_topic(kafka_bootstrap, Paragraphs)
+    try:
+        async with asyncio.timeout(WAIT):
+            items = [i async for i in bus.async_client().stream("paragraphs", "items", [200])]
+        assert [int(item[:4]) for item in items] == list(range(200))
+        assert (bus.metrics.stream_duplicates, bus.metrics.stream_gaps) == (0, 0)
     finally:
         await asyncio.wait_for(bus.astop(), WAIT)

@@ -33,12 +33,21 @@ over again, with the same records, after a short pause, until it is acknowledged
 or its ``delivery_timeout`` runs out; then its publishers get
 :class:`~a2a_bus.transport.kafka.producing.KafkaNotDelivered`. Batches aiokafka did
 send are retried by the idempotent producer itself (no duplicates, order kept).
+
+The broker refuses a batch over the topic's ``max.message.bytes`` as a whole, so a
+batch of several records that each fit is not refused for their sake: its records
+go again, one batch each, in its place, and only a record too large alone is
+refused as too large. A refused batch was never written, nor were the batches of
+its partition handed to the same producer after it (the broker refuses them as out
+of sequence): they go again too, to the new producer, in order (see
+:class:`Batches` on renewal).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -48,8 +57,9 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 
 from a2a_bus.transport.eager import run_eagerly
-from a2a_bus.transport.kafka.pending import Pending
+from a2a_bus.transport.kafka.pending import ORDINAL_STEP, Pending, put_back, refused_again
 from a2a_bus.transport.kafka.producing import KafkaNotDelivered, check_size, unwritten
+from a2a_bus.transport.kafka.renewal import Renewal
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +77,8 @@ WRITE_ITERATIONS = 3
 class Batches:
     """Open record batches per partition in front of one producer (see the module).
 
-    A batch the broker refuses (a record over the topic's ``max.message.bytes``),
-    or that fails otherwise, leaves an idempotent producer's sequence numbers for
-    its partition ahead of the broker's: aiokafka does not resynchronise them, so
-    every later batch of that partition would fail with OutOfOrderSequenceNumber.
-    ``renew`` (a started producer with the same settings) therefore takes over
-    after such a failure, under a new producer id; batches wait for it, and the
-    old producer is stopped.
+    After a batch failed at the broker, ``renew`` (a started producer with the
+    same settings) takes over (see :mod:`~a2a_bus.transport.kafka.renewal`).
     """
 
     def __init__(
@@ -83,7 +88,9 @@ class Batches:
         delivery_timeout: float = 120.0,
     ) -> None:
         self._producer = producer
-        self._renew = renew
+        self._renewal = Renewal(renew, self._swap)
+        #: The batches replaced producers still hold (their partitions wait for them).
+        self._returning = self._renewal.returning
         self._delivery_timeout = delivery_timeout
         #: Acknowledged ``ack_later`` publishers not told yet, and the timer that
         #: tells them if no hand-over comes first.
@@ -94,9 +101,7 @@ class Batches:
         #: Batches not acknowledged yet, oldest (earliest deadline) first.
         self._outstanding: dict[Pending, None] = {}
         self._sweeping: asyncio.TimerHandle | None = None
-        #: While a new producer is being started: hand-overs wait for it.
-        self._renewal: asyncio.Future[None] | None = None
-        self._renewing: asyncio.Task[None] | None = None
+        self._ordinals = itertools.count(0, ORDINAL_STEP)
         self._loop = asyncio.get_running_loop()
         self._queued: dict[TopicPartition, deque[Pending]] = {}
         self._handing_over: set[TopicPartition] = set()
@@ -117,13 +122,11 @@ class Batches:
     async def aclose(self) -> None:
         """Hand over what was added, then stop the producer (and any renewal)."""
         await self.wait_handed_over()
-        self._renew = None  # a batch failing from here on starts no new producer
+        await self._renewal.aclose()  # a batch failing from here on starts no new producer
+        await self.wait_handed_over()  # what came back unwritten goes to the new one
         if self._sweeping is not None:
             self._sweeping.cancel()
             self._sweeping = None
-        if self._renewing is not None:
-            with contextlib.suppress(Exception):
-                await self._renewing
         self._producer.client.cluster.remove_listener(self._metadata_changed)
         await self._producer.stop()
         self.settle_acks()
@@ -175,7 +178,10 @@ class Batches:
             is None
         ):
             pending = Pending(
-                self._producer.create_batch(), tp, self._loop.time() + self._delivery_timeout
+                self._producer.create_batch(),
+                tp,
+                self._loop.time() + self._delivery_timeout,
+                next(self._ordinals),
             )
             queue.append(pending)
             self._outstanding[pending] = None
@@ -245,8 +251,12 @@ class Batches:
         makes each wait until the one before it is drained into a request."""
         queue = self._queued[tp]
         while queue:
-            if self._renewal is not None:
-                await asyncio.shield(self._renewal)
+            if self._renewal.starting is not None:
+                await asyncio.shield(self._renewal.starting)
+                continue
+            if self._returning and tp in self._returning:
+                await asyncio.shield(self._returning[tp])  # what comes back goes first
+                continue
             pending = queue.popleft()
             producer = pending.producer = self._producer
             try:
@@ -254,8 +264,10 @@ class Batches:
                     pending.builder, tp.topic, partition=tp.partition
                 )
             except BaseException as exc:
+                if self._returning:
+                    self._returning.came_back(pending)
                 if self._again(pending, exc):
-                    queue.appendleft(pending)  # first again: the partition's order holds
+                    put_back(queue, [pending])  # first again: the partition's order holds
                     await asyncio.sleep(RETRY_BACKOFF)
                 else:  # its publishers get it, the next batch goes on
                     self._settle(pending, exc)
@@ -263,25 +275,59 @@ class Batches:
             delivered.add_done_callback(partial(self._delivered, pending))
 
     def _delivered(self, pending: Pending, delivered: asyncio.Future[Any]) -> None:
+        if self._returning:
+            self._returning.came_back(pending)
         if delivered.cancelled():
             self._settle(pending, asyncio.CancelledError())
             return
         error = delivered.exception()
-        if error is not None and self._again(pending, error):
-            queue = self._queued.get(pending.tp)
-            if queue is None:
-                queue = self._queued[pending.tp] = deque()
-            queue.appendleft(pending)
-            self._idle.clear()
-            self._loop.call_later(RETRY_BACKOFF, self._flush)
-            return
-        if error is not None and pending.producer is self._producer:
-            self._start_renewal(error)  # before the publishers hear of it
-        if error is None and not self._impatient and True in pending.later:
+        if error is not None:
+            self._failed(pending, error)
+        elif not self._impatient and True in pending.later:
             self._outstanding.pop(pending, None)
             self._hold(pending)
+        else:
+            self._settle(pending, None)
+
+    def _failed(self, pending: Pending, error: BaseException) -> None:
+        """``pending`` failed: it goes again if it was not written, else its publishers hear."""
+        if self._again(pending, error):
+            self._put_back([pending], RETRY_BACKOFF)
             return
-        self._settle(pending, error)
+        if pending.producer is self._producer:
+            self._renewal.start(error)  # before the publishers hear of it
+        again = self._refused_unwritten(pending, error)
+        if again:
+            self._put_back(again, 0.0)  # after the renewal, which hand-overs wait for
+        else:
+            self._settle(pending, error)
+
+    def _refused_unwritten(self, pending: Pending, error: BaseException) -> list[Pending]:
+        """What goes again of a batch the broker refused unwritten (see
+        :func:`~a2a_bus.transport.kafka.pending.refused_again`): only before its
+        deadline, and to a producer in step with the broker."""
+        if pending not in self._outstanding:
+            return []  # past its deadline already
+        if self._renewal.renew is None and pending.producer is self._producer:
+            return []  # its producer's sequence numbers stay out of step: it would fail again
+        again = refused_again(pending, error, self._producer.create_batch)
+        if len(again) > 1:  # its records, one batch each, in its place for the sweep
+            order = list(self._outstanding)
+            at = order.index(pending)
+            order[at : at + 1] = again
+            self._outstanding = dict.fromkeys(order)
+        return again
+
+    def _put_back(self, batches: list[Pending], delay: float) -> None:
+        """Put ``batches`` (of one partition, in order) back in their place, and
+        hand them over again after ``delay`` seconds."""
+        tp = batches[0].tp
+        queue = self._queued.get(tp)
+        if queue is None:
+            queue = self._queued[tp] = deque()
+        put_back(queue, batches)
+        self._idle.clear()
+        self._loop.call_later(delay, self._flush)
 
     def _hold(self, pending: Pending) -> None:
         """Tell ``pending``'s publishers it was acknowledged: the ``ack_later`` ones
@@ -303,11 +349,8 @@ class Batches:
         if pending not in self._outstanding or not unwritten(error):
             return False  # past its deadline already, or it may have been written
         pending.error = error
-        builder = self._producer.create_batch()
-        for key, value, headers in pending.records:
-            if builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
-                return False  # not expected: these records fitted one batch before
-        pending.builder = builder
+        if not pending.rebuild(self._producer.create_batch()):
+            return False
         log.info("a batch for %s was not written (%s): it goes again", pending.tp, error)
         return True
 
@@ -332,6 +375,8 @@ class Batches:
                 written = "it was not written"
             else:
                 written = "it may still be written"
+                if self._returning:
+                    self._returning.came_back(pending)  # its partition waits no longer
             why = f" (last error: {pending.error})" if pending.error is not None else ""
             detail = (
                 f"Kafka did not acknowledge {len(pending.waiters)} record(s) for "
@@ -342,35 +387,14 @@ class Batches:
         if self._outstanding:
             self._sweeping = self._loop.call_later(SWEEP_INTERVAL, self._sweep)
 
-    def _start_renewal(self, error: BaseException) -> None:
-        if self._renew is None or self._renewal is not None:
-            return
-        log.warning(
-            "a batch failed (%s): a new producer takes over, so that no partition's "
-            "sequence numbers stay out of step with the broker's",
-            error,
-        )
-        self._renewal = self._loop.create_future()
-        self._renewing = self._loop.create_task(self._take_over(self._renew, self._renewal))
-
-    async def _take_over(
-        self, renew: Callable[[], Awaitable[AIOKafkaProducer]], renewal: asyncio.Future[None]
-    ) -> None:
+    def _swap(self, new: AIOKafkaProducer) -> tuple[AIOKafkaProducer, list[Pending]]:
+        """Make ``new`` the producer; the old one, and the batches it still holds."""
         old = self._producer
-        try:
-            new = await renew()
-        except Exception as exc:  # the broker is unreachable, say: try again at the next failure
-            log.warning("starting a new producer failed (%s); the old one goes on", exc)
-            return
-        else:
-            old.client.cluster.remove_listener(self._metadata_changed)
-            new.client.cluster.add_listener(self._metadata_changed)
-            self._producer = new
-            self._metadata_changed(None)
-        finally:
-            self._renewal = None
-            renewal.set_result(None)
-        await old.stop()  # its batches in flight end, delivered or failed
+        old.client.cluster.remove_listener(self._metadata_changed)
+        new.client.cluster.add_listener(self._metadata_changed)
+        self._producer = new
+        self._metadata_changed(None)
+        return old, [pending for pending in self._outstanding if pending.producer is old]
 
     def _handed_over(self, tp: TopicPartition, error: BaseException | None) -> None:
         self._handing_over.discard(tp)
