@@ -10,10 +10,12 @@ class StreamError(Exception):
     """A stream broke: a gap in ``seq`` that never filled, or an error chunk."""
 
 
-def transport_refusal(exc: TransportError) -> JsonRpcError:
-    """The JSON-RPC error a caller gets when the transport refused its message."""
+def transport_refusal(exc: TransportError, *, response: bool = False) -> JsonRpcError:
+    """The JSON-RPC error a caller gets when the transport refused its message (with
+    ``response``, an answer to it, such as a stream's chunk)."""
     if isinstance(exc, RecordTooLarge):
-        return JsonRpcError(ErrorCode.TOO_LARGE, "Request too large", str(exc))
+        message = "Response too large" if response else "Request too large"
+        return JsonRpcError(ErrorCode.TOO_LARGE, message, str(exc))
     if isinstance(exc, NotDelivered):
         return JsonRpcError(ErrorCode.TIMEOUT, "Request timed out", str(exc))
     return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", str(exc))

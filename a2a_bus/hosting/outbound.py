@@ -252,7 +252,7 @@ def _unsent(seq: int, exc: BaseException) -> JsonRpcError:
         return exc
     unsent = f"chunk {seq} could not be sent"
     if isinstance(exc, TransportError):
-        refused = transport_refusal(exc)
+        refused = transport_refusal(exc, response=True)
         return JsonRpcError(refused.code, refused.message, f"{unsent}: {exc}")
     detail = f"{unsent}: {type(exc).__name__}: {exc}"
     return JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error", detail)

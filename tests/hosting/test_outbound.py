@@ -176,6 +176,7 @@ async def test_a_chunk_the_broker_refuses_ends_the_stream_with_its_error(
                 async for item in bus.async_client().stream("oversized", "items"):
                     received.append(item)
         assert failed.value.code == ErrorCode.TOO_LARGE
+        assert failed.value.message == "Response too large"  # the chunk is an answer
         assert str(failed.value.data).startswith("chunk 2 could not be sent: ")
         assert "the broker refused the record" in str(failed.value.data)
         assert received == ["item 0", "item 1"]
