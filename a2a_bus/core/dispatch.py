@@ -28,7 +28,7 @@ from a2a_bus.core.correlation import Correlator
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.routing import Route, RouteKind, RoutingError, decide
-from a2a_bus.core.stream_request import send_stream_request
+from a2a_bus.core.stream_request import send_stream_request, unsent
 from a2a_bus.core.streams import CANCEL_METHOD, cancel_message
 from a2a_bus.discovery.directory import BUILTIN_METHODS, Directory
 from a2a_bus.protocol import (
@@ -230,13 +230,7 @@ class Dispatcher:
                 await sent
             response = await future
         except BaseException as exc:
-            correlator.cancel(request_id)
-            if span is not None:
-                tracing.record_exception(span, exc)
-                span.end()
-            if isinstance(exc, TransportError):
-                raise transport_refusal(exc) from None
-            raise
+            raise unsent(correlator, request_id, span, exc) from None
         if span is not None:
             tracing.record_response(span, response)
             span.end()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from cloudevents.core.v1.event import CloudEvent
+from opentelemetry.trace import Span
 
 from a2a_bus.core.context import BusContext
 from a2a_bus.core.correlation import Correlator
@@ -46,14 +47,21 @@ async def send_stream_request(
     try:
         await context.transport.publish(route.topic, outgoing, key=route.key)
     except BaseException as exc:
-        correlator.cancel(request_id)
-        if span is not None:
-            tracing.record_exception(span, exc)
-            span.end()
-        if isinstance(exc, TransportError):
-            raise transport_refusal(exc) from None
-        raise
+        raise unsent(correlator, request_id, span, exc) from None
     if span is not None:
         stream.on_settle(partial(tracing.end_request, span))
     stream.request_id = request_id
     return stream
+
+
+def unsent(
+    correlator: Correlator, request_id: str, span: Span | None, exc: BaseException
+) -> BaseException:
+    """A request (or a stream's) whose send or wait failed with ``exc``: forgotten by
+    ``correlator``, its span ended with the exception; what its caller gets raised
+    (a transport's refusal as its JSON-RPC error, else ``exc``)."""
+    correlator.cancel(request_id)
+    if span is not None:
+        tracing.record_exception(span, exc)
+        span.end()
+    return transport_refusal(exc) if isinstance(exc, TransportError) else exc
