@@ -43,7 +43,7 @@ from typing import IO
 
 from rich.table import Table
 
-from a2a_bus.bench import agents_scale, census
+from a2a_bus.bench import agents_scale, census, given_broker
 from a2a_bus.bench.agents_scale import Result, Spec
 from a2a_bus.bench.kafka_topics import delete_run_topics
 from a2a_bus.bench.report import Curve, Point, Progress, Report, Row, Target
@@ -391,7 +391,7 @@ def run(
     quick: bool = False, bootstrap: str | None = None, progress: Progress | None = None
 ) -> Report:
     """Measure every scale (Kafka on ``bootstrap``, default ``KAFKA_BOOTSTRAP_SERVERS``)."""
-    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or None
+    bootstrap = given_broker(bootstrap)
     sizes = Sizes.pick(quick)
     return report(loops.run(measure(sizes, bootstrap, progress)), sizes)
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from rich.table import Table
 
+from a2a_bus.bench import given_broker
 from a2a_bus.bench.kafka import not_run
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
@@ -268,7 +269,7 @@ def run(
     quick: bool = False, bootstrap: str | None = None, progress: Progress | None = None
 ) -> Report:
     """Count on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
-    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    bootstrap = given_broker(bootstrap)
     if not bootstrap:
         return not_run(TITLE)
     count = QUICK_REQUESTS if quick else REQUESTS

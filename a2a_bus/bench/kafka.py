@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import statistics
 import sys
 import time
 import uuid
 from typing import Any
 
+from a2a_bus.bench import given_broker
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BusRequests, TransportRequests
 from a2a_bus.bench.kafka_raw import TUNING, RawPingPong
@@ -368,7 +368,7 @@ def run(
     quick: bool = False, bootstrap: str | None = None, progress: Progress | None = None
 ) -> Report:
     """Measure on the broker at ``bootstrap`` (default: ``KAFKA_BOOTSTRAP_SERVERS``)."""
-    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    bootstrap = given_broker(bootstrap)
     if not bootstrap:
         return not_run(TITLE)
     return report(loops.run(measure(bootstrap, Sizes.pick(quick), progress)))

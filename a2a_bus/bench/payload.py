@@ -19,7 +19,6 @@ baseline: an extra copy, encoding or check of the payload shows at the large siz
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import orjson
 import pykka
 
+from a2a_bus.bench import given_broker
 from a2a_bus.bench.kafka_floor import FloorRequests
 from a2a_bus.bench.kafka_paths import BenchEcho, BusRequests
 from a2a_bus.bench.kafka_raw import RawPingPong
@@ -247,7 +247,7 @@ def run(
 ) -> Report:
     """Measure in memory, and on the broker at ``bootstrap`` (default:
     ``KAFKA_BOOTSTRAP_SERVERS``) when there is one."""
-    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or None
+    bootstrap = given_broker(bootstrap)
     return report(loops.run(measure(bootstrap, quick, progress)))
 
 

@@ -27,7 +27,6 @@ On Kafka, when a broker is given:
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import statistics
 import sys
@@ -39,6 +38,7 @@ from typing import Any
 import pykka
 from aiokafka import AIOKafkaProducer
 
+from a2a_bus.bench import given_broker
 from a2a_bus.bench.kafka_floor import echo_request
 from a2a_bus.bench.kafka_raw import TUNING
 from a2a_bus.bench.kafka_topics import create_run_topics, delete_run_topics
@@ -290,7 +290,7 @@ def run(
 ) -> Report:
     """Measure in memory, and on the broker at ``bootstrap`` (default:
     ``KAFKA_BOOTSTRAP_SERVERS``) when there is one."""
-    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or None
+    bootstrap = given_broker(bootstrap)
     return report(loops.run(measure(LENGTHS, quick, bootstrap, progress or quiet)))
 
 
