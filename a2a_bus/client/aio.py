@@ -32,6 +32,7 @@ from a2a_bus.client.outgoing import OutgoingStream
 from a2a_bus.core.correlation import check_timeout
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import envelope_refusal, refusal
+from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.routing import RoutingError, is_wildcard, validate_name, validate_subject
 from a2a_bus.core.service import JsonRpcService, Reply
 from a2a_bus.protocol import (
@@ -264,12 +265,12 @@ class AsyncClient:
     ) -> AsyncGenerator[Any, None]:
         """The items a streaming handler yields, in order (timeout: per chunk)."""
         event = self._event(agent, method, params, request=True)
-        items = self._stream_event(event, timeout)
+        items = await self._open_stream(event, timeout)
         try:
             async for item in items:
                 yield item
         finally:  # closing this stream closes the request's, now: the cancel goes out
-            await items.aclose()
+            items.close()
 
     async def call_stream(
         self, message: dict[str, Any], *, timeout: float | None = None
@@ -284,31 +285,22 @@ class AsyncClient:
         if origin is not None:
             continue_origin(origin, item.get_attributes())
         id = message.get("id")
-        chunks = self._stream_event(item, timeout)
+        chunks: StreamItems | None = None
         try:
+            chunks = await self._open_stream(item, timeout)
             async for chunk in chunks:
                 yield {"jsonrpc": "2.0", "result": chunk, "id": id}
         except JsonRpcError as exc:
             yield {"jsonrpc": "2.0", "error": exc.to_dict(), "id": id}
         finally:
-            await chunks.aclose()
+            if chunks is not None:
+                chunks.close()
 
-    async def _stream_event(
-        self, event: CloudEvent, timeout: float | None
-    ) -> AsyncGenerator[Any, None]:
+    async def _open_stream(self, event: CloudEvent, timeout: float | None) -> StreamItems:
+        """Send the request ``event`` to a streaming method; its items as they come."""
         portal, dispatcher = self._portal, self._dispatcher
         stream = await portal.on_loop(dispatcher.open_stream(event, timeout=timeout))
-        items = stream.__aiter__()
-        try:
-            while True:
-                try:
-                    item = await portal.on_loop(next_item(items))
-                except StopAsyncIteration:
-                    return
-                yield item
-        finally:
-            if stream.request_id is not None:
-                portal.call_soon(dispatcher.forget, stream.request_id)
+        return StreamItems(portal, dispatcher, stream)
 
     async def stream_to(
         self,
@@ -341,6 +333,41 @@ class AsyncClient:
                     await stream.abort(seq)
                 raise
             return await stream.end(seq, timeout)
+
+
+class StreamItems:
+    """The items of a stream opened on the bus loop, for a caller on any loop.
+
+    On the bus loop each item is the stream's own next one (no coroutine around
+    it: this runs once per chunk); from elsewhere it is fetched on the bus loop.
+    """
+
+    __slots__ = ("_dispatcher", "_items", "_portal", "_request_id")
+
+    def __init__(self, portal: Portal, dispatcher: Dispatcher, stream: ReplyStream) -> None:
+        self._portal = portal
+        self._dispatcher = dispatcher
+        self._items = stream.__aiter__()
+        self._request_id = stream.request_id
+
+    def __aiter__(self) -> StreamItems:
+        return self
+
+    def __anext__(self) -> Awaitable[Any]:
+        portal = self._portal
+        if portal.on_loop_thread():
+            return self._items.__anext__()
+        return portal.on_loop(next_item(self._items))
+
+    def close(self) -> None:
+        """The caller stopped reading: the request is forgotten, the generator cancelled."""
+        request_id, portal = self._request_id, self._portal
+        if request_id is None:
+            return
+        if portal.on_loop_thread():  # now: no wake-up of the loop through its pipe
+            self._dispatcher.forget(request_id)
+        else:
+            portal.call_soon(self._dispatcher.forget, request_id)
 
 
 async def next_item(items: AsyncIterator[Any]) -> Any:

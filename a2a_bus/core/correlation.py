@@ -73,7 +73,7 @@ class _Gathering:
 
 
 class _Pending:
-    __slots__ = ("deadline", "future", "gathering", "stream", "timeout")
+    __slots__ = ("deadline", "future", "gathering", "stream", "timeout", "tracked")
 
     def __init__(
         self,
@@ -87,6 +87,8 @@ class _Pending:
         self.timeout = timeout
         #: The loop time it expires at (inf while a stream's chunk waits for its reader).
         self.deadline = deadline
+        #: When its entry in the heap of deadlines is due (inf: none; see Correlator._sweep).
+        self.tracked = deadline
         #: Set when a stream answers a plain request (``future``).
         self.gathering: _Gathering | None = None
 
@@ -169,9 +171,12 @@ class Correlator:
     def _set_deadline(
         self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop
     ) -> None:
-        """Restart ``pending``'s deadline from now (a stream's chunk arrived)."""
+        """Restart ``pending``'s deadline from now (a stream's chunk arrived); an entry
+        due earlier stays, and the sweep follows the deadline then: not one per chunk."""
         when = pending.deadline = loop.time() + pending.timeout
-        self._track(request_id, when, loop)
+        if pending.tracked > when:
+            pending.tracked = when
+            self._track(request_id, when, loop)
 
     def _track(self, request_id: str, when: float, loop: asyncio.AbstractEventLoop) -> None:
         heap = self._deadlines
@@ -185,14 +190,14 @@ class Correlator:
             self._deadlines = heap = [
                 entry
                 for entry in heap
-                if (pending := pendings.get(entry[1])) is not None and pending.deadline == entry[0]
+                if (pending := pendings.get(entry[1])) is not None and pending.tracked == entry[0]
             ]
             heapq.heapify(heap)
             self._compact_at = 2 * len(heap) + 1024
 
     def _current(self, entry: tuple[float, str]) -> bool:
         pending = self._pending.get(entry[1])
-        return pending is not None and pending.deadline == entry[0]
+        return pending is not None and pending.tracked == entry[0]
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
@@ -201,14 +206,23 @@ class Correlator:
         self._timer_at = when
 
     def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Expire what is due; re-arm for the earliest deadline still current."""
+        """Expire what is due; follow the deadlines that moved on since they were
+        tracked; re-arm for the earliest entry still current."""
         self._timer, self._timer_at = None, math.inf
         now = loop.time() + _DUE_SLACK
         heap = self._deadlines
         while heap and (heap[0][0] <= now or not self._current(heap[0])):
             entry = heapq.heappop(heap)
-            if entry[0] <= now and self._current(entry):
-                self._expire(entry[1])
+            if entry[0] > now or not self._current(entry):
+                continue
+            request_id = entry[1]
+            pending = self._pending[request_id]
+            if pending.deadline <= now:
+                self._expire(request_id)
+                continue
+            pending.tracked = pending.deadline  # inf: none, until its next chunk
+            if pending.deadline != math.inf:
+                heapq.heappush(heap, (pending.deadline, request_id))
         if heap:
             self._arm(loop, heap[0][0])
 
@@ -287,24 +301,24 @@ class Correlator:
     async def on_reply(self, delivery: Delivery) -> None:
         """Handler of the caller's reply topic."""
         event = delivery.event
-        request_id = event.get_extension(ext.COLLABORATION)
+        attributes = event.get_attributes()
+        request_id: Any = attributes.get(ext.COLLABORATION)
         pending = self._pending.get(request_id) if isinstance(request_id, str) else None
         if pending is None:
-            self._count_stray(request_id, event.get_extension(STREAM_CONTROL))
+            self._count_stray(request_id, attributes.get(STREAM_CONTROL))
             return
         message = event.get_data()
-        if pending.stream is None:
-            seq = event.get_attributes().get(ext.SEQ)
+        seq = attributes.get(ext.SEQ)
+        stream = pending.stream
+        if stream is None:
             if seq is None:
                 self.answer(request_id, message if isinstance(message, dict) else {})
             else:  # a stream answers a plain request
                 self._gather(request_id, pending, event, seq, message)
             return
-        stream = pending.stream
         if stream.control is None:
-            stream.control = event.get_extension(STREAM_CONTROL)
-        seq = event.get_extension(ext.SEQ)
-        if event.get_extension(STREAM_END) or seq is None:
+            stream.control = attributes.get(STREAM_CONTROL)
+        if seq is None or attributes.get(STREAM_END):
             self._settle(request_id, pending, _ANSWERED)
             stream.end(seq, message)
             return
@@ -315,7 +329,8 @@ class Correlator:
         # so it does not run while this chunk waits for the reader to make room.
         pending.deadline = math.inf
         result = message.get("result") if isinstance(message, dict) else message
-        duplicates, early = stream.receiver.duplicates, stream.receiver.out_of_order
+        receiver = stream.receiver
+        duplicates, early = receiver.duplicates, receiver.out_of_order
         try:
             await stream.put(seq, result)
         except JsonRpcError as exc:  # a gap, a generator that started over
@@ -324,13 +339,13 @@ class Correlator:
             # Nobody reads what it sends from now on: stop the generator that sent this
             # chunk (a run started over runs on another node); the rest counts as late.
             self._finished[request_id] = _EXPIRED
-            control = event.get_extension(STREAM_CONTROL)
+            control = attributes.get(STREAM_CONTROL)
             self._cancel_upstream(request_id, control if control is not None else stream.control)
         if self._pending.get(request_id) is pending:
-            self._set_deadline(request_id, pending, asyncio.get_running_loop())
-        if stream.receiver.duplicates > duplicates:
+            self._set_deadline(request_id, pending, self._loop or self._use_loop())
+        if receiver.duplicates > duplicates:
             self._metrics.stream_duplicates += 1
-        if stream.receiver.out_of_order > early:
+        if receiver.out_of_order > early:
             self._metrics.stream_gaps += 1
 
     def _gather(
@@ -350,7 +365,7 @@ class Correlator:
                 gathering.receiver.finish(seq)
                 self.answer(request_id, {"result": gathering.collected.items})
                 return
-            self._set_deadline(request_id, pending, asyncio.get_running_loop())
+            self._set_deadline(request_id, pending, self._loop or self._use_loop())
             item = message.get("result") if isinstance(message, dict) else message
             receiver = gathering.receiver
             duplicates, early = receiver.duplicates, receiver.out_of_order

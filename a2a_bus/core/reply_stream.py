@@ -43,9 +43,11 @@ class ReplyStream:
         # A repeat of seq 0 is a generator run again (its node died mid-stream).
         self.receiver = SeqReceiver(restart_breaks=True)
         self._limit = limit
-        self._queue: asyncio.Queue[Any] = asyncio.Queue(limit)
-        #: The closing items when they found the queue full (the reader fell behind).
-        self._tail: deque[Any] = deque()
+        #: What the reader has to read: up to ``limit`` chunks, then what closes the
+        #: stream (a deque and one waiter: an ``asyncio.Queue`` costs more per chunk).
+        self._items: deque[Any] = deque()
+        #: Resolved when there is something to read (the reader waits for it).
+        self._readable: asyncio.Future[None] | None = None
         self._error: JsonRpcError | None = None
         self._abandoned = False
         self._ended = False
@@ -63,20 +65,27 @@ class ReplyStream:
     @property
     def behind(self) -> bool:
         """The reader has as many chunks as the stream holds: the next one waits for room."""
-        return self._queue.full() and not self._ended
+        return len(self._items) >= self._limit and not self._ended
 
     async def put(self, seq: Any, item: Any) -> None:
         for ready in self.receiver.accept(seq, item):
-            if self._queue.full() and not (self._abandoned or self._ended):
+            if len(self._items) >= self._limit and not (self._abandoned or self._ended):
                 await self._wait_for_room()
             if self._abandoned or self._ended:
                 return  # nobody reads it: the reader left, the stream ended or broke
-            self._queue.put_nowait(ready)
+            self._items.append(ready)
+            if self._readable is not None:
+                self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        readable, self._readable = self._readable, None
+        if readable is not None and not readable.done():
+            readable.set_result(None)
 
     async def _wait_for_room(self) -> None:
         """Wait while the queue is full, for :attr:`grace` seconds in all; then break."""
         loop = asyncio.get_running_loop()
-        while self._queue.full() and not (self._abandoned or self._ended):
+        while len(self._items) >= self._limit and not (self._abandoned or self._ended):
             left = self.grace - self._waited
             if left <= 0:
                 detail = (
@@ -119,9 +128,7 @@ class ReplyStream:
     def abandon(self) -> None:
         """The reader left: drop what is queued and what still comes."""
         self._abandoned = True
-        self._tail.clear()
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._items.clear()
         self._make_room()
         self._settle()
 
@@ -150,26 +157,23 @@ class ReplyStream:
         self._close()
 
     def _close(self, *last: Any) -> None:
-        # Never put_nowait into a full queue (QueueFull would lose the end and
-        # leave the reader waiting forever): what does not fit waits in the tail.
-        for item in (*last, _END):
-            if self._tail or self._queue.full():
-                self._tail.append(item)
-            else:
-                self._queue.put_nowait(item)
+        # After the chunks the reader holds, whatever their number.
+        self._items.extend((*last, _END))
         self._ended = True
+        self._wake_reader()
         self._make_room()  # a chunk still waiting comes after the end: never read
         self._settle()
 
     def __aiter__(self) -> AsyncIterator[Any]:
-        return self._items()
+        return self._read()
 
-    async def _items(self) -> AsyncIterator[Any]:
+    async def _read(self) -> AsyncIterator[Any]:
+        items = self._items
         while True:
-            if self._tail and self._queue.empty():
-                item = self._tail.popleft()
-            else:
-                item = await self._queue.get()
+            while not items:
+                readable = self._readable = asyncio.get_running_loop().create_future()
+                await readable
+            item = items.popleft()
             if self._room is not None:
                 self._make_room()
             if item is _END:

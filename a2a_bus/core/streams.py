@@ -28,12 +28,14 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from cloudevents.core.v1.event import CloudEvent
 
-from a2a_bus.protocol import Adaptor, ErrorCode, JsonRpcError, ext, result_response
+from a2a_bus.protocol import Adaptor, ErrorCode, JsonRpcError, ext, key_of, new_id, result_response
+from a2a_bus.protocol.events import adopt_event
 from a2a_bus.runtime.fiber import Fiber, FiberAborted
 
 #: Extension flag on the event that closes a stream.
@@ -53,6 +55,43 @@ STREAM_PARAMS = (CHUNK_PARAM, END_PARAM, ABORT_PARAM)
 COLLECT_MAX_BYTES = 1 << 20
 
 
+class ChunkEvents:
+    """The agent -> caller chunks answering ``request``, made by calling it with
+    each ``(seq, item)``; ``control`` is where a cancel for this stream goes.
+
+    The attributes are built once (the response's, ``seq``, ``replyto``,
+    ``streamcontrol``) and copied for each chunk with its own ``id`` and ``seq``
+    (and ``time``, when a task's records carry one): the same events as building
+    each afresh, at a fraction of the cost on a stream's path.
+    """
+
+    __slots__ = ("_attributes", "_id", "key", "reply_to")
+
+    def __init__(
+        self, adaptor: Adaptor, request: CloudEvent, reply_to: str, control: str | None = None
+    ) -> None:
+        message = request.get_data()
+        self._id = message.get("id") if isinstance(message, dict) else None
+        attributes = adaptor.response_event(request, {}).get_attributes()
+        attributes[ext.SEQ] = 0
+        attributes[ext.REPLY_TO] = reply_to
+        if control is not None:
+            attributes[STREAM_CONTROL] = control
+        self._attributes = attributes
+        #: Where the chunks go: the caller's reply topic.
+        self.reply_to = reply_to
+        #: The record key of every chunk: they share one, so one partition, in order.
+        self.key = key_of(attributes)
+
+    def __call__(self, seq: int, item: Any) -> CloudEvent:
+        attributes = self._attributes.copy()
+        attributes["id"] = new_id()
+        attributes[ext.SEQ] = seq
+        if "time" in attributes:
+            attributes["time"] = datetime.now(UTC)
+        return adopt_event(attributes, result_response(item, self._id))
+
+
 def chunk_event(
     adaptor: Adaptor,
     request: CloudEvent,
@@ -61,17 +100,8 @@ def chunk_event(
     reply_to: str,
     control: str | None = None,
 ) -> CloudEvent:
-    """One agent -> caller chunk answering ``request``; ``control`` is where a
-    cancel for this stream goes."""
-    message = request.get_data()
-    id = message.get("id") if isinstance(message, dict) else None
-    event = adaptor.response_event(request, result_response(item, id))
-    attributes = event.get_attributes()
-    attributes[ext.SEQ] = seq
-    attributes[ext.REPLY_TO] = reply_to
-    if control is not None:
-        attributes[STREAM_CONTROL] = control
-    return event
+    """One agent -> caller chunk answering ``request`` (see :class:`ChunkEvents`)."""
+    return ChunkEvents(adaptor, request, reply_to, control)(seq, item)
 
 
 def cancel_message(request_id: str) -> dict[str, Any]:

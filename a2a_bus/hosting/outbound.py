@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+import queue
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from a2a_bus.core.context import BusContext
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.core.payload import error_message, refusal
-from a2a_bus.core.streams import chunk_event, end_event
+from a2a_bus.core.streams import ChunkEvents, end_event
 from a2a_bus.hosting.actor import Job, Outcome, thread_safe
 from a2a_bus.hosting.supervisor import Replica
 from a2a_bus.protocol import (
@@ -83,60 +84,67 @@ class OutboundStreams:
         reply_to = event.get_extension(ext.REPLY_TO)
         control = self._context.reply_topic
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
+        handover: Handover[tuple[int, Any] | None] = Handover(loop)
         # Items of a burst share one wake-up of the loop, in order with the outcome's report.
-        put = thread_safe(loop, queue.put_nowait)
-        credits = threading.Semaphore(STREAM_CREDITS)
-        cancelled = threading.Event()
+        put = thread_safe(loop, handover.put)
+        credits = Credits(STREAM_CREDITS)
+        # Plain flags, not threading.Events: read for every item, in two threads.
+        cancelled = False
         #: Set once a chunk is on its way: a crash after it is final (see unretryable).
-        sent = threading.Event()
+        sent = False
         #: The first chunk, in seq order, that was not sent: the stream ends with this error there.
         refused: list[tuple[int, JsonRpcError]] = []
 
         def emit(seq: int, item: Any) -> bool:  # runs in the actor thread
-            if cancelled.is_set():
+            nonlocal sent
+            if cancelled:
                 return False
-            if not credits.acquire(timeout=60):
+            if not credits.take(timeout=60):
                 raise TimeoutError("the stream's reader stopped taking chunks")
-            if cancelled.is_set():
+            if cancelled:
                 return False
             if seq == 0:  # before the crash report that may follow, from this thread
-                sent.set()
+                sent = True
             put((seq, item))
             return True
 
         def unretryable() -> str | None:  # on the loop, after a crash
             # A retry's chunks would carry on from the first run's: two runs stitched.
-            return STREAM_PARTLY_SENT if sent.is_set() else None
+            return STREAM_PARTLY_SENT if sent else None
 
         def cancel() -> None:  # on the loop: the caller sent stream/cancel, or a chunk failed
-            if cancelled.is_set():
+            nonlocal cancelled
+            if cancelled:
                 return
-            cancelled.set()
+            cancelled = True
             job.control.cancel()
-            credits.release(STREAM_CREDITS)  # wake an emit waiting for credit
+            credits.give(STREAM_CREDITS)  # wake an emit waiting for credit
 
         def on_settled(seq: int, error: BaseException | None) -> None:  # in seq order
             if error is not None and not refused:
                 refused.append((seq, _unsent(seq, error)))
                 cancel()  # the generator is closed at its next item
-            credits.release()
+            credits.give()
 
         async def pump() -> None:
-            adaptor, transport = self._context.adaptor, self._context.transport
+            transport = self._context.transport
+            chunks = None
+            if isinstance(reply_to, str):
+                chunks = ChunkEvents(self._context.adaptor, event, reply_to, control)
             unacknowledged = Unacknowledged(loop, on_settled)
-            while (entry := await queue.get()) is not None:
+            entries = handover.entries
+            while (entry := entries.popleft() if entries else await handover.take()) is not None:
                 seq, item = entry
-                if not isinstance(reply_to, str) or cancelled.is_set():
-                    credits.release()
+                if chunks is None or cancelled:
+                    credits.give()
                     continue
                 if (error := refusal(item, f"chunk {seq}", result=True)) is not None:
                     cancel()  # nothing after it goes; it is settled after those before it
                     unacknowledged.settled(seq, error)
                     continue
-                chunk = chunk_event(adaptor, event, seq, item, reply_to, control)
+                chunk = chunks(seq, item)
                 try:
-                    ack = transport.publish(reply_to, chunk, key=record_key(chunk))
+                    ack = transport.publish(chunks.reply_to, chunk, key=chunks.key)
                     if isinstance(ack, asyncio.Future):  # handed over: the next one may go
                         unacknowledged.add(seq, ack)
                         continue
@@ -155,7 +163,7 @@ class OutboundStreams:
         try:
             outcome = await replica.submit(job)
         finally:
-            queue.put_nowait(None)
+            handover.put(None)
             try:
                 await pumping
             finally:
@@ -164,7 +172,7 @@ class OutboundStreams:
             error = refused[0][1]
             log.warning("stream %s of %s ended: %s", request_id, self._agent_id, error.data)
             outcome = Outcome(error=error)
-        elif cancelled.is_set():  # the caller is gone: nothing more to send
+        elif cancelled:  # the caller is gone: nothing more to send
             self._context.metrics.handled += 1
             await self._failed(delivery, outcome)
             return
@@ -189,6 +197,94 @@ class OutboundStreams:
     async def _failed(self, delivery: Delivery, outcome: Outcome) -> None:
         if outcome.crash is not None:
             await self._dead_letter(delivery, f"handler-crash: {outcome.crash}", outcome.attempts)
+
+
+T = TypeVar("T")
+
+
+class Handover(Generic[T]):
+    """Entries put on the loop, in order, and taken by one task there.
+
+    What an ``asyncio.Queue`` does for one reader, with less per entry: the
+    entries are a deque the reader pops (:attr:`entries`), and it waits on a
+    future only while there is none (:meth:`take`).
+    """
+
+    __slots__ = ("_loop", "_waiter", "entries")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiter: asyncio.Future[None] | None = None
+        self.entries: deque[T] = deque()
+
+    def put(self, entry: T) -> None:
+        """Add ``entry`` (on the loop), waking the reader if it waits."""
+        self.entries.append(entry)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def take(self) -> T:
+        """The next entry, once there is one."""
+        entries = self.entries
+        while not entries:
+            waiter = self._waiter = self._loop.create_future()
+            await waiter
+        return entries.popleft()
+
+
+class Credits:
+    """How far an actor may run ahead of the chunks settled: :meth:`take` in the
+    actor's thread, :meth:`give` on the loop.
+
+    Each count is written by one thread only, so neither takes a lock per chunk
+    (a ``threading.Semaphore`` takes one, in Python, on both sides); the actor
+    blocks, and is woken, only when it has no credit left.
+    """
+
+    __slots__ = ("_given", "_limit", "_taken", "_waiting", "_wake")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._taken = 0  # written by the actor's thread only
+        self._given = 0  # written on the loop only
+        self._waiting = False
+        #: A token per wake-up; one left over from a wake-up not needed only makes
+        #: the next wait look again.
+        self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+
+    def take(self, timeout: float) -> bool:
+        """One credit, waiting ``timeout`` seconds at most for it (False: none came)."""
+        if self._taken - self._given >= self._limit and not self._wait(timeout):
+            return False
+        self._taken += 1
+        return True
+
+    def _wait(self, timeout: float) -> bool:
+        """Until a credit is given (True), or ``timeout`` seconds passed (False)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                self._waiting = True
+                # Looked at after saying so: a credit given before that woke nobody.
+                if self._taken - self._given < self._limit:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                try:
+                    self._wake.get(timeout=left)
+                except queue.Empty:
+                    return False
+        finally:
+            self._waiting = False
+
+    def give(self, count: int = 1) -> None:
+        """``count`` more credits, waking the actor if it waits for one."""
+        self._given += count
+        if self._waiting:
+            self._waiting = False
+            self._wake.put(None)
 
 
 class Unacknowledged:

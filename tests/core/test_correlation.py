@@ -51,6 +51,29 @@ async def test_many_settled_requests_leave_the_live_deadlines_working() -> None:
     correlator.close()
 
 
+async def test_a_streams_deadline_runs_from_its_last_chunk() -> None:
+    """Chunks that keep coming keep a stream open through several of its timeouts;
+    once they stop, it expires with -32001 after the chunks it got."""
+    correlator = Correlator(Metrics())
+    stream = correlator.expect_stream("s", 0.5)
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 1.6  # three timeouts and more
+    sent = 0
+    while loop.time() < until:
+        await asyncio.wait_for(correlator.on_reply(_chunk("s", sent, sent)), WAIT)
+        sent += 1
+        await asyncio.sleep(0.02)
+    assert len(correlator) == 1  # not expired while chunks came
+    items: list[object] = []
+    with pytest.raises(JsonRpcError) as expired:
+        async with asyncio.timeout(WAIT):
+            async for item in stream:
+                items.append(item)
+    assert expired.value.code == -32001 and items == list(range(sent))
+    assert len(correlator) == 0
+    correlator.close()
+
+
 def _chunk(request_id: str, seq: int, item: object, *, end: bool = False, run: int = 1) -> Delivery:
     attributes = {
         "id": f"{request_id}-{seq}-{end}-{run}",

@@ -3,12 +3,16 @@ stream is written whole, in order and once, its end last; a generator that crash
 after its first chunk is not run again, one that crashes before it is, and a chunk
 the caller's reply topic refuses ends the stream with its error, naming it, while
 chunks it takes one by one (not in one batch) all arrive. Both transports, the
-last two on Kafka only.
+last two on Kafka only. The actor runs at most its credits ahead of the chunks
+settled, waiting for one when it has none, and giving up after its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar
@@ -19,6 +23,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus import Agent, Bus, JsonRpcError, method
 from a2a_bus.core.streams import STREAM_END
+from a2a_bus.hosting.outbound import Credits
 from a2a_bus.protocol import ErrorCode, ext
 from tests.buses import WAIT, assert_dead_not_retried, eventually, make_bus
 
@@ -213,3 +218,51 @@ async def test_a_stream_of_chunks_the_reply_topic_takes_one_by_one_arrives_whole
         assert (bus.metrics.stream_duplicates, bus.metrics.stream_gaps) == (0, 0)
     finally:
         await asyncio.wait_for(bus.astop(), WAIT)
+
+
+def test_an_actor_without_credit_waits_for_one_and_gives_up_after_its_timeout() -> None:
+    credits = Credits(2)
+    assert credits.take(timeout=WAIT) and credits.take(timeout=WAIT)
+    assert not credits.take(timeout=0.01)  # none left and none given
+    taken: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    waiting = threading.Thread(target=lambda: taken.put(credits.take(timeout=WAIT)))
+    waiting.start()
+    time.sleep(0.05)
+    assert taken.empty()  # still waiting
+    credits.give()
+    assert taken.get(timeout=WAIT) is True
+    waiting.join(WAIT)
+
+
+def test_credits_passed_between_two_threads_are_never_exceeded_nor_lost() -> None:
+    """The actor's thread takes a credit per item, another thread gives one back per
+    item it takes over: the actor is never more than the limit ahead, and every wait
+    ends (a wake-up lost would leave it waiting until its timeout)."""
+    limit, items = 8, 5000
+    credits = Credits(limit)
+    handed: queue.SimpleQueue[int] = queue.SimpleQueue()
+    given = 0
+    ahead: list[int] = []
+
+    def actor() -> None:
+        for n in range(items):
+            if not credits.take(timeout=WAIT):
+                ahead.append(-1)
+                return
+            ahead.append(n + 1 - given)  # given only grows: never more than it was
+            handed.put(n)
+
+    def settler() -> None:
+        nonlocal given
+        for _ in range(items):
+            handed.get(timeout=WAIT)
+            given += 1
+            credits.give()
+
+    threads = [threading.Thread(target=actor), threading.Thread(target=settler)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert len(ahead) == items and min(ahead) > 0, "a wait for credit was never woken"
+    assert max(ahead) <= limit

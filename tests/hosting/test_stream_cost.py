@@ -1,0 +1,100 @@
+"""What one chunk of an in-memory stream costs, counted rather than timed.
+
+A stream's rate on the in-memory bus (``a2a-bus bench streams``) is set by the
+Python work each chunk takes: built as a response event on the agent's side,
+published to the caller's reply topic, delivered to its subscription, checked
+in ``seq`` order and handed to the reader, with a credit taken by the actor and
+given back. That work is counted here with ``sys.setprofile`` in every thread,
+as tests/bus/test_request_cost.py counts a request's: calls of the project's
+own functions per chunk (a coroutine's resumptions count as calls too), and
+calls of any Python code at all (the standard library's locks, events and
+queues are Python code: one more of those per chunk is a step too). The counts
+do not depend on the machine's speed or load; the budgets leave some room. A
+change that adds steps to every chunk's path fails here, and should either be
+worth it (raise the budget, say why) or be done off that path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import a2a_bus
+from a2a_bus import Agent, Bus, method
+
+#: Calls of a2a_bus functions per chunk: 36 when the budget was set, down from 41.
+PROJECT_CALLS_PER_CHUNK = 40
+#: Calls of any Python function per chunk (the test's generator aside): 41 when
+#: the budget was set, down from 89 (a Python semaphore, queue and event per chunk).
+CALLS_PER_CHUNK = 48
+#: Chunks per stream: long streams, so that what each stream costs once (the
+#: request, the end) and each wake-up of the loop (one per burst of chunks) weigh
+#: little on the figure.
+CHUNKS = 1000
+STREAMS = 3
+_PACKAGE = str(Path(a2a_bus.__file__).parent)
+
+
+class Lines(Agent):
+    agent_id = "cost-lines"
+
+    @method
+    def lines(self, count: int) -> Iterator[str]:
+        for _ in range(count):
+            yield "x" * 100
+
+
+class _Calls:
+    """Counts calls of Python functions, in every thread, while ``on``: the
+    project's by name, and all of them but this module's."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.project: Counter[str] = Counter()
+        self.all = 0
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if self.on and event == "call":
+            filename = frame.f_code.co_filename
+            if filename == __file__:
+                return
+            self.all += 1
+            if filename.startswith(_PACKAGE):
+                self.project[frame.f_code.co_name] += 1
+
+
+async def _streams(bus: Bus, count: int) -> None:
+    client = bus.async_client()
+    for _ in range(count):
+        received = 0
+        async for _ in client.stream("cost-lines", "lines", [CHUNKS]):
+            received += 1
+        assert received == CHUNKS
+
+
+def test_a_chunk_of_an_in_memory_stream_stays_within_its_budget_of_calls() -> None:
+    calls = _Calls()
+    threading.setprofile(calls)  # the bus's loop and actor threads start after this
+    try:
+        # No heartbeat during the count: only the streams run.
+        with Bus.memory(heartbeat=3600) as bus:
+            bus.spawn(Lines)
+            asyncio.run_coroutine_threadsafe(_streams(bus, 1), bus.loop).result()  # warm
+            calls.on = True
+            asyncio.run_coroutine_threadsafe(_streams(bus, STREAMS), bus.loop).result()
+            calls.on = False
+    finally:
+        threading.setprofile(None)
+    chunks = STREAMS * CHUNKS
+    per_chunk = sum(calls.project.values()) / chunks
+    top = ", ".join(f"{name} {count / chunks:g}" for name, count in calls.project.most_common(8))
+    # The count saw every chunk on the loop and in the actor's thread.
+    assert calls.project["emit"] == calls.project["accept"] == chunks
+    assert per_chunk <= PROJECT_CALLS_PER_CHUNK, f"{per_chunk:.1f} calls per chunk: {top}"
+    all_per_chunk = calls.all / chunks
+    assert all_per_chunk <= CALLS_PER_CHUNK, f"{all_per_chunk:.1f} Python calls per chunk"
