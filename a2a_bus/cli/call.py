@@ -22,7 +22,7 @@ from a2a_bus.cli.common import (
     run_remote,
 )
 from a2a_bus.cli.http_client import GatewayClient
-from a2a_bus.core.correlation import timeout_response
+from a2a_bus.core.timeouts import timeout_response
 from a2a_bus.protocol import JsonRpcError
 
 if TYPE_CHECKING:

@@ -29,12 +29,12 @@ from cloudevents.core.v1.event import CloudEvent
 
 from a2a_bus.client.calls import Call, EventPage, check_calls
 from a2a_bus.client.outgoing import OutgoingStream
-from a2a_bus.core.correlation import check_timeout
 from a2a_bus.core.dispatch import Dispatcher
 from a2a_bus.core.payload import envelope_refusal, refusal
 from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.routing import RoutingError, is_wildcard, validate_name, validate_subject
 from a2a_bus.core.service import JsonRpcService, Reply
+from a2a_bus.core.timeouts import check_timeout
 from a2a_bus.protocol import (
     ErrorCode,
     Failure,

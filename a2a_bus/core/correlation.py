@@ -41,6 +41,7 @@ from a2a_bus.core.streams import (
     Collected,
     SeqReceiver,
 )
+from a2a_bus.core.timeouts import deadline, timeout_response
 from a2a_bus.protocol import ErrorCode, JsonRpcError, error_response, ext
 from a2a_bus.transport.base import Delivery
 
@@ -54,10 +55,6 @@ _CANCEL_UNSENT = "cancel-unsent"
 _DUE_SLACK = 0.001
 #: Why requests still pending when the bus stops are answered -32002.
 STOPPED = "the bus stopped"
-
-
-def timeout_response(timeout: float) -> dict[str, Any]:
-    return error_response(ErrorCode.TIMEOUT, "Request timed out", None, {"timeout": timeout})
 
 
 class _Gathering:
@@ -143,14 +140,14 @@ class Correlator:
         """A future resolved with the response message, or a timeout error response."""
         loop = self._loop or self._use_loop()
         future = loop.create_future()
-        self._add(request_id, _Pending(future, None, timeout, _deadline(loop, timeout)), loop)
+        self._add(request_id, _Pending(future, None, timeout, deadline(loop, timeout)), loop)
         return future
 
     def expect_stream(self, request_id: str, timeout: float) -> ReplyStream:
         """A stream of items; ``timeout`` bounds the wait for each chunk."""
         loop = self._loop or self._use_loop()
         stream = ReplyStream()
-        self._add(request_id, _Pending(None, stream, timeout, _deadline(loop, timeout)), loop)
+        self._add(request_id, _Pending(None, stream, timeout, deadline(loop, timeout)), loop)
         return stream
 
     def _use_loop(self) -> asyncio.AbstractEventLoop:
@@ -429,22 +426,3 @@ class Correlator:
             pending.future.set_result(response)
         if pending.stream is not None:
             pending.stream.fail(JsonRpcError.from_dict(response["error"]))
-
-
-def check_timeout(timeout: float) -> float:
-    """``timeout``, unless it is no positive number of seconds (ValueError): NaN
-    would never end a wait, and 0 or less would end it before any answer.
-    ``math.inf`` waits for as long as it takes."""
-    try:
-        positive = timeout > 0
-    except TypeError:  # a string, say: its comparison would fail further in, bare
-        positive = False
-    if not positive or type(timeout) is bool:
-        kind = "" if isinstance(timeout, int | float) else f"{type(timeout).__name__} "
-        raise ValueError(f"timeout must be a positive number of seconds, not {kind}{timeout!r}")
-    return timeout
-
-
-def _deadline(loop: asyncio.AbstractEventLoop, timeout: float) -> float:
-    """When a wait of ``timeout`` seconds from now ends (:func:`check_timeout`)."""
-    return loop.time() + check_timeout(timeout)

@@ -12,8 +12,9 @@ import pytest
 
 from a2a_bus import Agent, Bus, method
 from a2a_bus.client import AsyncClient, Call
-from a2a_bus.core.correlation import Correlator, check_timeout
+from a2a_bus.core.correlation import Correlator
 from a2a_bus.core.metrics import Metrics
+from a2a_bus.core.timeouts import check_timeout
 from a2a_bus.protocol import JsonRpcError, new_event
 from a2a_bus.transport.base import Delivery
 from tests.buses import make_bus
