@@ -1,9 +1,12 @@
-"""No request or answer is lost when the broker fails (a broker of the test's own).
+"""No request, answer or stream chunk is lost when the broker fails (a broker of the
+test's own).
 
-An agent in an ``a2a-bus serve`` worker process, the caller in the test process; the
-worker's handler appends a line per request it runs to a file, so the test counts
-what was handled (and how often) as well as what was answered. The broker is killed
-with SIGKILL part way through and started again on its data.
+Requests: an agent in an ``a2a-bus serve`` worker process, the caller in the test
+process; the worker's handler appends a line per request it runs to a file, so the
+test counts what was handled (and how often) as well as what was answered. Streams:
+a generator agent on one bus, its caller on another (two nodes, one process), the
+chunks counted as the caller reads them. The broker is killed with SIGKILL part way
+through and started again on its data.
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ import orjson
 import pytest
 
 from a2a_bus import Bus, JsonRpcError
+from a2a_bus.protocol import ErrorCode
 from tests.transport.kafka.own_kafka import OwnKafka, running_kafka
+from tests.transport.kafka.stream_faults import (
+    Gate,
+    assert_whole_or_clear_error,
+    assert_written_once_in_order,
+    stream_buses,
+    stream_through,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -182,3 +193,67 @@ async def test_a_broker_killed_mid_load_loses_no_request_and_no_answer(
     gap = max(b - a for a, b in zip(load.answered_at, load.answered_at[1:], strict=False))
     recovery = f"{after[0] - back_at[0]:.2f}" if after else "-"
     print(f"\nbroker ready -> first answer {recovery} s; longest wait between answers {gap:.1f} s")
+
+
+async def refused_by(kafka: OwnKafka, node: int = 1) -> None:
+    """Until the killed broker's port refuses connections (its process may hold the
+    port a little after its memory, and a start on a port in use fails)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", kafka.port(node))
+            except ConnectionRefusedError:
+                return
+            writer.close()
+            await asyncio.sleep(0.05)
+
+
+async def test_a_stream_written_across_a_broker_restart_arrives_whole_or_ends_in_an_error(
+    broker: OwnKafka,
+) -> None:
+    """5,000 chunks; the broker killed (SIGKILL) with chunks in flight and started
+    again on its data while the rest are written: the caller gets chunks 0..k once
+    each, in order, then the end or a JSON-RPC error, never a silent gap; and none
+    came twice or ahead of its turn (which its reader would hide). The producer's
+    request timeout is shorter than the restart: aiokafka gives up on the batches
+    waiting for the broker, and the transport hands them over again, in order (with
+    a longer one aiokafka retries them itself, which the same checks passed in 14 runs)."""
+    total, request_timeout, request_timeout_ms = 5_000, 60.0, 5_000
+
+    async def restart(gate: Gate) -> None:
+        broker.kill()
+        await refused_by(broker)
+        gate.go_on.set()  # the rest is written while the broker is away
+        await asyncio.to_thread(broker.start)
+
+    async with stream_buses(
+        broker.bootstrap, request_timeout, request_timeout_ms=request_timeout_ms
+    ) as caller:
+        read = await stream_through(caller, total, restart)
+    print(f"\n{read.summary(total, caller)}")
+    assert_whole_or_clear_error(read, total, request_timeout)
+    assert_written_once_in_order(caller)
+
+
+async def test_a_stream_whose_chunks_outlive_their_delivery_timeout_ends_in_an_error(
+    broker: OwnKafka,
+) -> None:
+    """The same with a 4 s delivery timeout, the broker started again only once the
+    agent gave up on a chunk: chunks 0..k, then -32001 (the stream's error, or the
+    caller's deadline when the end itself was not delivered), within the deadline."""
+    total, request_timeout = 5_000, 20.0
+
+    async def restart_too_late(gate: Gate) -> None:
+        broker.kill()
+        await refused_by(broker)
+        gate.go_on.set()
+        given_up = await asyncio.to_thread(gate.closed.wait, WAIT)
+        await asyncio.to_thread(broker.start)
+        assert given_up, "the generator was not closed after a chunk was not delivered"
+
+    async with stream_buses(broker.bootstrap, request_timeout, delivery_timeout_ms=4_000) as caller:
+        read = await stream_through(caller, total, restart_too_late)
+    print(f"\n{read.summary(total, caller)}")
+    assert_whole_or_clear_error(read, total, request_timeout)
+    assert read.error is not None and read.error.code == ErrorCode.TIMEOUT
+    assert read.runs == 1

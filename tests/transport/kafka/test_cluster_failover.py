@@ -1,9 +1,12 @@
 """Broker failover on a 3-node KRaft cluster of the test's own (replication factor 3,
 min.insync.replicas 2): the leader of the agent's inbox partitions is killed, or
-stopped for 15 s, in the middle of a load.
+stopped for 15 s, in the middle of a load; the leader of a caller's reply topic is
+killed in the middle of a stream.
 
-The agent runs in an ``a2a-bus serve`` worker process configured by the
+For the load, the agent runs in an ``a2a-bus serve`` worker process configured by the
 ``A2A_KAFKA_*`` variables, the caller in the test process; the handler logs every run.
+The stream's agent and caller are two buses in the test process
+(:mod:`tests.transport.kafka.stream_faults`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from a2a_bus import Bus
 from tests.transport.kafka.own_kafka import OwnKafka
+from tests.transport.kafka.stream_faults import (
+    Gate,
+    assert_written_once_in_order,
+    stream_buses,
+    stream_through,
+)
 from tests.transport.kafka.test_broker_faults import WAIT, ServeWorker, run_load
 
 pytestmark = [
@@ -43,11 +52,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnKafka]:
 
 
 @pytest.fixture
-async def worker(cluster: OwnKafka, tmp_path: Path) -> AsyncIterator[ServeWorker]:
-    cluster.start()  # a node an earlier test killed comes back first
+def whole(cluster: OwnKafka) -> OwnKafka:
+    """The cluster with every node running: one an earlier test killed comes back."""
+    cluster.start()
+    return cluster
+
+
+@pytest.fixture
+async def worker(whole: OwnKafka, tmp_path: Path) -> AsyncIterator[ServeWorker]:
     prefix = f"cf{uuid.uuid4().hex[:10]}"
     served = ServeWorker(
-        cluster.bootstrap, prefix, tmp_path / "handled.jsonl", tmp_path / "w.err", SETTINGS
+        whole.bootstrap, prefix, tmp_path / "handled.jsonl", tmp_path / "w.err", SETTINGS
     )
     try:
         await served.start()
@@ -67,7 +82,7 @@ async def caller(cluster: OwnKafka, prefix: str, request_timeout: float) -> Bus:
     return bus
 
 
-async def inbox_leader(cluster: OwnKafka, topic: str) -> int:
+async def leader_of(cluster: OwnKafka, topic: str) -> int:
     """The node leading most partitions of ``topic`` (checking they have 3 replicas
     and min.insync.replicas 2, as the settings asked)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
@@ -86,7 +101,7 @@ async def test_killing_the_inbox_leader_mid_load_loses_nothing_and_answers_once(
 ) -> None:
     total, in_flight, kill_after = 2_000, 64, 600
     bus = await caller(cluster, worker.prefix, WAIT)
-    leader = await inbox_leader(cluster, bus.topics.agent("worker"))
+    leader = await leader_of(cluster, bus.topics.agent("worker"))
     third = asyncio.Event()
 
     async def kill_leader() -> None:
@@ -115,7 +130,7 @@ async def test_a_stopped_broker_lets_deadlines_fire_and_answers_nothing_twice(
 ) -> None:
     total, in_flight, stop_after, deadline = 2_000, 64, 600, 10.0
     bus = await caller(cluster, worker.prefix, deadline)
-    leader = await inbox_leader(cluster, bus.topics.agent("worker"))
+    leader = await leader_of(cluster, bus.topics.agent("worker"))
     third = asyncio.Event()
 
     async def pause_leader() -> None:
@@ -144,3 +159,28 @@ async def test_a_stopped_broker_lets_deadlines_fire_and_answers_nothing_twice(
     assert bus.metrics.duplicate_replies == 0
     assert after.errors == [] and sorted(after.answers) == list(range(200))
     print(f"\ndeadlines fired: {len(timed_out)}; late answers dropped: {bus.metrics.late_replies}")
+
+
+async def test_killing_the_reply_topic_leader_mid_stream_loses_no_chunk_and_repeats_none(
+    whole: OwnKafka,
+) -> None:
+    """5,000 chunks to a caller on another node; the leader of the caller's reply
+    topic (one partition) is killed with chunks in flight: every chunk arrives
+    once, in order, from one run of the generator, and the stream ends."""
+    total, request_timeout = 5_000, 60.0
+    async with stream_buses(
+        whole.bootstrap, request_timeout, replication_factor=3, min_insync_replicas=2
+    ) as caller:
+        leader = await leader_of(whole, caller.reply_topic)
+
+        async def kill_leader(gate: Gate) -> None:
+            whole.kill(leader)
+            gate.go_on.set()
+
+        read = await stream_through(caller, total, kill_leader)
+    print(f"\n{read.summary(total, caller)}")
+    assert read.error is None
+    assert read.items == list(range(total))
+    assert read.runs == 1
+    assert_written_once_in_order(caller)
+    assert caller.metrics.duplicate_replies == 0
