@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import Counter
-from pathlib import Path
-from types import FrameType
-from typing import Any
 
-import a2a_bus
 from a2a_bus import Agent, Bus, method
+from tests.call_counts import Calls
 
 #: Calls of a2a_bus functions per request: 58 when the budget was set, down from 74.
 CALLS_PER_REQUEST = 66
 REQUESTS = 300
-_PACKAGE = str(Path(a2a_bus.__file__).parent)
 
 
 class Calc(Agent):
@@ -36,18 +31,6 @@ class Calc(Agent):
         return minuend - subtrahend
 
 
-class _Calls:
-    """Counts calls of a2a_bus functions, in every thread, while ``on``."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.by_name: Counter[str] = Counter()
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self.on and event == "call" and frame.f_code.co_filename.startswith(_PACKAGE):
-            self.by_name[frame.f_code.co_name] += 1
-
-
 async def _requests(bus: Bus, count: int) -> None:
     client = bus.async_client()
     for i in range(count):
@@ -55,7 +38,7 @@ async def _requests(bus: Bus, count: int) -> None:
 
 
 def test_an_in_memory_request_stays_within_its_budget_of_calls() -> None:
-    calls = _Calls()
+    calls = Calls()
     threading.setprofile(calls)  # the bus's loop and actor threads start after this
     try:
         # No heartbeat during the count: only requests run.
@@ -67,8 +50,8 @@ def test_an_in_memory_request_stays_within_its_budget_of_calls() -> None:
             calls.on = False
     finally:
         threading.setprofile(None)
-    per_request = sum(calls.by_name.values()) / REQUESTS
-    top = ", ".join(f"{name} {count / REQUESTS:g}" for name, count in calls.by_name.most_common(8))
+    per_request = sum(calls.project.values()) / REQUESTS
+    top = ", ".join(f"{name} {count / REQUESTS:g}" for name, count in calls.project.most_common(8))
     # The count saw every request on the loop and in the actor's thread.
-    assert calls.by_name["_event"] == calls.by_name["on_receive"] == REQUESTS
+    assert calls.project["_event"] == calls.project["on_receive"] == REQUESTS
     assert per_request <= CALLS_PER_REQUEST, f"{per_request:.1f} calls per request: {top}"

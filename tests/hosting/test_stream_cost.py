@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
-from types import FrameType
-from typing import Any
 
-import a2a_bus
 from a2a_bus import Agent, Bus, method
+from tests.call_counts import Calls
 
 #: Calls of a2a_bus functions per chunk: 36 when the budget was set, down from 41.
 PROJECT_CALLS_PER_CHUNK = 40
@@ -37,7 +33,6 @@ CALLS_PER_CHUNK = 48
 #: little on the figure.
 CHUNKS = 1000
 STREAMS = 3
-_PACKAGE = str(Path(a2a_bus.__file__).parent)
 
 
 class Lines(Agent):
@@ -47,25 +42,6 @@ class Lines(Agent):
     def lines(self, count: int) -> Iterator[str]:
         for _ in range(count):
             yield "x" * 100
-
-
-class _Calls:
-    """Counts calls of Python functions, in every thread, while ``on``: the
-    project's by name, and all of them but this module's."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.project: Counter[str] = Counter()
-        self.all = 0
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self.on and event == "call":
-            filename = frame.f_code.co_filename
-            if filename == __file__:
-                return
-            self.all += 1
-            if filename.startswith(_PACKAGE):
-                self.project[frame.f_code.co_name] += 1
 
 
 async def _streams(bus: Bus, count: int) -> None:
@@ -78,7 +54,7 @@ async def _streams(bus: Bus, count: int) -> None:
 
 
 def test_a_chunk_of_an_in_memory_stream_stays_within_its_budget_of_calls() -> None:
-    calls = _Calls()
+    calls = Calls(besides=__file__)
     threading.setprofile(calls)  # the bus's loop and actor threads start after this
     try:
         # No heartbeat during the count: only the streams run.
