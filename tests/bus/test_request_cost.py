@@ -12,11 +12,8 @@ budget leaves some room; a change that adds steps to every request's path
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
 from a2a_bus import Agent, Bus, method
-from tests.call_counts import Calls
+from tests.call_counts import count_calls
 
 #: Calls of a2a_bus functions per request: 58 when the budget was set, down from 74.
 CALLS_PER_REQUEST = 66
@@ -38,18 +35,7 @@ async def _requests(bus: Bus, count: int) -> None:
 
 
 def test_an_in_memory_request_stays_within_its_budget_of_calls() -> None:
-    calls = Calls()
-    threading.setprofile(calls)  # the bus's loop and actor threads start after this
-    try:
-        # No heartbeat during the count: only requests run.
-        with Bus.memory(heartbeat=3600) as bus:
-            bus.spawn(Calc)
-            asyncio.run_coroutine_threadsafe(_requests(bus, 100), bus.loop).result()  # warm
-            calls.on = True
-            asyncio.run_coroutine_threadsafe(_requests(bus, REQUESTS), bus.loop).result()
-            calls.on = False
-    finally:
-        threading.setprofile(None)
+    calls = count_calls(Calc, _requests, 100, REQUESTS)
     per_request = sum(calls.project.values()) / REQUESTS
     top = ", ".join(f"{name} {count / REQUESTS:g}" for name, count in calls.project.most_common(8))
     # The count saw every request on the loop and in the actor's thread.

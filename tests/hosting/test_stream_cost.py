@@ -16,12 +16,10 @@ worth it (raise the budget, say why) or be done off that path.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 
 from a2a_bus import Agent, Bus, method
-from tests.call_counts import Calls
+from tests.call_counts import count_calls
 
 #: Calls of a2a_bus functions per chunk: 36 when the budget was set, down from 41.
 PROJECT_CALLS_PER_CHUNK = 40
@@ -54,18 +52,7 @@ async def _streams(bus: Bus, count: int) -> None:
 
 
 def test_a_chunk_of_an_in_memory_stream_stays_within_its_budget_of_calls() -> None:
-    calls = Calls(besides=__file__)
-    threading.setprofile(calls)  # the bus's loop and actor threads start after this
-    try:
-        # No heartbeat during the count: only the streams run.
-        with Bus.memory(heartbeat=3600) as bus:
-            bus.spawn(Lines)
-            asyncio.run_coroutine_threadsafe(_streams(bus, 1), bus.loop).result()  # warm
-            calls.on = True
-            asyncio.run_coroutine_threadsafe(_streams(bus, STREAMS), bus.loop).result()
-            calls.on = False
-    finally:
-        threading.setprofile(None)
+    calls = count_calls(Lines, _streams, 1, STREAMS, besides=__file__)
     chunks = STREAMS * CHUNKS
     per_chunk = sum(calls.project.values()) / chunks
     top = ", ".join(f"{name} {count / chunks:g}" for name, count in calls.project.most_common(8))
