@@ -109,7 +109,8 @@ class KafkaSettings:
     content_mode: str = "structured"
     #: Size of the (source, id) de-duplication window, per subscription.
     dedup_window: int = 10_000
-    #: Attempts to write a dead letter before giving up on it (logged).
+    #: Attempts to write a dead letter the broker refuses before giving up on it
+    #: (logged as lost); one it cannot take for now (away, a timeout) is tried until written.
     max_retries: int = 5
     #: Records a consumer may hand out beyond its last commit before it must
     #: record a new lease (see "Redelivery" in docs/kafka.md).

@@ -4,8 +4,8 @@ A publish is one record, appended to an open batch of its partition
 (:mod:`~a2a_bus.transport.kafka.batches`) once its topic is known; a topic not
 created or not in the metadata yet is created (or waited for) first. In
 exactly_once mode an answer joins the transaction of the record it answers
-(:mod:`~a2a_bus.transport.kafka.answers`). Dead letters are retried, and one that
-cannot be written is logged as lost. :class:`KafkaWriter` is the base of
+(:mod:`~a2a_bus.transport.kafka.answers`). Dead letters wait out a broker outage;
+one the broker refuses is retried, then logged as lost. :class:`KafkaWriter` is the base of
 :class:`~a2a_bus.transport.kafka.transport.KafkaTransport`, which adds the rest.
 """
 
@@ -22,6 +22,7 @@ from typing import TypeVar
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
     KafkaError,
+    KafkaTimeoutError,
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
@@ -37,7 +38,7 @@ from a2a_bus.transport.kafka.batches import Batches
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.partitioning import pick_partition
-from a2a_bus.transport.kafka.producing import check_size, producer_options
+from a2a_bus.transport.kafka.producing import KafkaNotDelivered, check_size, producer_options
 
 # The transport's logger, as before its writing side left a2a_bus.transport.kafka.transport.
 log = logging.getLogger("a2a_bus.transport.kafka.transport")
@@ -177,7 +178,13 @@ class KafkaWriter(Transport):
             # aiokafka's admin requests need one for their timeout.
             await asyncio.ensure_future(self.ensure_topics([topic]))
         if batches.partitions(topic) is None:
-            await batches.producer.partitions_for(topic)  # waits for metadata
+            # Waits for metadata: no longer than a record waits for its acknowledgement.
+            timeout = self.settings.delivery_timeout_ms / 1000
+            try:
+                await asyncio.wait_for(batches.producer.partitions_for(topic), timeout)
+            except TimeoutError:
+                detail = f"Kafka gave no partitions of {topic} within {timeout:g} s"
+                raise KafkaNotDelivered(f"{detail}; the record was not written") from None
             if batches.partitions(topic) is None:
                 raise UnknownTopicOrPartitionError(topic)
         await self._send(topic, value, key, headers, ack_later)  # both known now
@@ -222,24 +229,48 @@ class KafkaWriter(Transport):
         return self._batches.acks_at_once()
 
     async def dead_letter(self, letter: DeadLetter) -> None:
-        """Write ``letter`` to the dead-letter topic (retried ``max_retries`` times);
-        one that cannot be written is logged with its position, and the record is
-        still acknowledged so one bad record cannot stall its partition."""
+        """Write ``letter`` to the dead-letter topic.
+
+        While the broker is away or cannot take the write yet (a timeout, a
+        retriable error), it is tried again, with a back-off up to 5 s, until it
+        is written or its handler is cancelled (the transport stopping): the
+        record is then not committed, so it comes back rather than being lost.
+        Any other error is tried ``max_retries`` times; a letter too large is
+        not tried again. One that cannot be written is logged as lost, and the
+        record is still acknowledged, so one bad record cannot stall its partition.
+        """
         if read_from(letter, self.settings.dlq_topic):
             return
         headers = dead_letter_headers(letter)
         delay = 0.1
-        for attempt in range(1, self.settings.max_retries + 1):
+        refusals = 0
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 await self.publish_raw(
                     self.settings.dlq_topic, letter.value or b"", key=letter.key, headers=headers
                 )
                 self.dead_letter_log.written(letter)
+                if attempt > 1:
+                    log.warning("dead letter written at attempt %d", attempt)
                 return
             except KafkaError as exc:
-                log.warning("dead letter write failed (attempt %d): %s", attempt, exc)
                 if isinstance(exc, MessageSizeTooLargeError):
+                    log.warning("dead letter refused: %s", exc)
                     break  # with its headers it is over the limit: retrying cannot help
+                if not _broker_away(exc):
+                    refusals += 1
+                    log.warning("dead letter write failed (attempt %d): %s", attempt, exc)
+                    if refusals >= self.settings.max_retries:
+                        break
+                elif attempt == 1 or attempt % 10 == 0:
+                    log.warning(
+                        "dead letter write failed (attempt %d), tried again until the "
+                        "broker takes it: %s",
+                        attempt,
+                        exc,
+                    )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         log.error(
@@ -256,3 +287,10 @@ class KafkaWriter(Transport):
         if client is None:
             raise RuntimeError("the Kafka transport is not started")
         return client
+
+
+def _broker_away(error: KafkaError) -> bool:
+    """Whether ``error`` says the broker could not take a write for now (away, no
+    leader, too few replicas in sync, no acknowledgement in time), rather than
+    refusing the record itself."""
+    return error.retriable or isinstance(error, KafkaTimeoutError)

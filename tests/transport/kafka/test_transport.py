@@ -6,6 +6,7 @@ Every test uses its own topics and groups, so tests never see each other's recor
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import Counter
@@ -23,6 +24,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from a2a_bus.core.errors import transport_refusal
 from a2a_bus.protocol import new_event
 from a2a_bus.transport import Delivery, TopicPattern
+from a2a_bus.transport.dead_letters import delivered_letter
 from a2a_bus.transport.errors import NotDelivered
 from a2a_bus.transport.kafka.subscription import KafkaSubscription
 from a2a_bus.transport.kafka.transport import KafkaTransport
@@ -836,30 +838,47 @@ async def test_a_non_durable_subscription_that_rejoins_skips_nothing_written_mea
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_a_write_waits_out_a_broker_outage_or_fails_with_its_delivery_timeout(
-    tmp_path: Path, uid: str
+    tmp_path: Path, uid: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    topic = f"test.outage.{uid}"
+    """A publish waits for the broker until its delivery timeout, then fails with a
+    clear error. A dead letter is not given up after ``max_retries`` timeouts: it
+    waits the outage out (its record would be lost otherwise)."""
+    topic, dlq = f"test.outage.{uid}", f"test.dlq.{uid}"
     broker = OwnKafka(tmp_path / "kafka")
     try:
         broker.start()
-        patient = KafkaTransport(broker.bootstrap, dlq_topic=f"test.dlq.{uid}")
+        patient = KafkaTransport(broker.bootstrap, dlq_topic=dlq)
         hasty = KafkaTransport(
-            broker.bootstrap, dlq_topic=f"test.dlq.{uid}", delivery_timeout_ms=2000
+            broker.bootstrap, dlq_topic=dlq, delivery_timeout_ms=2000, max_retries=1
         )
         async with patient, hasty:
             await patient.publish(topic, event(0))
             await hasty.publish(topic, event(1))
+            await hasty.ensure_topics([dlq])
             broker.kill()
+            caplog.set_level(logging.WARNING, logger="a2a_bus.transport.kafka.transport")
             waiting = asyncio.ensure_future(patient.publish(topic, event(2)))
+            dead = Delivery(event(4), topic, 0, 4, None)
+            lettering = asyncio.ensure_future(hasty.dead_letter(delivered_letter(dead, "boom")))
             with pytest.raises(NotDelivered) as refused:
                 await hasty.publish(topic, event(3))
             # A clear error, not a silent drop: the bus answers it -32001.
             assert transport_refusal(refused.value).code == -32001
             assert not waiting.done()  # still retried
-            await asyncio.to_thread(broker.start)
+            async with asyncio.timeout(WAIT):  # the letter's first write timed out too
+                while not any("dead letter write failed" in r.getMessage() for r in caplog.records):
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # past its back-off: max_retries (1) is spent
+            still_trying = not lettering.done()
+            await asyncio.to_thread(broker.start)  # (asserted after: no stop on a dead broker)
+            assert still_trying
             await asyncio.wait_for(waiting, WAIT)
+            await asyncio.wait_for(lettering, WAIT)
             batch = await patient.read(topic, limit=100)
             numbers = Counter(e.get_data()["n"] for e in batch.events)  # type: ignore[index]
+            letters = (await patient.read(dlq, limit=100)).events
         assert numbers[0] == numbers[1] == numbers[2] == 1  # written once each
+        assert [e.get_data() for e in letters] == [{"n": 4}]  # the letter, once
+        assert not [r for r in caplog.records if "LOST" in r.getMessage()]
     finally:
         broker.stop()
