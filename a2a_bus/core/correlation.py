@@ -26,12 +26,12 @@ streams, and a caller that gives up cancels the generator.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import math
 from collections.abc import Callable
 from typing import Any
 
+from a2a_bus.core.deadlines import Deadlines
 from a2a_bus.core.metrics import Metrics
 from a2a_bus.core.reply_stream import ReplyStream
 from a2a_bus.core.streams import (
@@ -51,8 +51,6 @@ _EXPIRED = "expired"
 _ANSWERED = "answered"
 #: A cancelled stream whose generator's node is not known yet.
 _CANCEL_UNSENT = "cancel-unsent"
-#: A deadline this close is due (loop timers fire within the clock's resolution).
-_DUE_SLACK = 0.001
 #: Why requests still pending when the bus stops are answered -32002.
 STOPPED = "the bus stopped"
 
@@ -84,7 +82,7 @@ class _Pending:
         self.timeout = timeout
         #: The loop time it expires at (inf while a stream's chunk waits for its reader).
         self.deadline = deadline
-        #: When its entry in the heap of deadlines is due (inf: none; see Correlator._sweep).
+        #: When its entry in the heap of deadlines is due (inf: none; see core.deadlines).
         self.tracked = deadline
         #: Set when a stream answers a plain request (``future``).
         self.gathering: _Gathering | None = None
@@ -122,12 +120,7 @@ class Correlator:
         self._finished_before: dict[str, str] = {}
         self._remember = max(1, remember)
         self.stop_upstream = stop_upstream
-        # Deadlines: one loop timer for the earliest of a heap of (when, request id);
-        # entries of settled requests are dropped lazily (cheaper than a timer each).
-        self._deadlines: list[tuple[float, str]] = []
-        self._compact_at = 1024
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = math.inf
+        self._deadlines = Deadlines(self._tracked, self._due)
         #: Set by :meth:`drain`: the bus is stopping.
         self._draining = False
         #: The loop of the pending requests (the bus loop), until :meth:`close`.
@@ -163,7 +156,7 @@ class Correlator:
             raise ValueError(f"request id {request_id!r} is already pending")
         pendings[request_id] = pending
         self._metrics.in_flight += 1
-        self._track(request_id, pending.deadline, loop)
+        self._deadlines.track(request_id, pending.deadline, loop)
 
     def _set_deadline(
         self, request_id: str, pending: _Pending, loop: asyncio.AbstractEventLoop
@@ -173,55 +166,20 @@ class Correlator:
         when = pending.deadline = loop.time() + pending.timeout
         if pending.tracked > when:
             pending.tracked = when
-            self._track(request_id, when, loop)
+            self._deadlines.track(request_id, when, loop)
 
-    def _track(self, request_id: str, when: float, loop: asyncio.AbstractEventLoop) -> None:
-        heap = self._deadlines
-        heapq.heappush(heap, (when, request_id))
-        if when < self._timer_at:
-            self._arm(loop, when)
-        elif len(heap) > self._compact_at:
-            # Entries of settled requests are dropped when they are over half the heap
-            # (_current, spelled out: it runs for each entry).
-            pendings = self._pending
-            self._deadlines = heap = [
-                entry
-                for entry in heap
-                if (pending := pendings.get(entry[1])) is not None and pending.tracked == entry[0]
-            ]
-            heapq.heapify(heap)
-            self._compact_at = 2 * len(heap) + 1024
+    def _tracked(self, request_id: str) -> float | None:
+        pending = self._pending.get(request_id)
+        return None if pending is None else pending.tracked
 
-    def _current(self, entry: tuple[float, str]) -> bool:
-        pending = self._pending.get(entry[1])
-        return pending is not None and pending.tracked == entry[0]
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_at(when, self._sweep, loop)
-        self._timer_at = when
-
-    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Expire what is due; follow the deadlines that moved on since they were
-        tracked; re-arm for the earliest entry still current."""
-        self._timer, self._timer_at = None, math.inf
-        now = loop.time() + _DUE_SLACK
-        heap = self._deadlines
-        while heap and (heap[0][0] <= now or not self._current(heap[0])):
-            entry = heapq.heappop(heap)
-            if entry[0] > now or not self._current(entry):
-                continue
-            request_id = entry[1]
-            pending = self._pending[request_id]
-            if pending.deadline <= now:
-                self._expire(request_id)
-                continue
-            pending.tracked = pending.deadline  # inf: none, until its next chunk
-            if pending.deadline != math.inf:
-                heapq.heappush(heap, (pending.deadline, request_id))
-        if heap:
-            self._arm(loop, heap[0][0])
+    def _due(self, request_id: str, now: float) -> float:
+        """Expire the request if its deadline passed; else when it is due now."""
+        pending = self._pending[request_id]
+        if pending.deadline <= now:
+            self._expire(request_id)
+            return math.inf
+        pending.tracked = pending.deadline  # inf: none, until its next chunk
+        return pending.deadline
 
     def cancel(self, request_id: str) -> None:
         """Forget a request whose caller gave up (a later reply counts as late);
@@ -409,10 +367,7 @@ class Correlator:
 
     def close(self, reason: str = STOPPED) -> None:
         """Answer every pending request with an error (used at shutdown)."""
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer, self._timer_at, self._deadlines = None, math.inf, []
-        self._compact_at = 1024
+        self._deadlines.clear()
         self._draining = False  # a bus may be started again
         self._loop = None  # on another loop, maybe
         for request_id, pending in list(self._pending.items()):
