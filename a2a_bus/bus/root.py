@@ -14,9 +14,11 @@ bus itself.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import uuid
 from collections.abc import Sequence
+from dataclasses import fields
 from functools import partial
 from typing import Any
 
@@ -44,7 +46,7 @@ from a2a_bus.schedule.scheduler import Scheduler
 from a2a_bus.schedule.spec import Schedule
 from a2a_bus.settings import bus_options, transport_kind
 from a2a_bus.transport.base import Transport
-from a2a_bus.transport.kafka import KafkaTransport
+from a2a_bus.transport.kafka import KafkaSettings, KafkaTransport
 
 
 class Bus:
@@ -143,7 +145,15 @@ class Bus:
         bus_options: dict[str, Any] | None = None,
         **kafka_options: Any,
     ) -> Bus:
-        """A bus on Kafka; ``kafka_options`` are KafkaSettings fields (SASL/SSL too)."""
+        """A bus on Kafka; ``kafka_options`` are KafkaSettings fields (SASL/SSL too),
+        the bus's own options go in ``bus_options``."""
+        misplaced = sorted(set(kafka_options) & _BUS_ONLY_OPTIONS)
+        if misplaced:
+            given = ", ".join(f"{name}=..." for name in misplaced)
+            raise TypeError(
+                f"Bus.kafka() got {given}: options of the bus, not Kafka settings; "
+                f"pass them as bus_options={{{', '.join(repr(n) + ': ...' for n in misplaced)}}}"
+            )
         options = dict(bus_options or {})
         return cls(kafka_transport(bootstrap, options, kafka_options), **options)
 
@@ -324,5 +334,13 @@ class Bus:
     def _agent_scheduler(self, schedules: Sequence[Schedule], agent_id: str) -> Scheduler:
         return self.scheduler(schedules, group=agent_id)
 
+
+#: Options of ``Bus`` alone: given to :meth:`Bus.kafka` as Kafka settings, they are
+#: a mistake worth naming (``drain_timeout`` is both, and goes to the transport).
+_BUS_ONLY_OPTIONS = frozenset(inspect.signature(Bus.__init__).parameters) - {
+    "self",
+    "transport",
+    *(setting.name for setting in fields(KafkaSettings)),
+}
 
 __all__ = ["Bus"]

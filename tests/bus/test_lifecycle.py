@@ -1033,6 +1033,18 @@ def test_a_bus_waits_its_transports_drain_timeout_unless_told_otherwise() -> Non
     assert own.drain_timeout == 1
 
 
+def test_bus_options_given_to_bus_kafka_as_kafka_settings_are_named_with_where_they_go() -> None:
+    """``Bus.memory(prefix=...)`` takes the bus's options; ``Bus.kafka`` takes Kafka
+    settings, so the same keywords there say to pass them as ``bus_options``."""
+    with pytest.raises(TypeError) as misplaced:
+        Bus.kafka("127.0.0.1:9", prefix="orders", heartbeat=2, linger_ms=5)
+    assert "got heartbeat=..., prefix=...: options of the bus, not Kafka settings" in str(
+        misplaced.value
+    )
+    assert "bus_options={'heartbeat': ..., 'prefix': ...}" in str(misplaced.value)
+    assert Bus.kafka("127.0.0.1:9", bus_options={"prefix": "orders"}).topics.prefix == "orders"
+
+
 async def test_stop_of_a_bus_started_with_astart_says_to_await_astop() -> None:
     """It used to return at once and leave the bus running (its actors too)."""
     bus = Bus.memory()
