@@ -74,7 +74,8 @@ class Schedule:
     ``publish`` (a subject, with ``data``) or ``call`` (agent and method, with ``params``).
 
     ``missed`` says what happens to ticks that fell due while no scheduler ran
-    (every process down): ``skip`` fires only the latest of them, ``catch_up``
+    (every process down), or while one was held up past the next tick: ``skip``
+    fires only the latest of them, ``catch_up``
     fires each of them, oldest first, at most ``max_catch_up``.
     """
 
