@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from a2a_bus.bench.memory_load import Level
 from a2a_bus.bench.report import Progress, Report, Row
 from a2a_bus.bus import Bus
 from a2a_bus.hosting.agent import Agent, method
+from a2a_bus.runtime.affinity import current_cpu
 
 #: Microseconds (p50) the bus may add over the hand-off floor, by default.
 ADDED_LIMIT_US = 40.0
@@ -55,11 +57,17 @@ class _Echo(pykka.ThreadingActor):
 
 
 class _Reporter(pykka.ThreadingActor):
-    """Answers a (loop, future, value) message the way agent actors report."""
+    """Answers a (loop, future) message the way agent actors report, with the CPU
+    it ran on."""
 
     def on_receive(self, message: Any) -> None:
-        loop, future, value = message
-        loop.call_soon_threadsafe(future.set_result, value)
+        loop, future = message
+        loop.call_soon_threadsafe(future.set_result, current_cpu())
+
+
+#: The CPU each ``subtract`` ran on, in order (requests are sequential): read by
+#: the async bus path, to tell whether the loop and the actor shared a CPU.
+_ACTOR_CPUS: deque[int | None] = deque()
 
 
 class Calc(Agent):
@@ -67,6 +75,7 @@ class Calc(Agent):
 
     @method
     def subtract(self, minuend: int, subtrahend: int) -> int:
+        _ACTOR_CPUS.append(current_cpu())
         return minuend - subtrahend
 
 
@@ -88,11 +97,15 @@ class Timings:
 
 @dataclass(frozen=True)
 class Setting:
-    """The bus paths of one setting (default or pinned), measured in the same run."""
+    """The bus paths of one setting (default or pinned), measured in the same run;
+    for the async bus and the floor, the share of round trips whose two threads
+    ran on one CPU (None where the CPU cannot be read)."""
 
     bus: Timings
     floor: Timings
     sync: Timings
+    bus_together: float | None = None
+    floor_together: float | None = None
 
     @property
     def added_us(self) -> float:
@@ -107,29 +120,39 @@ def _timed(call: Callable[[int], Any], n: int, samples: list[float]) -> None:
         samples.append(time.perf_counter() - start)
 
 
-async def _hand_off(actor: pykka.ActorRef[_Reporter], n: int, samples: list[float]) -> None:
+async def _hand_off(
+    actor: pykka.ActorRef[_Reporter], n: int, samples: list[float], together: list[bool]
+) -> None:
     loop = asyncio.get_running_loop()
-    for i in range(n):
+    for _ in range(n):
         start = time.perf_counter()
+        cpu = current_cpu()
         future = loop.create_future()
-        actor.tell((loop, future, i))
-        await future
+        actor.tell((loop, future))
+        actor_cpu = await future
         samples.append(time.perf_counter() - start)
+        if cpu is not None and actor_cpu is not None:
+            together.append(cpu == actor_cpu)
 
 
 async def _hand_off_once(actor: pykka.ActorRef[_Reporter]) -> Any:
     loop = asyncio.get_running_loop()
     future = loop.create_future()
-    actor.tell((loop, future, 1))
+    actor.tell((loop, future))
     return await future
 
 
-async def _bus_async(bus: Bus, n: int, samples: list[float]) -> None:
+async def _bus_async(bus: Bus, n: int, samples: list[float], together: list[bool]) -> None:
     client = bus.async_client()
+    _ACTOR_CPUS.clear()  # the sync client's requests left theirs
     for i in range(n):
         start = time.perf_counter()
+        cpu = current_cpu()
         await client.request("bench-calc", "subtract", [i, 1])
         samples.append(time.perf_counter() - start)
+        actor_cpu = _ACTOR_CPUS.popleft() if _ACTOR_CPUS else None
+        if cpu is not None and actor_cpu is not None:
+            together.append(cpu == actor_cpu)
 
 
 async def _start_reporter() -> pykka.ActorRef[_Reporter]:
@@ -162,14 +185,17 @@ class _Paths:
         self.reporter = reporter
         self.client = bus.client()
         self.samples: dict[str, list[float]] = {"bus": [], "floor": [], "sync": []}
+        #: Per round trip of the async bus and of the floor: its threads on one CPU.
+        self.together: dict[str, list[bool]] = {"bus": [], "floor": []}
 
     def run(self, count: int, measured: bool = True) -> None:
         samples = self.samples if measured else {name: [] for name in self.samples}
+        together = self.together if measured else {name: [] for name in self.together}
         loop = self.bus.loop
-        coro = _bus_async(self.bus, count, samples["bus"])
+        coro = _bus_async(self.bus, count, samples["bus"], together["bus"])
         asyncio.run_coroutine_threadsafe(coro, loop).result()
         _timed(self._request, count, samples["sync"])
-        coro = _hand_off(self.reporter, count, samples["floor"])
+        coro = _hand_off(self.reporter, count, samples["floor"], together["floor"])
         asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def _request(self, i: int) -> Any:
@@ -190,7 +216,13 @@ class _Paths:
         return asyncio.run_coroutine_threadsafe(coro, self.bus.loop).result()
 
     def setting(self) -> Setting:
-        return Setting(*(Timings.of(self.samples[name]) for name in ("bus", "floor", "sync")))
+        bus, floor, sync = (Timings.of(self.samples[name]) for name in ("bus", "floor", "sync"))
+        together = self.together
+        return Setting(bus, floor, sync, _share(together["bus"]), _share(together["floor"]))
+
+
+def _share(flags: list[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
 
 
 def run(
@@ -289,10 +321,29 @@ def report(
         f"default, {pinned.bus.per_sec:,.0f} pinned; bus sync {default.sync.per_sec:,.0f} "
         f"default, {pinned.sync.per_sec:,.0f} pinned"
     )
+    if (note := _placement_note(default, pinned)) is not None:
+        out.notes.append(note)
     if load is not None:
         out.curves.extend(memory_load.curves(load))
         out.notes.append(memory_load.note(load))
     return out
+
+
+def _placement_note(default: Setting, pinned: Setting) -> str | None:
+    """How often each path's two threads shared a CPU: the scheduler tends to put
+    the floor's actor beside the loop (a waker that sleeps at once), which makes
+    its hand-offs cheaper than any spread over two CPUs (see docs/bus.md)."""
+
+    def share(value: float | None) -> str:
+        return "?" if value is None else f"{value:.0%}"
+
+    if default.bus_together is None and default.floor_together is None:
+        return None
+    return (
+        "round trips with the loop and the actor on one CPU: default: floor "
+        f"{share(default.floor_together)}, bus {share(default.bus_together)}; pinned: floor "
+        f"{share(pinned.floor_together)}, bus {share(pinned.bus_together)}"
+    )
 
 
 def _verdicts(ask: Timings, default: Setting, pinned: Setting) -> list[str]:

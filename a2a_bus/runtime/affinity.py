@@ -21,10 +21,32 @@ number turns it on; so does ``Bus(..., pin_cpu=...)``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+from collections.abc import Callable
 
 ENV = "A2A_PIN_CPU"
 OFF = ("", "off", "no", "none")
+
+
+def _cpu_reader() -> Callable[[], int] | None:
+    # os has no sched_getcpu before Python 3.13; the C library has it on Linux.
+    try:
+        reader: Callable[[], int] = ctypes.CDLL(None).sched_getcpu
+        return reader
+    except (OSError, AttributeError):
+        return None
+
+
+_sched_getcpu = _cpu_reader()
+
+
+def current_cpu() -> int | None:
+    """The CPU the calling thread runs on now; None where that cannot be read."""
+    if _sched_getcpu is None:
+        return None
+    cpu = _sched_getcpu()
+    return cpu if cpu >= 0 else None
 
 
 def choose_cpu(setting: int | str | None = None) -> int | None:

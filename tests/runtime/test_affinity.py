@@ -8,7 +8,7 @@ import os
 import pytest
 
 from a2a_bus import Agent, Bus, method
-from a2a_bus.runtime.affinity import ENV, choose_cpu
+from a2a_bus.runtime.affinity import ENV, choose_cpu, current_cpu
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 
@@ -23,6 +23,10 @@ class Where(Agent):
     @method
     def policy(self) -> int:
         return os.sched_getscheduler(0)  # this actor thread's scheduling policy
+
+    @method
+    def cpu(self) -> int | None:
+        return current_cpu()
 
 
 async def _loop_cpus() -> set[int]:
@@ -91,3 +95,16 @@ async def test_async_bus_pins_the_loop_thread_it_starts_on() -> None:
     finally:  # this test's thread runs the others too
         os.sched_setaffinity(0, before)
         os.sched_setscheduler(0, *policy)
+
+
+def test_the_current_cpu_of_a_pinned_thread_is_its_cpu() -> None:
+    """Read where it can be (Linux), and then one the thread may run on: on a
+    pinned bus, the one CPU of its threads."""
+    here = current_cpu()
+    assert here is None or here in ALLOWED
+    if here is None:
+        return
+    for cpu in ALLOWED:
+        with Bus.memory(pin_cpu=cpu) as bus:
+            bus.spawn(Where)
+            assert bus.client().request("where", "cpu") == cpu
