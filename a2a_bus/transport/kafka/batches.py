@@ -58,7 +58,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 
 from a2a_bus.transport.eager import run_eagerly
 from a2a_bus.transport.kafka.pending import ORDINAL_STEP, Pending, put_back, refused_again
-from a2a_bus.transport.kafka.producing import KafkaNotDelivered, check_size, unwritten
+from a2a_bus.transport.kafka.producing import KafkaNotDelivered, check_size, transient
 from a2a_bus.transport.kafka.renewal import Renewal
 
 log = logging.getLogger(__name__)
@@ -346,7 +346,7 @@ class Batches:
     def _again(self, pending: Pending, error: BaseException) -> bool:
         """Whether ``pending`` failed without being written and may go again (then
         it holds a fresh batch of its records)."""
-        if pending not in self._outstanding or not unwritten(error):
+        if pending not in self._outstanding or not transient(error):
             return False  # past its deadline already, or it may have been written
         pending.error = error
         if not pending.rebuild(self._producer.create_batch()):

@@ -63,11 +63,16 @@ class KafkaRecordTooLarge(RecordTooLarge, MessageSizeTooLargeError):
         return str(self.args[0]) if self.args else "record too large"
 
 
-def unwritten(error: BaseException) -> bool:
-    """Whether a batch that failed with ``error`` was never written, and may be
-    handed over again without a duplicate: aiokafka fails an idempotent
-    producer's batch with a retriable error only before it sent it (waiting for
-    room, or for a leader); what it sent, it retries itself."""
+def transient(error: BaseException) -> bool:
+    """Whether ``error`` says the broker could not take a write for now (away, no
+    leader, too few replicas in sync, no acknowledgement in time) rather than
+    refusing the record itself.
+
+    A batch that failed so was never written, and may be handed over again
+    without a duplicate: aiokafka fails an idempotent producer's batch with such
+    an error only before it sent it (waiting for room, or for a leader); what it
+    sent, it retries itself.
+    """
     if isinstance(error, MessageSizeTooLargeError):
         return False
     return isinstance(error, KafkaTimeoutError) or (

@@ -22,7 +22,6 @@ from typing import TypeVar
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
     KafkaError,
-    KafkaTimeoutError,
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
@@ -38,7 +37,12 @@ from a2a_bus.transport.kafka.batches import Batches
 from a2a_bus.transport.kafka.broker import KafkaMetrics
 from a2a_bus.transport.kafka.config import KafkaSettings
 from a2a_bus.transport.kafka.partitioning import pick_partition
-from a2a_bus.transport.kafka.producing import KafkaNotDelivered, check_size, producer_options
+from a2a_bus.transport.kafka.producing import (
+    KafkaNotDelivered,
+    check_size,
+    producer_options,
+    transient,
+)
 
 # The transport's logger, as before its writing side left a2a_bus.transport.kafka.transport.
 log = logging.getLogger("a2a_bus.transport.kafka.transport")
@@ -259,7 +263,7 @@ class KafkaWriter(Transport):
                 if isinstance(exc, MessageSizeTooLargeError):
                     log.warning("dead letter refused: %s", exc)
                     break  # with its headers it is over the limit: retrying cannot help
-                if not _broker_away(exc):
+                if not transient(exc):
                     refusals += 1
                     log.warning("dead letter write failed (attempt %d): %s", attempt, exc)
                     if refusals >= self.settings.max_retries:
@@ -287,10 +291,3 @@ class KafkaWriter(Transport):
         if client is None:
             raise RuntimeError("the Kafka transport is not started")
         return client
-
-
-def _broker_away(error: KafkaError) -> bool:
-    """Whether ``error`` says the broker could not take a write for now (away, no
-    leader, too few replicas in sync, no acknowledgement in time), rather than
-    refusing the record itself."""
-    return error.retriable or isinstance(error, KafkaTimeoutError)

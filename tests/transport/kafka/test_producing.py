@@ -20,7 +20,7 @@ from a2a_bus.transport.kafka.producing import (
     check_size,
     producer_options,
     publisher_error,
-    unwritten,
+    transient,
 )
 
 
@@ -46,7 +46,7 @@ def test_a_record_over_the_request_size_is_refused_before_it_is_batched() -> Non
 def test_only_a_batch_failed_before_it_was_sent_goes_again(
     error: BaseException, written: bool
 ) -> None:
-    assert unwritten(error) is not written
+    assert transient(error) is not written
 
 
 def test_a_publisher_hears_of_the_broker_s_size_refusal_with_its_record_s_size() -> None:
