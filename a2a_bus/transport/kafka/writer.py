@@ -257,7 +257,13 @@ class KafkaWriter(Transport):
                 )
                 self.dead_letter_log.written(letter)
                 if attempt > 1:
-                    log.warning("dead letter written at attempt %d", attempt)
+                    log.warning(
+                        "dead letter %s/%d/%d written at attempt %d",
+                        letter.topic,
+                        letter.partition,
+                        letter.offset,
+                        attempt,
+                    )
                 return
             except KafkaError as exc:
                 if isinstance(exc, MessageSizeTooLargeError):
