@@ -18,6 +18,7 @@ from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from a2a_bus.runtime.loops import stop_task
 from a2a_bus.schedule.scheduler import Names
+from a2a_bus.transport.kafka.consumers import stop_consumer
 from a2a_bus.transport.kafka.partitioning import pick_partition
 from a2a_bus.transport.kafka.transport import KafkaTransport
 
@@ -104,4 +105,4 @@ class KafkaOwners(ConsumerRebalanceListener):
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             consumer.unsubscribe()  # no revoke callback: the schedules were given up above
-            await consumer.stop()
+            await stop_consumer(consumer)

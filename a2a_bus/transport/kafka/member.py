@@ -27,6 +27,7 @@ from a2a_bus.transport.base import TopicPattern
 from a2a_bus.transport.kafka.broker import Broker
 from a2a_bus.transport.kafka.commits import PartitionTracker
 from a2a_bus.transport.kafka.committer import Committer, Uncommitted
+from a2a_bus.transport.kafka.consumers import stop_consumer
 from a2a_bus.transport.kafka.dispatch import RETRY_DELAY, Dispatch
 from a2a_bus.transport.kafka.keys import Handling, KeyedRuns, Which
 from a2a_bus.transport.kafka.ownership import Handover, Ownership
@@ -220,7 +221,7 @@ class GroupMember:
         await self._commits.commit(list(self._trackers), final=final)
         self._commits.release(list(self._trackers))
         await self._commits.close()
-        await self._consumer.stop()
+        await stop_consumer(self._consumer)
 
     async def withdraw(self, target: Target) -> None:
         """Hand out nothing more from ``target``'s backlog (dropped: the next

@@ -19,6 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from a2a_bus.protocol import Adaptor
 from a2a_bus.transport.base import ReadBatch
 from a2a_bus.transport.kafka.config import KafkaSettings
+from a2a_bus.transport.kafka.consumers import stop_consumer
 from a2a_bus.transport.positions import Position, check_partitions
 from a2a_bus.transport.reading import Retained, decoded, newest_last, oldest_first
 
@@ -72,7 +73,7 @@ async def _read_within(
         await consumer.start()
         return await _read(consumer, adaptor, topic, numbers, limit, position, newest)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
 
 
 async def _partition_numbers(admin: AIOKafkaAdminClient, topic: str) -> list[int]:
@@ -199,4 +200,4 @@ class EndOffsets:
         self._partitions.clear()
         self._starting = None  # a restarted transport may run on another loop
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)
