@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import a2a_bus
 from a2a_bus import method
-from a2a_bus.cli import app
+from a2a_bus.cli.console import app
 from a2a_bus.demo import run
 from a2a_bus.examples.calculator import Calculator
 from a2a_bus.llm import ScriptedClient

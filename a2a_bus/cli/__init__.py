@@ -1,43 +1,20 @@
-"""The ``a2a-bus`` command line. Each sub-command lives in its own module and
-attaches itself to :data:`~a2a_bus.cli.app.app` on import."""
+"""The ``a2a-bus`` command line: :func:`main` is its console-script entry point.
+
+This module imports nothing of the bus at import time, so that Ctrl-C while the
+command's modules load (about half a second) ends it quietly; the command itself
+is :mod:`a2a_bus.cli.console`.
+"""
 
 from __future__ import annotations
 
 import sys
 
-import typer
-
-from a2a_bus.cli import agents, bench, call, convert, demo, mcp, publish, read, serve, tail
-from a2a_bus.cli.app import app
-from a2a_bus.runtime.env import EnvError
-
-#: The sub-command modules, imported for the commands they attach to ``app``.
-COMMANDS = (agents, bench, call, convert, demo, mcp, publish, read, serve, tail)
-
-
-def undecodable(args: list[str]) -> str | None:
-    """The first of ``args`` that is not UTF-8 text, its bad bytes written ``\\xff``
-    (Python keeps them as lone surrogates, which no encoder or JSON parser takes)."""
-    for arg in args:
-        raw = arg.encode("utf-8", "surrogateescape")
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw.decode("utf-8", "backslashreplace")
-    return None
-
 
 def main() -> None:
-    """Console-script entry point."""
-    bad = undecodable(sys.argv[1:])
-    if bad is not None:
-        typer.echo(f"error: argument '{bad}' is not UTF-8 text", err=True)
-        raise SystemExit(2)
+    """Console-script entry point: load the command, then run it."""
     try:
-        app(prog_name="a2a-bus")
-    except EnvError as exc:  # e.g. A2A_EVENT_LOOP, read when a command makes its loop
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
-
-
-__all__ = ["COMMANDS", "app", "main"]
+        from a2a_bus.cli.console import run  # the load Ctrl-C may cut short
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        raise SystemExit(130) from None
+    run()

@@ -143,3 +143,35 @@ def test_serve_whose_output_is_closed_stops_cleanly() -> None:
     code, stderr = ended(served)
     assert code == 1  # as any command whose output was closed
     assert stderr == "", stderr
+
+
+#: The console script's own steps, with a SIGINT sent while the bus's modules load.
+_INTERRUPTED_LOAD = """
+import os, signal, sys
+
+class InterruptTheLoad:
+    def find_spec(self, name, path=None, target=None):
+        if name == "a2a_bus.bus":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, InterruptTheLoad())
+sys.argv = ["a2a-bus", "agents"]
+from a2a_bus.cli import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_while_the_command_loads_ends_it_without_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_LOAD],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == ""
