@@ -20,8 +20,9 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
     broker down) raises that fetch's ``CancelledError`` from ``stop()``, which
     nobody asked for, and skips closing its client: the client's connections
     and metadata task would go on retrying the dead broker for the life of the
-    process (aiokafka 0.14, aio-libs/aiokafka#647). That error is absorbed here
-    and the client closed. A cancellation of the caller itself is passed on.
+    process (aiokafka 0.14; aio-libs/aiokafka#647 reports ``stop()`` raising it
+    from another of its tasks). That error is absorbed here and the client
+    closed. A cancellation of the caller itself is passed on.
     """
     try:
         await consumer.stop()
